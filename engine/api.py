@@ -1,0 +1,178 @@
+"""The engine's boundary: plain data the scheduler hands in and gets back.
+
+The scheduler never touches tensors. It opens sessions, tells the engine what conditioning
+the next chunk of each session should use, and then drives one *phase* at a time for a batch
+of sessions through :meth:`Engine.step`. A chunk goes through ``denoise_steps`` DENOISE
+phases, one CACHE phase (the clean pass at t=0 that writes the chunk's K/V) and one DECODE
+phase (latents -> uint8 RGB frames). The scheduler may stop any session between phases.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+__all__ = [
+    "ActionSpace",
+    "ChunkFrames",
+    "EngineProtocol",
+    "FrameAction",
+    "ItemResult",
+    "KVStats",
+    "ModelInfo",
+    "Phase",
+    "StepItem",
+    "StepPlan",
+    "StepResult",
+]
+
+
+@dataclass(frozen=True)
+class ActionSpace:
+    """What a model can be conditioned on; declared by the model config."""
+
+    keys: tuple[str, ...]  # allowed key names, lower case (e.g. "w", "arrowup", "space")
+    mouse: bool = True  # accumulated (dx, dy) per frame
+    buttons: int = 0  # number of button bits honoured
+    axes: int = 0  # number of analog axes in [-1, 1]
+
+    def to_json(self) -> dict[str, object]:
+        return {"keys": list(self.keys), "mouse": self.mouse, "buttons": self.buttons, "axes": self.axes}
+
+
+@dataclass(frozen=True)
+class FrameAction:
+    """Conditioning for one latent frame: held keys, accumulated mouse, buttons, axes."""
+
+    keys: tuple[str, ...] = ()
+    mouse: tuple[float, float] = (0.0, 0.0)
+    buttons: int = 0
+    axes: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    width: int
+    height: int
+    fps: int
+    frames_per_chunk: int  # decoded video frames per chunk
+    latent_frames_per_chunk: int
+    denoise_steps: int
+    action_space: ActionSpace
+    kv_bytes_per_session: int  # device bytes a session's KV handle holds (sink + window)
+    device: str
+    dtype: str
+
+
+class Phase(enum.Enum):
+    DENOISE = "denoise"
+    CACHE = "cache"
+    DECODE = "decode"
+
+
+@dataclass(frozen=True)
+class StepItem:
+    session_id: str
+    phase: Phase
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    items: tuple[StepItem, ...]
+
+
+@dataclass(frozen=True)
+class ChunkFrames:
+    """One decoded chunk: uint8 RGB frames of shape (n, height, width, 3)."""
+
+    chunk_index: int
+    frames: np.ndarray
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    session_id: str
+    phase: Phase
+    chunk_index: int
+    error: str | None = None  # set when this session's item failed; the others are unaffected
+    chunk: ChunkFrames | None = None  # set by DECODE
+
+
+@dataclass(frozen=True)
+class StepResult:
+    results: tuple[ItemResult, ...]
+    # measured seconds per batched call, keyed "denoise", "cache", "decode"; with batch sizes
+    seconds: dict[str, float] = field(default_factory=dict)
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KVStats:
+    slab_bytes: int
+    slabs_total: int
+    slabs_free: int
+    slabs_in_use: int
+    slabs_offloaded: int
+    bytes_in_use: int
+    bytes_offloaded: int
+    per_session: dict[str, tuple[int, int]]  # session id -> (slabs on device, slabs offloaded)
+
+
+class EngineProtocol(Protocol):
+    """What the daemon relies on. engine.Engine implements it."""
+
+    info: ModelInfo
+
+    def warmup(self) -> None: ...
+
+    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool:
+        """Allocate the session's KV; False (never an exception) when the pool is full."""
+        ...
+
+    def close_session(self, session_id: str) -> None: ...
+
+    def set_prompt(self, session_id: str, prompt: str) -> None:
+        """Applies from the next chunk begun."""
+        ...
+
+    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int:
+        """Start the session's next chunk with this conditioning (one entry per latent frame,
+        or one for all); returns the chunk index. Draws the chunk's seeded noise."""
+        ...
+
+    def next_phase(self, session_id: str) -> Phase | None:
+        """What the session's current chunk needs next; None when no chunk is in progress."""
+        ...
+
+    def step(self, plan: StepPlan) -> StepResult: ...
+
+    def mark_delivered(self, session_id: str, chunk_index: int) -> None:
+        """Chunks up to chunk_index reached the viewer; rollback can no longer go before it."""
+        ...
+
+    def rollback(self, session_id: str) -> int:
+        """Drop chunks generated but not delivered, and any chunk in progress; restore KV,
+        decoder cache and latents to the last delivered chunk. Returns the next chunk index."""
+        ...
+
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
+        """Start fresh (a director `cut`): empty context, new seed."""
+        ...
+
+    def offload(self, session_id: str) -> None: ...
+
+    def restore(self, session_id: str) -> bool: ...
+
+    def snapshot(self, session_id: str) -> bytes:
+        """Continuation state as safetensors bytes (latents of the context + metadata)."""
+        ...
+
+    def open_from_snapshot(self, session_id: str, data: bytes, *, seed: int, prompt: str) -> bool:
+        """Open a session whose KV is recomputed from snapshot latents."""
+        ...
+
+    def kv_stats(self) -> KVStats: ...

@@ -1,0 +1,1 @@
+"""Session protocol v1 (PROTOCOL.md): messages, codec, validation, client."""

@@ -1,0 +1,1 @@
+"""The session daemon: sessions, scheduler, admission, stores, the app and the CLI."""

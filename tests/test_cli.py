@@ -1,0 +1,14 @@
+"""The CLI a newcomer meets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_serve_help_names_every_option() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "sessiond.cli", "serve", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for flag in ("--host", "--port", "--model", "--device", "--redis-url", "--config"):
+        assert flag in out

@@ -1,0 +1,1 @@
+"""Adapters between a session and the wire. Never imports engine."""
