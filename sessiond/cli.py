@@ -1,11 +1,18 @@
-"""`sessiond` command line."""
+"""`sessiond` command line. Each subcommand lives in its own module, registered below, with
+`add_parser(subparsers)` and `run(args) -> int`; those modules import heavy things lazily."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
-__all__ = ["build_parser", "main"]
+__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+
+# subcommand name -> module providing add_parser(subparsers) and run(args)
+SUBCOMMANDS: dict[str, str] = {
+    "serve": "sessiond.serve_cli",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -13,29 +20,16 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sessiond",
         description="Interactive session service for streaming world models and vibe directing.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser(
-        "serve",
-        help="run the daemon",
-        description="Run the session daemon. Defaults: 127.0.0.1:8000, the embedded demo model, "
-        "CPU unless CUDA is present, in-memory store. Open http://HOST:PORT/ for the web client.",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
-    serve.add_argument("--model", default=None, help="model config name: demo (default), tiny, wan-1.3b")
-    serve.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if present, else cpu)")
-    serve.add_argument("--redis-url", default=None, help="use a Redis store, e.g. redis://127.0.0.1:6379/0")
-    serve.add_argument("--config", default=None, help="a JSON config file; flags override it")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in SUBCOMMANDS.items():
+        importlib.import_module(module).add_parser(sub, name)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        from sessiond.server import serve
-
-        return serve(args)
-    return 2
+    run = importlib.import_module(SUBCOMMANDS[args.command]).run
+    return int(run(args))
 
 
 if __name__ == "__main__":
