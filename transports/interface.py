@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["OutChunk", "OutFrame", "SessionPort"]
+__all__ = ["MediaPacker", "OutChunk", "OutFrame", "SessionPort", "WebRTCGatewayProtocol"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,36 @@ class SessionPort(Protocol):
     def close(self) -> None:
         """The connection went away; the session itself lives on."""
         ...
+
+
+class MediaPacker(Protocol):
+    """Turns frames into the WebSocket media messages of one `media=` mode.
+
+    raw: one `frame` message per frame. fmp4: an `init` message first, then `media`
+    messages (moof+mdat). `pack` is CPU work: callers run it in an executor, never on the
+    event loop. One packer per connection (or shared per session stream by its owner).
+    """
+
+    media: str  # "raw" | "fmp4"
+
+    def start(self) -> list[Any]:
+        """Messages to send before any media (fmp4: [Init]); [] for raw."""
+        ...
+
+    def pack(self, chunk: OutChunk) -> list[Any]:
+        """Protocol messages carrying these frames (a key frame first after `disc`)."""
+        ...
+
+
+class WebRTCGatewayProtocol(Protocol):
+    """What the daemon calls for `POST /v1/sessions/{sid}/webrtc`."""
+
+    async def answer(self, port: SessionPort, sdp: str, type_: str) -> tuple[str, str]:
+        """SDP offer in, (sdp, type) answer out; raises protocols.errors.ProtocolError
+        (invalid_field for a malformed offer or one without video, conflict for a second
+        offer on a session that already has a live peer)."""
+        ...
+
+    async def close_session(self, session_id: str) -> None: ...
+
+    async def shutdown(self) -> None: ...
