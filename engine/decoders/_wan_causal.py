@@ -1,0 +1,116 @@
+"""Causal 3-D convolution with an explicit, functional temporal history (Wan2.1 VAE lineage).
+
+A causal conv with temporal kernel ``kt`` sees, for each output frame, that frame and the
+``kt - 1`` input frames before it. Streaming decode keeps those frames per conv between chunks
+(Wan's ``feat_cache``). Here the history is never stored on the module: a :class:`HistoryCursor`
+hands each conv, in call order, the batched history of its slot and collects the new one, so a
+decode call reads its input caches and returns fresh ones without mutating anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine.errors import EngineError
+
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm"]
+
+# frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
+HISTORY_FRAMES = 2
+
+
+class RMSNorm(nn.Module):
+    """Channel RMS norm: x / ||x||_channels * sqrt(C) * gamma (Wan's RMS_norm, no bias).
+
+    ``spatial_dims`` is how many trailing dims gamma broadcasts over: 3 for (B, C, T, h, w)
+    ("images=False" in Wan, gamma (C, 1, 1, 1)), 2 for the attention block's gamma (C, 1, 1).
+    """
+
+    def __init__(self, channels: int, spatial_dims: int) -> None:
+        super().__init__()
+        self.scale = channels**0.5
+        self.gamma = nn.Parameter(torch.ones((channels,) + (1,) * spatial_dims))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: (B, C, T, h, w) -> same shape."""
+        gamma = self.gamma.reshape(-1, 1, 1, 1)
+        return F.normalize(x, dim=1) * (gamma * self.scale)
+
+
+class CausalConv3d(nn.Conv3d):
+    """A Conv3d padded symmetrically in space and only into the past in time.
+
+    The temporal past comes from the caller's history (zeros at the start of a stream), so
+    running a sequence chunk by chunk equals running it whole.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, kernel: tuple[int, int, int]) -> None:
+        kt, kh, kw = kernel
+        super().__init__(in_channels, out_channels, kernel, padding=(0, kh // 2, kw // 2))
+        self.context = kt - 1
+
+    def forward_cached(self, x: torch.Tensor, cursor: HistoryCursor | None) -> torch.Tensor:
+        """x: (B, Cin, T, h, w) -> (B, Cout, T, h, w), reading/writing this conv's history slot."""
+        if self.context == 0:
+            return super().forward(x)
+        # without a cursor: the start of a stream, no streaming state kept
+        padded = F.pad(x, (0, 0, 0, 0, self.context, 0)) if cursor is None else cursor.extend(x, self.context)
+        return super().forward(padded)
+
+
+class HistoryCursor:
+    """Walks the cached convs of one decode call in order, slot by slot.
+
+    ``sessions[b]`` is session b's tuple of histories (one (C, kt-1, h, w) tensor per slot) or
+    None for a session at the start of its stream (zero history). New histories are the last
+    ``kt - 1`` frames of each slot's padded input, copied out per session.
+    """
+
+    def __init__(self, sessions: Sequence[tuple[torch.Tensor, ...] | None]) -> None:
+        self._sessions = list(sessions)
+        self._slot = 0
+        self._new: list[list[torch.Tensor]] = [[] for _ in self._sessions]
+
+    def extend(self, x: torch.Tensor, context: int) -> torch.Tensor:
+        """x: (B, C, T, h, w) -> (B, C, context + T, h, w): history then x; records the new history."""
+        batch, channels, frames, height, width = x.shape
+        padded = x.new_empty((batch, channels, context + frames, height, width))
+        for b, history in enumerate(self._sessions):
+            if history is None:
+                padded[b, :, :context].zero_()
+            else:
+                padded[b, :, :context].copy_(self._history(history, x, context))
+        padded[:, :, context:].copy_(x)
+        for b in range(batch):
+            self._new[b].append(padded[b, :, -context:].clone())
+        self._slot += 1
+        return padded
+
+    def _history(self, history: tuple[torch.Tensor, ...], x: torch.Tensor, context: int) -> torch.Tensor:
+        if self._slot >= len(history):
+            raise EngineError(
+                "bad_decoder_cache",
+                f"decoder cache holds {len(history)} conv histories but the decoder needs more; "
+                "pass the cache this decoder returned (or None for a new stream)",
+            )
+        frames = history[self._slot]
+        expected = (x.shape[1], context, x.shape[3], x.shape[4])
+        if tuple(frames.shape) != expected:
+            raise EngineError(
+                "bad_decoder_cache",
+                f"decoder cache slot {self._slot} has shape {tuple(frames.shape)}, expected {expected}: "
+                "latents must keep the height/width of the stream this cache came from",
+            )
+        return frames
+
+    def results(self) -> list[tuple[torch.Tensor, ...]]:
+        """Per session, the new history of every slot, in slot order."""
+        return [tuple(slots) for slots in self._new]
+
+    @property
+    def slots_used(self) -> int:
+        return self._slot

@@ -1,0 +1,219 @@
+"""Wan2.1 VAE decoder, streaming chunk by chunk with a functional per-session temporal cache.
+
+Latents (B, 16, T, h, w) are un-normalised (z * std + mean), mixed by ``conv2`` (1x1x1) and run
+through the causal decoder trunk: 8x spatial and 4x temporal upsampling. The first chunk of a
+stream yields 1 + 4(T-1) frames (its first latent frame maps to one frame), later chunks 4T.
+Each causal conv keeps its last two input frames per session (Wan's ``feat_cache``); decoding a
+stream chunk by chunk equals decoding it whole. Parameter names and shapes equal the official
+``Wan2.1_VAE.pth`` decoder keys (``decoder.*`` and ``conv2.*``), so that file loads strictly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
+from engine.decoders._wan_decoder3d import Decoder3d
+from engine.errors import ConfigError, EngineError
+
+__all__ = ["WanVAECache", "WanVAEConfig", "WanVAEDecoder"]
+
+# per-channel latent statistics of Wan2.1_VAE (manifest `vae.latent_mean` / `vae.latent_std`)
+WAN21_LATENT_MEAN = (
+    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+    0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
+)  # fmt: skip
+WAN21_LATENT_STD = (
+    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WanVAEConfig:
+    """Shapes of a Wan-style VAE decoder; `wan21()` is the official Wan2.1 VAE."""
+
+    base_channels: int
+    z_channels: int
+    channel_multipliers: tuple[int, ...]
+    res_blocks: int
+    temporal_upsample: tuple[bool, ...]  # per upsampling stage, deepest first
+    latent_mean: tuple[float, ...]
+    latent_std: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        problems = []
+        stages = len(self.channel_multipliers)
+        if stages < 2:
+            problems.append("channel_multipliers needs at least 2 entries")
+        if len(self.temporal_upsample) != stages - 1:
+            problems.append(f"temporal_upsample needs {stages - 1} entries (one per upsampling stage)")
+        if len(self.latent_mean) != self.z_channels or len(self.latent_std) != self.z_channels:
+            problems.append(f"latent_mean and latent_std need {self.z_channels} entries (z_channels)")
+        if any(s <= 0 for s in self.latent_std):
+            problems.append("latent_std entries must be > 0")
+        if self.base_channels < 1 or self.base_channels * min(self.channel_multipliers, default=1) % 2:
+            problems.append("base_channels * each multiplier must be even (upsampling halves channels)")
+        if problems:
+            raise ConfigError("bad_vae_config", "Wan VAE config: " + "; ".join(problems))
+
+    @property
+    def temporal_stride(self) -> int:
+        return 2 ** sum(self.temporal_upsample)
+
+    @property
+    def spatial_stride(self) -> int:
+        return 2 ** (len(self.channel_multipliers) - 1)
+
+    @classmethod
+    def wan21(cls) -> WanVAEConfig:
+        """Wan2.1_VAE: dim 96, z 16, multipliers (1, 2, 4, 4), 2 res blocks, temporal (T, T, F)."""
+        return cls(
+            base_channels=96,
+            z_channels=16,
+            channel_multipliers=(1, 2, 4, 4),
+            res_blocks=2,
+            temporal_upsample=(True, True, False),
+            latent_mean=WAN21_LATENT_MEAN,
+            latent_std=WAN21_LATENT_STD,
+        )
+
+    @classmethod
+    def tiny(cls, z_channels: int = 4) -> WanVAEConfig:
+        """Same topology with few channels, for fast CPU tests."""
+        return cls(
+            base_channels=4,
+            z_channels=z_channels,
+            channel_multipliers=(1, 2, 4, 4),
+            res_blocks=2,
+            temporal_upsample=(True, True, False),
+            latent_mean=tuple(0.1 * i for i in range(z_channels)),
+            latent_std=tuple(1.0 + 0.25 * i for i in range(z_channels)),
+        )
+
+
+@dataclass(frozen=True)
+class WanVAECache:
+    """One session's decoder state: the last two input frames of every causal conv.
+
+    Tensors are (C, 2, h, w) on the decoder's device; never mutated once returned.
+    """
+
+    histories: tuple[torch.Tensor, ...]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.histories)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> WanVAECache:
+        """A copy on another device (e.g. pinned host memory for offload)."""
+        return WanVAECache(tuple(t.to(device, non_blocking=non_blocking) for t in self.histories))
+
+
+class WanVAEDecoder(nn.Module):
+    """Streaming Wan2.1 VAE decoder, batched over sessions with per-session caches."""
+
+    # the official checkpoint's top-level prefixes of the decoder half
+    CHECKPOINT_PREFIXES: ClassVar[tuple[str, ...]] = ("decoder.", "conv2.")
+    latent_mean: torch.Tensor  # (1, z, 1, 1, 1) buffer, not in the state dict
+    latent_std: torch.Tensor
+
+    def __init__(self, config: WanVAEConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.conv2 = CausalConv3d(config.z_channels, config.z_channels, (1, 1, 1))
+        self.decoder = Decoder3d(
+            base=config.base_channels,
+            z_channels=config.z_channels,
+            multipliers=config.channel_multipliers,
+            res_blocks=config.res_blocks,
+            temporal_upsample=config.temporal_upsample,
+        )
+        shape = (1, config.z_channels, 1, 1, 1)
+        self.register_buffer("latent_mean", torch.tensor(config.latent_mean).view(shape), persistent=False)
+        self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
+
+    # geometry ----------------------------------------------------------------------------
+    def frames_for(self, latent_frames: int, first: bool) -> int:
+        """Video frames decoded from a chunk of `latent_frames` (first chunk of a stream or not)."""
+        stride = self.config.temporal_stride
+        return 1 + stride * (latent_frames - 1) if first else stride * latent_frames
+
+    def cache_bytes(self, latent_height: int, latent_width: int, dtype: torch.dtype) -> int:
+        """Bytes one session's cache holds for latents of this size (exact; on the meta device)."""
+        with torch.device("meta"):
+            probe_decoder = WanVAEDecoder(self.config).to(dtype)
+            probe = torch.empty(1, self.config.z_channels, 1, latent_height, latent_width, dtype=dtype)
+            cursor = HistoryCursor([None])
+            probe_decoder._trunk(probe, cursor, first=False)
+        return sum(t.numel() for t in cursor.results()[0]) * torch.empty((), dtype=dtype).element_size()
+
+    # decoding ----------------------------------------------------------------------------
+    def decode(
+        self, latents: torch.Tensor, caches: list[WanVAECache | None]
+    ) -> tuple[torch.Tensor, list[WanVAECache]]:
+        """latents (B, z, T, h, w), one cache (or None: a new stream) per session ->
+        (uint8 frames (B, F, 8h, 8w, 3), new caches). Input caches are left untouched.
+
+        All sessions of one call must be at the same point (all new streams or none), since a
+        first chunk yields a different number of frames; the caller batches them apart.
+        """
+        rgb, new_caches = self.decode_rgb(latents, caches)
+        return self._to_uint8(rgb), new_caches
+
+    def decode_rgb(
+        self, latents: torch.Tensor, caches: list[WanVAECache | None]
+    ) -> tuple[torch.Tensor, list[WanVAECache]]:
+        """Like `decode`, but returns the unclamped decoder output (B, 3, F, H, W) in the module dtype."""
+        self._check(latents, caches)
+        first = caches[0] is None
+        cursor = HistoryCursor([None if c is None else c.histories for c in caches])
+        with torch.no_grad():
+            rgb = self._trunk(latents, cursor, first)
+        for cache in caches:
+            if cache is not None and len(cache.histories) != cursor.slots_used:
+                raise EngineError(
+                    "bad_decoder_cache",
+                    f"decoder cache holds {len(cache.histories)} conv histories, this decoder uses "
+                    f"{cursor.slots_used}: pass the cache this decoder returned (or None for a new stream)",
+                )
+        return rgb, [WanVAECache(h) for h in cursor.results()]
+
+    def _trunk(self, latents: torch.Tensor, cursor: HistoryCursor, first: bool) -> torch.Tensor:
+        """(B, z, T, h, w) normalised latents -> (B, 3, F, H, W) float in the module dtype."""
+        weight = self.conv2.weight
+        z = (latents.float() * self.latent_std.float() + self.latent_mean.float()).to(weight.dtype)
+        return self.decoder(self.conv2(z), cursor, first)
+
+    @staticmethod
+    @torch.no_grad()
+    def _to_uint8(rgb: torch.Tensor) -> torch.Tensor:
+        """(B, 3, F, H, W) in [-1, 1] -> (B, F, H, W, 3) uint8, clamped."""
+        scaled = (rgb.float().clamp_(-1.0, 1.0) + 1.0) * 127.5
+        return scaled.round_().to(torch.uint8).permute(0, 2, 3, 4, 1).contiguous()
+
+    def _check(self, latents: torch.Tensor, caches: list[WanVAECache | None]) -> None:
+        z = self.config.z_channels
+        if latents.dim() != 5 or latents.shape[1] != z or latents.shape[2] < 1:
+            raise EngineError(
+                "bad_latents",
+                f"Wan VAE decode needs latents (B, {z}, T>=1, h, w); got shape {tuple(latents.shape)}",
+            )
+        if not latents.is_floating_point():
+            raise EngineError("bad_latents", f"latents must be a float tensor, got {latents.dtype}")
+        if len(caches) != latents.shape[0]:
+            raise EngineError(
+                "bad_decoder_batch",
+                f"got {len(caches)} caches for a batch of {latents.shape[0]} sessions: pass one per session",
+            )
+        starts = {c is None for c in caches}
+        if len(starts) > 1:
+            raise EngineError(
+                "mixed_decoder_batch",
+                "a decode batch mixes new streams (cache None) and continuing ones; decode them in "
+                "separate calls (a first chunk yields fewer frames)",
+            )
