@@ -1,0 +1,54 @@
+"""The error codes of PROTOCOL.md and the one exception that carries them."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ErrorCode", "ProtocolError"]
+
+
+class ErrorCode(StrEnum):
+    """Exactly the codes PROTOCOL.md lists; their string values go on the wire."""
+
+    BAD_MESSAGE = "bad_message"  # not msgpack / not a map (or not a JSON object)
+    UNKNOWN_TYPE = "unknown_type"  # `t` missing, not a string, or not a known message type
+    INVALID_FIELD = "invalid_field"  # a required field missing, wrong-typed or out of range
+    TOO_LARGE = "too_large"  # the message is larger than the limit
+    UNSUPPORTED_VERSION = "unsupported_version"  # hello/welcome with v != 1
+    UNAUTHORIZED = "unauthorized"
+    NOT_FOUND = "not_found"
+    CAPACITY = "capacity"
+    RATE_LIMITED = "rate_limited"
+    CONFLICT = "conflict"
+    INTERNAL = "internal"
+    ENGINE_FAULT = "engine_fault"
+    STORE_UNAVAILABLE = "store_unavailable"
+
+    # Lower-case aliases spelled like the wire values (the same members, not new codes).
+    bad_message = BAD_MESSAGE
+    unknown_type = UNKNOWN_TYPE
+    invalid_field = INVALID_FIELD
+    too_large = TOO_LARGE
+    unsupported_version = UNSUPPORTED_VERSION
+    unauthorized = UNAUTHORIZED
+    not_found = NOT_FOUND
+    capacity = CAPACITY
+    rate_limited = RATE_LIMITED
+    conflict = CONFLICT
+    internal = INTERNAL
+    engine_fault = ENGINE_FAULT
+    store_unavailable = STORE_UNAVAILABLE
+
+
+class ProtocolError(Exception):
+    """A coded error: `code` says what kind, `message` says what to change, `field` names the
+    offending field when there is one."""
+
+    def __init__(self, code: ErrorCode, message: str, field: str | None = None) -> None:
+        super().__init__(f"{code.value}: {message}")
+        self.code = code
+        self.message = message
+        self.field = field
+
+    def __repr__(self) -> str:
+        return f"ProtocolError({self.code.value!r}, {self.message!r}, field={self.field!r})"
