@@ -13,7 +13,7 @@ from typing import Any
 from .errors import ErrorCode, ProtocolError
 from .messages import MESSAGE_TYPES, Limits
 
-__all__ = ["SPECS", "FieldSpec", "Kind", "build", "invalid"]
+__all__ = ["SPECS", "FieldSpec", "Kind", "build", "invalid", "specs_of"]
 
 
 class Kind(enum.Enum):
@@ -51,7 +51,8 @@ class FieldSpec:
     omit_when_false: bool  # an optional flag (cut, disc): absent means False
 
 
-def _specs_of(cls: type) -> tuple[FieldSpec, ...]:
+def specs_of(cls: type) -> tuple[FieldSpec, ...]:
+    """The wire fields of a dataclass whose annotations are all kinds the protocol knows."""
     hints = typing.get_type_hints(cls)
     out = []
     for f in fields(cls):
@@ -64,7 +65,7 @@ def _specs_of(cls: type) -> tuple[FieldSpec, ...]:
 
 
 SPECS: dict[type, tuple[FieldSpec, ...]] = {
-    cls: _specs_of(cls) for cls in (*MESSAGE_TYPES.values(), Limits)
+    cls: specs_of(cls) for cls in (*MESSAGE_TYPES.values(), Limits)
 }
 
 
@@ -110,11 +111,14 @@ def _read(kind: Kind, value: Any, field: str) -> Any:
     return value
 
 
-def build(cls: type, raw: dict[Any, Any], *, prefix: str = "") -> Any:
-    """An instance of `cls` from a decoded map: unknown keys are ignored, nil counts as absent."""
+def build(
+    cls: type, raw: dict[Any, Any], *, prefix: str = "", specs: tuple[FieldSpec, ...] | None = None
+) -> Any:
+    """An instance of `cls` from a decoded map (msgpack or JSON): unknown keys are ignored,
+    nil/null counts as absent. `specs` defaults to the message's entry in SPECS."""
     kwargs: dict[str, Any] = {}
     where = f" in `{cls.T}`" if hasattr(cls, "T") else ""
-    for spec in SPECS[cls]:
+    for spec in SPECS[cls] if specs is None else specs:
         value = raw.get(spec.name)
         name = prefix + spec.name
         if value is None:

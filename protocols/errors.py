@@ -24,21 +24,6 @@ class ErrorCode(StrEnum):
     ENGINE_FAULT = "engine_fault"
     STORE_UNAVAILABLE = "store_unavailable"
 
-    # Lower-case aliases spelled like the wire values (the same members, not new codes).
-    bad_message = BAD_MESSAGE
-    unknown_type = UNKNOWN_TYPE
-    invalid_field = INVALID_FIELD
-    too_large = TOO_LARGE
-    unsupported_version = UNSUPPORTED_VERSION
-    unauthorized = UNAUTHORIZED
-    not_found = NOT_FOUND
-    capacity = CAPACITY
-    rate_limited = RATE_LIMITED
-    conflict = CONFLICT
-    internal = INTERNAL
-    engine_fault = ENGINE_FAULT
-    store_unavailable = STORE_UNAVAILABLE
-
 
 class ProtocolError(Exception):
     """A coded error: `code` says what kind, `message` says what to change, `field` names the
