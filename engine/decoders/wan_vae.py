@@ -10,17 +10,19 @@ stream chunk by chunk equals decoding it whole. Parameter names and shapes equal
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
 from torch import nn
 
+from engine.config import ModelConfig
 from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
 from engine.decoders._wan_decoder3d import Decoder3d
 from engine.errors import ConfigError, EngineError
 
-__all__ = ["WanVAECache", "WanVAEConfig", "WanVAEDecoder"]
+__all__ = ["WanVAECache", "WanVAEConfig", "WanVAEDecoder", "build_decoder", "vae_config_for"]
 
 # per-channel latent statistics of Wan2.1_VAE (manifest `vae.latent_mean` / `vae.latent_std`)
 WAN21_LATENT_MEAN = (
@@ -100,7 +102,8 @@ class WanVAEConfig:
 class WanVAECache:
     """One session's decoder state: the last two input frames of every causal conv.
 
-    Tensors are (C, 2, h, w) on the decoder's device; never mutated once returned.
+    Tensors are (C, 2, h, w) on the decoder's device; never mutated once returned. No tensors:
+    a session that has decoded nothing yet.
     """
 
     histories: tuple[torch.Tensor, ...]
@@ -115,7 +118,11 @@ class WanVAECache:
 
 
 class WanVAEDecoder(nn.Module):
-    """Streaming Wan2.1 VAE decoder, batched over sessions with per-session caches."""
+    """Streaming Wan2.1 VAE decoder, batched over sessions with per-session caches
+    (engine.decoders.base.StreamingDecoder)."""
+
+    kind = "wan_vae"
+    label = "Wan2.1 VAE decoder (causal 3-D convs, streaming with its temporal feature cache)"
 
     # the official checkpoint's top-level prefixes of the decoder half
     CHECKPOINT_PREFIXES: ClassVar[tuple[str, ...]] = ("decoder.", "conv2.")
@@ -136,6 +143,35 @@ class WanVAEDecoder(nn.Module):
         shape = (1, config.z_channels, 1, 1, 1)
         self.register_buffer("latent_mean", torch.tensor(config.latent_mean).view(shape), persistent=False)
         self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
+
+    # the StreamingDecoder protocol ----------------------------------------------------------
+    def new_cache(self) -> WanVAECache:
+        return WanVAECache(())
+
+    def is_first(self, cache: WanVAECache | None) -> bool:
+        return cache is None or not cache.histories
+
+    def cache_to(self, cache: WanVAECache, device: torch.device) -> WanVAECache:
+        return cache.to(device)
+
+    def load_weights(self, state: dict[str, torch.Tensor]) -> None:
+        """A full Wan2.1 VAE state dict or its decoder half, loaded strictly (encoder keys ignored)."""
+        from engine.decoders.wan_vae_weights import load_wan_vae_state_dict
+
+        load_wan_vae_state_dict(self, state)
+
+    @torch.no_grad()
+    def init_random(self, seed: int) -> None:
+        """Deterministic random weights (no checkpoint): convs ~ N(0, 1/fan_in), zero biases, unit norms."""
+        for name, param in self.named_parameters():
+            if name.endswith("gamma"):
+                param.fill_(1.0)
+            elif param.dim() == 1:
+                param.zero_()
+            else:
+                generator = torch.Generator(device=param.device).manual_seed(seed + zlib.crc32(name.encode()))
+                fan_in = param[0].numel()
+                param.normal_(0.0, fan_in**-0.5, generator=generator)
 
     # geometry ----------------------------------------------------------------------------
     def frames_for(self, latent_frames: int, first: bool) -> int:
@@ -170,12 +206,12 @@ class WanVAEDecoder(nn.Module):
     ) -> tuple[torch.Tensor, list[WanVAECache]]:
         """Like `decode`, but returns the unclamped decoder output (B, 3, F, H, W) in the module dtype."""
         self._check(latents, caches)
-        first = caches[0] is None
-        cursor = HistoryCursor([None if c is None else c.histories for c in caches])
+        first = self.is_first(caches[0])
+        cursor = HistoryCursor([c.histories if c is not None and c.histories else None for c in caches])
         with torch.no_grad():
             rgb = self._trunk(latents, cursor, first)
         for cache in caches:
-            if cache is not None and len(cache.histories) != cursor.slots_used:
+            if cache is not None and cache.histories and len(cache.histories) != cursor.slots_used:
                 raise EngineError(
                     "bad_decoder_cache",
                     f"decoder cache holds {len(cache.histories)} conv histories, this decoder uses "
@@ -210,10 +246,44 @@ class WanVAEDecoder(nn.Module):
                 "bad_decoder_batch",
                 f"got {len(caches)} caches for a batch of {latents.shape[0]} sessions: pass one per session",
             )
-        starts = {c is None for c in caches}
+        starts = {self.is_first(c) for c in caches}
         if len(starts) > 1:
             raise EngineError(
                 "mixed_decoder_batch",
-                "a decode batch mixes new streams (cache None) and continuing ones; decode them in "
+                "a decode batch mixes new streams (no cache yet) and continuing ones; decode them in "
                 "separate calls (a first chunk yields fewer frames)",
             )
+
+
+def vae_config_for(config: ModelConfig) -> WanVAEConfig:
+    """The Wan VAE of a model config: `extra["wan_vae"]` when given, else the Wan2.1 VAE."""
+    override = config.extra.get("wan_vae")
+    if isinstance(override, WanVAEConfig):
+        vae = override
+    elif override is None:
+        vae = WanVAEConfig.wan21()
+    else:
+        raise ConfigError("bad_vae_config", f"model {config.name!r}: extra['wan_vae'] must be a WanVAEConfig")
+    strides = (vae.temporal_stride, vae.spatial_stride, vae.spatial_stride)
+    if vae.z_channels != config.out_dim or strides != tuple(config.vae_stride):
+        raise ConfigError(
+            "bad_vae_config",
+            f"model {config.name!r} has out_dim {config.out_dim} and vae_stride {tuple(config.vae_stride)}, "
+            f"but its Wan VAE takes {vae.z_channels} channels with strides {strides}: set extra['wan_vae'] "
+            "to a matching WanVAEConfig or use decoder_kind 'tiny'",
+        )
+    return vae
+
+
+def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> WanVAEDecoder:
+    """A random-init Wan VAE decoder for `config` on `device` in `dtype` (load weights after)."""
+    with torch.device("meta"):
+        decoder = WanVAEDecoder(vae_config_for(config))
+    decoder = decoder.to_empty(device=device)
+    decoder.init_random(seed=0)
+    decoder = decoder.to(dtype).eval()
+    vae = decoder.config
+    shape = (1, vae.z_channels, 1, 1, 1)  # statistics stay float32 whatever the weights' dtype
+    decoder.latent_mean = torch.tensor(vae.latent_mean, device=device).view(shape)
+    decoder.latent_std = torch.tensor(vae.latent_std, device=device).view(shape)
+    return decoder

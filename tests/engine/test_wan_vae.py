@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from engine.decoders.wan_vae import WanVAECache, WanVAEConfig, WanVAEDecoder
-from engine.errors import EngineError
+from engine.config import get_config
+from engine.decoders.wan_vae import WanVAECache, WanVAEConfig, WanVAEDecoder, build_decoder, vae_config_for
+from engine.errors import ConfigError, EngineError
 
 MANIFEST = (
     Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
@@ -178,3 +179,35 @@ def test_a_cache_from_another_resolution_is_rejected() -> None:
     with pytest.raises(EngineError) as err:
         decoder.decode(torch.zeros(1, 4, 1, LATENT_H + 2, LATENT_W), list(caches))
     assert err.value.code == "bad_decoder_cache"
+
+
+def test_a_new_cache_decodes_a_first_chunk_like_no_cache() -> None:
+    decoder = _tiny_decoder()
+    latents = _latents(batch=1, frames=3)
+    fresh = decoder.new_cache()
+    assert decoder.is_first(fresh) and decoder.is_first(None)
+    with_new, _ = decoder.decode_rgb(latents, [fresh])
+    with_none, caches = decoder.decode_rgb(latents, [None])
+    assert torch.equal(with_new, with_none)
+    assert not decoder.is_first(caches[0])
+
+
+def test_build_decoder_follows_the_model_config_and_its_wan_vae_override() -> None:
+    config = get_config("tiny").with_overrides(decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
+    decoder = build_decoder(config, torch.device("cpu"), torch.float32)
+    assert isinstance(decoder, WanVAEDecoder) and decoder.kind == "wan_vae"
+    assert decoder.config == WanVAEConfig.tiny()
+    assert (decoder.latent_std.dtype, decoder.conv2.weight.dtype) == (torch.float32, torch.float32)
+    frames, _ = decoder.decode(torch.zeros(1, 4, 2, 4, 4), [decoder.new_cache()])
+    assert tuple(frames.shape) == (1, 5, 32, 32, 3)
+
+
+def test_a_model_whose_latents_do_not_fit_the_wan_vae_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        vae_config_for(get_config("tiny"))  # 4 latent channels, the Wan2.1 VAE takes 16
+    assert err.value.code == "bad_vae_config"
+    assert "extra['wan_vae']" in str(err.value)
+
+
+def test_the_wan_13b_model_gets_the_wan21_vae() -> None:
+    assert vae_config_for(get_config("wan-1.3b")) == WanVAEConfig.wan21()
