@@ -1,0 +1,93 @@
+"""The policies the design is compared against (issue 7, item 6).
+
+``one-per-gpu``: one session per GPU, later arrivals wait in a FIFO list (the Dreamverse policy).
+``fifo``: every request admitted while the KV budget holds it, served in request order, with no
+duty-cycle admission. Both still publish the predicted load so that reports can compare.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from typing import Any
+
+from sessiond.admission.decision import AdmissionRequest, Decision
+from sessiond.admission.policy import PolicyBase
+
+__all__ = ["FifoPolicy", "OnePerGpuPolicy"]
+
+
+class FifoPolicy(PolicyBase):
+    name = "fifo"
+    scheduling = "fifo"
+
+    def decide(self, request: AdmissionRequest) -> Decision:
+        load, _ = self.load(request.now, extra_duty=self.tracker.priors.prior(request.mode),
+                            exclude=request.session_id)
+        if not self._kv_fits(request):
+            return self._decision(False, "kv", load, retry_after_s=self._retry(self.kv_retry_s),
+                                  detail="the KV budget (device plus host offload) cannot hold another session")
+        self._register(request)
+        return self._decision(True, "ok", load)
+
+
+class OnePerGpuPolicy(PolicyBase):
+    """``gpus`` slots; a refused request joins the wait list and can ``wait`` for its turn."""
+
+    name = "one-per-gpu"
+    scheduling = "fifo"
+
+    def __init__(self, *args: Any, gpus: int = 1, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gpus = gpus
+        self._waiting: OrderedDict[str, AdmissionRequest] = OrderedDict()
+        self._events: dict[str, asyncio.Event] = {}
+
+    def decide(self, request: AdmissionRequest) -> Decision:
+        load, _ = self.load(request.now, extra_duty=self.tracker.priors.prior(request.mode),
+                            exclude=request.session_id)
+        if request.session_id in self.tracker:
+            return self._decision(True, "ok", load)
+        if len(self.tracker.sessions()) < self.gpus and not self._waiting:
+            self._register(request)
+            return self._decision(True, "ok", load)
+        self._waiting.setdefault(request.session_id, request)
+        position = list(self._waiting).index(request.session_id) + 1
+        return self._decision(False, "queued", load, queue_position=position,
+                              retry_after_s=self._retry(self.kv_retry_s * position),
+                              detail=f"all {self.gpus} GPU slot(s) are taken; place {position} in the wait list")
+
+    def release(self, session_id: str, now: float) -> list[str]:
+        self.tracker.remove(session_id)
+        self._waiting.pop(session_id, None)
+        self._events.pop(session_id, None)
+        admitted: list[str] = []
+        while self._waiting and len(self.tracker.sessions()) < self.gpus:
+            sid, request = self._waiting.popitem(last=False)
+            self.tracker.add(sid, request.mode, now)
+            admitted.append(sid)
+            event = self._events.pop(sid, None)
+            if event is not None:
+                event.set()
+        return admitted
+
+    async def wait(self, session_id: str, timeout_s: float) -> bool:
+        """Wait for a queued request's slot; False (and out of the list) when it times out."""
+        if session_id in self.tracker:
+            return True
+        if session_id not in self._waiting:
+            return False
+        event = self._events.setdefault(session_id, asyncio.Event())
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except TimeoutError:
+            self._waiting.pop(session_id, None)
+            self._events.pop(session_id, None)
+            return session_id in self.tracker
+        return True
+
+    def waiting(self) -> list[str]:
+        return list(self._waiting)
+
+    def snapshot(self, now: float) -> dict[str, Any]:
+        return {**super().snapshot(now), "gpus": self.gpus, "waiting": len(self._waiting)}

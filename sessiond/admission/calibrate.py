@@ -1,0 +1,84 @@
+"""The start-up profile: a short run through the Engine API that fills the cost model."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from engine.api import EngineProtocol, FrameAction, StepItem, StepPlan
+from sessiond.admission.costmodel import CostModel
+from sessiond.admission.errors import CostModelError
+
+__all__ = ["Progress", "calibrate"]
+
+logger = logging.getLogger(__name__)
+
+Progress = Callable[[int, int, str], None]  # (done, total, what)
+
+_PROMPT = "calibration profile"
+
+
+def _run_chunk(engine: EngineProtocol, group: Sequence[str], model: CostModel | None) -> None:
+    """One chunk for every session of `group` in lock-step, recording each phase when `model` is given."""
+    for sid in group:
+        engine.begin_chunk(sid, [FrameAction()])
+    phase = engine.next_phase(group[0])
+    while phase is not None:
+        result = engine.step(StepPlan(tuple(StepItem(sid, phase) for sid in group)))
+        failed = [r for r in result.results if r.error is not None]
+        if failed:
+            raise CostModelError("uncalibrated", f"profile step {phase.value} failed: {failed[0].error}")
+        seconds = result.seconds.get(phase.value)
+        if model is not None and seconds is not None:
+            context = max(r.chunk_index for r in result.results)
+            model.record(phase.value, result.batch_sizes.get(phase.value, len(group)), context, seconds)
+        phase = engine.next_phase(group[0])
+
+
+def calibrate(engine: EngineProtocol, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4,
+              progress: Progress | None = None, model: CostModel | None = None) -> CostModel:
+    """Profile `chunks` chunks (contexts 0..chunks-1) at each batch size, after one unrecorded
+    warm-up chunk per batch, then one offload and restore. Reports progress as it goes."""
+    if not batches or min(batches) < 1 or chunks < 1:
+        raise CostModelError("invalid_sample", f"batches must be >= 1 and chunks >= 1, got {batches}, {chunks}")
+    model = model or CostModel(engine.info)
+    sids = [f"calibrate-{i}" for i in range(max(batches))]
+    total = len(batches) * (chunks + 1) + 1
+    done = 0
+
+    def tick(what: str) -> None:
+        nonlocal done
+        done += 1
+        logger.info("cost model profile %d/%d: %s", done, total, what)
+        if progress is not None:
+            progress(done, total, what)
+
+    opened: list[str] = []
+    try:
+        for i, sid in enumerate(sids):
+            if not engine.open_session(sid, seed=i, prompt=_PROMPT):
+                raise CostModelError("uncalibrated", f"the KV pool cannot hold {len(sids)} profile sessions; "
+                                     f"lower the largest calibration batch ({max(batches)})")
+            opened.append(sid)
+        for batch in sorted(set(batches)):
+            group = sids[:batch]
+            _run_chunk(engine, group, None)
+            tick(f"batch {batch} warm-up")
+            for i, sid in enumerate(group):
+                engine.reset(sid, seed=i, prompt=_PROMPT)
+            for c in range(chunks):
+                _run_chunk(engine, group, model)
+                tick(f"batch {batch} chunk {c}")
+        start = time.perf_counter()
+        engine.offload(sids[0])
+        model.record("offload", 1, 0, time.perf_counter() - start)
+        start = time.perf_counter()
+        if not engine.restore(sids[0]):
+            raise CostModelError("uncalibrated", "restore of a profile session failed: the KV pool is full")
+        model.record("restore", 1, 0, time.perf_counter() - start)
+        tick("offload and restore")
+    finally:
+        for sid in opened:
+            engine.close_session(sid)
+    return model

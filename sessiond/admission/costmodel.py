@@ -1,0 +1,180 @@
+"""Predicted seconds per schedulable item, the currency of admission and scheduling.
+
+Items: a batched ``denoise`` step, a ``cache`` pass, a ``decode`` (keyed by batch size and a
+context bucket), and an ``offload`` / ``restore`` of one session's KV. Values come from a
+start-up profile (:func:`sessiond.admission.calibrate.calibrate`) and are corrected online from
+the engine's measured step times with an EWMA per bucket. The running relative error of each
+prediction against the next measurement is kept, so the model states how far to trust it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from engine.api import ModelInfo, StepResult
+from sessiond.admission.errors import CostModelError
+
+__all__ = ["CHUNK_ITEMS", "ITEMS", "CostKey", "CostModel", "context_bucket"]
+
+CHUNK_ITEMS = ("denoise", "cache", "decode")
+ITEMS = (*CHUNK_ITEMS, "offload", "restore")
+
+
+def context_bucket(chunks: int) -> int:
+    """Context length in chunks, bucketed to 0, 1, 2, 4, 8, ... (the largest power of two <= it)."""
+    return 0 if chunks <= 0 else 1 << (int(chunks).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class CostKey:
+    item: str
+    batch: int
+    context: int  # a context_bucket()
+
+    def label(self) -> str:
+        return f"{self.item}/b{self.batch}/c{self.context}"
+
+
+@dataclass
+class _Entry:
+    seconds: float
+    samples: int
+
+
+class CostModel:
+    """Seconds per item from calibration plus EWMA correction (``alpha`` weights the newest sample)."""
+
+    def __init__(self, info: ModelInfo, *, alpha: float = 0.2) -> None:
+        if not 0.0 < alpha <= 1.0:
+            raise CostModelError("invalid_sample", f"alpha must be in (0, 1], got {alpha}")
+        self.info = info
+        self.alpha = alpha
+        self._table: dict[CostKey, _Entry] = {}
+        self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
+        self._observed: dict[str, int] = {}
+
+    @property
+    def chunk_media_s(self) -> float:
+        """Media seconds one chunk plays for."""
+        return self.info.frames_per_chunk / self.info.fps
+
+    def calibrated(self) -> bool:
+        return all(any(k.item == item for k in self._table) for item in CHUNK_ITEMS)
+
+    def record(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
+        """A calibration sample: averaged with earlier calibration samples of the same bucket."""
+        key = self._key(item, batch, context_chunks, seconds)
+        entry = self._table.get(key)
+        if entry is None:
+            self._table[key] = _Entry(seconds, 1)
+        else:
+            entry.samples += 1
+            entry.seconds += (seconds - entry.seconds) / entry.samples
+
+    def observe(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
+        """An online measurement: tracks the prediction error, then moves the bucket by EWMA."""
+        key = self._key(item, batch, context_chunks, seconds)
+        if self._has(item):
+            predicted = self.predict(item, batch, context_chunks)
+            rel = abs(predicted - seconds) / max(seconds, 1e-9)
+            prev = self._error.get(item)
+            self._error[item] = rel if prev is None else prev + self.alpha * (rel - prev)
+        self._observed[item] = self._observed.get(item, 0) + 1
+        entry = self._table.get(key)
+        if entry is None:
+            self._table[key] = _Entry(seconds, 1)
+        else:
+            entry.samples += 1
+            entry.seconds += self.alpha * (seconds - entry.seconds)
+
+    def observe_step(self, result: StepResult) -> None:
+        """Feed one engine StepResult: its measured seconds per phase at its batch sizes; the context
+        of a phase is the largest chunk index among that phase's items (chunks already in the KV)."""
+        for phase, seconds in result.seconds.items():
+            if phase not in CHUNK_ITEMS:
+                continue
+            batch = result.batch_sizes.get(phase, 0)
+            indices = [r.chunk_index for r in result.results if r.phase.value == phase and r.error is None]
+            if batch > 0 and indices and seconds > 0:
+                self.observe(phase, batch, max(indices), seconds)
+
+    def predict(self, item: str, batch: int = 1, context_chunks: int = 0) -> float:
+        """Seconds for one call of `item` at this batch and context. Unmeasured batches are
+        interpolated linearly between measured ones (extrapolated from the last two); an
+        unmeasured context bucket takes the nearest measured one."""
+        if item not in ITEMS:
+            raise CostModelError("invalid_sample", f"unknown item {item!r}; expected one of {list(ITEMS)}")
+        if batch < 1:
+            raise CostModelError("invalid_sample", f"batch must be >= 1, got {batch}")
+        contexts = sorted({k.context for k in self._table if k.item == item})
+        if not contexts:
+            raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
+        want = context_bucket(context_chunks)
+        ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
+        points = sorted((k.batch, e.seconds) for k, e in self._table.items() if k.item == item and k.context == ctx)
+        return _interpolate(points, batch)
+
+    def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
+        """GPU seconds to make one chunk for `batch` sessions together (all its phases)."""
+        return (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
+                + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+
+    def steady_context(self) -> int:
+        """The largest context measured: admission plans for sessions in their steady state."""
+        return max((k.context for k in self._table if k.item == "denoise"), default=0)
+
+    def cost_rate(self, batch: int = 1, context_chunks: int | None = None) -> float:
+        """GPU seconds per media second for one session when `batch` sessions are generated together."""
+        ctx = self.steady_context() if context_chunks is None else context_chunks
+        return self.predict_chunk(batch, ctx) / (batch * self.chunk_media_s)
+
+    def error(self, item: str) -> float | None:
+        """Running relative error of predictions of `item` against measurements (None: none yet)."""
+        return self._error.get(item)
+
+    def snapshot(self, max_batch: int = 8) -> dict[str, object]:
+        """JSON-able figures for /v1/capacity and metrics."""
+        ready = self.calibrated()
+        return {
+            "model": self.info.name,
+            "calibrated": ready,
+            "chunk_media_s": self.chunk_media_s,
+            "denoise_steps": self.info.denoise_steps,
+            "alpha": self.alpha,
+            "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": e.seconds,
+                       "samples": e.samples} for k, e in sorted(self._table.items(), key=lambda kv: kv[0].label())],
+            "cost_rate": {str(b): self.cost_rate(b) for b in range(1, max_batch + 1)} if ready else {},
+            "chunk_seconds": {str(b): self.predict_chunk(b, self.steady_context())
+                              for b in range(1, max_batch + 1)} if ready else {},
+            "relative_error": dict(self._error),
+            "observed": dict(self._observed),
+        }
+
+    def _has(self, item: str) -> bool:
+        return any(k.item == item for k in self._table)
+
+    def _key(self, item: str, batch: int, context_chunks: int, seconds: float) -> CostKey:
+        if item not in ITEMS:
+            raise CostModelError("invalid_sample", f"unknown item {item!r}; expected one of {list(ITEMS)}")
+        if batch < 1 or not math.isfinite(seconds) or seconds < 0:
+            raise CostModelError("invalid_sample", f"{item}: batch must be >= 1 and seconds finite and >= 0, "
+                                 f"got batch={batch} seconds={seconds}")
+        return CostKey(item, batch, context_bucket(context_chunks))
+
+
+def _interpolate(points: list[tuple[int, float]], batch: int) -> float:
+    """Piecewise-linear seconds(batch) through the measured points. Below the smallest measured batch:
+    its value (conservative). Beyond the largest: extrapolated from the last two, never decreasing.
+    With a single point: proportional to batch beyond it (no batching gain assumed)."""
+    if len(points) == 1:
+        b0, s0 = points[0]
+        return s0 * batch / b0 if batch > b0 else s0
+    for (b0, s0), (b1, s1) in itertools.pairwise(points):
+        if batch <= b1:
+            if batch <= b0:
+                return s0
+            return s0 + (s1 - s0) * (batch - b0) / (b1 - b0)
+    (b0, s0), (b1, s1) = points[-2], points[-1]
+    return max(s1, s1 + (s1 - s0) * (batch - b1) / (b1 - b0))

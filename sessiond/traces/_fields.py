@@ -1,0 +1,83 @@
+"""Per-`ev` field checks of TRACES.md v1 (private to the trace format)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sessiond.traces.errors import TraceError
+
+__all__ = ["EVENT_CHECKS", "MODES", "TRANSPORTS", "check_event_fields"]
+
+MODES = ("world", "director")
+TRANSPORTS = ("ws-raw", "ws-fmp4", "webrtc")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _bad(line: int, ev: str, name: str, expected: str, value: Any) -> TraceError:
+    return TraceError("invalid_field", f"`{ev}` field `{name}` must be {expected}, got {value!r}", line)
+
+
+def _optional(fields: dict[str, Any], name: str, ok: Callable[[Any], bool], expected: str, ev: str,
+              line: int) -> None:
+    if name in fields and not ok(fields[name]):
+        raise _bad(line, ev, name, expected, fields[name])
+
+
+def _check_create(fields: dict[str, Any], line: int) -> None:
+    if fields.get("mode") not in MODES:
+        raise _bad(line, "create", "mode", f"one of {list(MODES)}", fields.get("mode"))
+    _optional(fields, "prompt", lambda v: isinstance(v, str), "a string", "create", line)
+    _optional(fields, "seed", _is_int, "an integer", "create", line)
+    _optional(fields, "model", lambda v: isinstance(v, str) and v != "", "a non-empty string", "create", line)
+    _optional(fields, "transport", lambda v: v in TRANSPORTS, f"one of {list(TRANSPORTS)}", "create", line)
+
+
+def _check_action(fields: dict[str, Any], line: int) -> None:
+    keys = fields.get("keys")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+        raise _bad(line, "action", "keys", "a list of strings", keys)
+    _optional(fields, "mouse", lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
+              "[dx, dy] numbers", "action", line)
+    _optional(fields, "buttons", lambda v: _is_int(v) and v >= 0, "a non-negative integer", "action", line)
+    _optional(fields, "axes", lambda v: isinstance(v, list) and all(map(_is_number, v)),
+              "a list of numbers", "action", line)
+
+
+def _check_direct(fields: dict[str, Any], line: int) -> None:
+    if not isinstance(fields.get("prompt"), str):
+        raise _bad(line, "direct", "prompt", "a string", fields.get("prompt"))
+    _optional(fields, "seconds", lambda v: _is_number(v) and v > 0, "a positive number", "direct", line)
+    _optional(fields, "cut", lambda v: isinstance(v, bool), "a boolean", "direct", line)
+
+
+def _no_fields(fields: dict[str, Any], line: int) -> None:
+    return None
+
+
+EVENT_CHECKS: dict[str, Callable[[dict[str, Any], int], None]] = {
+    "create": _check_create,
+    "action": _check_action,
+    "direct": _check_direct,
+    "interrupt": _no_fields,
+    "flush": _no_fields,
+    "pause": _no_fields,
+    "resume": _no_fields,
+    "detach": _no_fields,
+    "attach": _no_fields,
+    "close": _no_fields,
+}
+
+
+def check_event_fields(ev: str, fields: dict[str, Any], line: int) -> None:
+    check = EVENT_CHECKS.get(ev)
+    if check is None:
+        raise TraceError("unknown_event", f"unknown `ev` {ev!r}; expected one of {sorted(EVENT_CHECKS)}", line)
+    check(fields, line)

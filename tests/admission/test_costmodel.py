@@ -1,0 +1,166 @@
+"""The cost model: calibration through the engine API, prediction, online correction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from engine.api import ItemResult, Phase, StepPlan, StepResult
+from sessiond.admission import CostModel, CostModelError, calibrate, context_bucket
+from tests.admission.factories import known_cost, model_info
+
+
+class FakeEngine:
+    """An engine whose phases take known seconds: (base + per_ctx x context) x (1 + 0.5 x (batch - 1))."""
+
+    BASE = {"denoise": 0.010, "cache": 0.008, "decode": 0.020}
+
+    def __init__(self, slots: int = 8) -> None:
+        self.info = model_info()
+        self.slots = slots
+        self.chunk: dict[str, int] = {}
+        self.pending: dict[str, list[Phase]] = {}
+        self.closed: list[str] = []
+
+    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool:
+        if len(self.chunk) >= self.slots:
+            return False
+        self.chunk[session_id] = -1
+        self.pending[session_id] = []
+        return True
+
+    def close_session(self, session_id: str) -> None:
+        self.chunk.pop(session_id)
+        self.closed.append(session_id)
+
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
+        self.chunk[session_id] = -1
+
+    def begin_chunk(self, session_id: str, actions: list) -> int:
+        self.chunk[session_id] += 1
+        self.pending[session_id] = [Phase.DENOISE] * self.info.denoise_steps + [Phase.CACHE, Phase.DECODE]
+        return self.chunk[session_id]
+
+    def next_phase(self, session_id: str) -> Phase | None:
+        return self.pending[session_id][0] if self.pending[session_id] else None
+
+    def seconds(self, phase: str, batch: int, context: int) -> float:
+        return (self.BASE[phase] + 0.001 * context) * (1 + 0.5 * (batch - 1))
+
+    def step(self, plan: StepPlan) -> StepResult:
+        phase = plan.items[0].phase
+        results = []
+        for item in plan.items:
+            self.pending[item.session_id].pop(0)
+            results.append(ItemResult(item.session_id, phase, self.chunk[item.session_id]))
+        context = max(r.chunk_index for r in results)
+        return StepResult(tuple(results), {phase.value: self.seconds(phase.value, len(results), context)},
+                          {phase.value: len(results)})
+
+    def offload(self, session_id: str) -> None:
+        return None
+
+    def restore(self, session_id: str) -> bool:
+        return True
+
+
+def test_context_buckets_are_powers_of_two() -> None:
+    assert [context_bucket(c) for c in (0, 1, 2, 3, 4, 7, 8, 100)] == [0, 1, 2, 2, 4, 4, 8, 64]
+
+
+def test_calibration_measures_every_phase_at_each_batch_and_reports_progress() -> None:
+    engine = FakeEngine()
+    seen: list[tuple[int, int, str]] = []
+    cost = calibrate(engine, batches=(1, 2, 4), chunks=3, progress=lambda d, t, w: seen.append((d, t, w)))
+    assert cost.calibrated()
+    for batch in (1, 2, 4):
+        for context in (0, 1, 2):
+            for phase in ("denoise", "cache", "decode"):
+                assert cost.predict(phase, batch, context) == pytest.approx(engine.seconds(phase, batch, context))
+    assert [d for d, _, _ in seen] == list(range(1, 14))
+    assert {t for _, t, _ in seen} == {13}
+    assert seen[0][2] == "batch 1 warm-up"
+    assert sorted(engine.closed) == ["calibrate-0", "calibrate-1", "calibrate-2", "calibrate-3"]
+
+
+def test_calibration_refuses_clearly_when_the_pool_cannot_hold_the_profile() -> None:
+    engine = FakeEngine(slots=2)
+    with pytest.raises(CostModelError) as info:
+        calibrate(engine, batches=(1, 4), chunks=1)
+    assert info.value.code == "uncalibrated"
+    assert "lower the largest calibration batch (4)" in str(info.value)
+    assert engine.closed == ["calibrate-0", "calibrate-1"]
+
+
+def test_a_chunk_costs_its_denoise_steps_plus_cache_plus_decode() -> None:
+    cost = known_cost(0.8)
+    assert cost.predict_chunk(1) == pytest.approx(4 * 0.1 + 0.2 + 0.2)
+    assert cost.cost_rate(1) == pytest.approx(0.8)  # 1 media second per chunk
+
+
+def test_unmeasured_batches_are_interpolated_and_extrapolated() -> None:
+    cost = CostModel(model_info())
+    cost.record("decode", 1, 0, 1.0)
+    cost.record("decode", 4, 0, 2.5)
+    assert cost.predict("decode", 2) == pytest.approx(1.5)
+    assert cost.predict("decode", 8) == pytest.approx(4.5)
+
+
+def test_a_single_measured_batch_assumes_no_batching_gain() -> None:
+    cost = CostModel(model_info())
+    cost.record("decode", 1, 0, 0.2)
+    assert cost.predict("decode", 3) == pytest.approx(0.6)
+
+
+def test_an_unmeasured_context_takes_the_nearest_measured_bucket() -> None:
+    cost = CostModel(model_info())
+    cost.record("cache", 1, 0, 0.1)
+    cost.record("cache", 1, 4, 0.3)
+    assert cost.predict("cache", 1, 1) == pytest.approx(0.1)
+    assert cost.predict("cache", 1, 16) == pytest.approx(0.3)
+
+
+def test_online_measurements_move_a_bucket_by_ewma_and_track_the_error() -> None:
+    cost = known_cost(0.8)  # decode at batch 1: 0.2 s
+    cost.observe("decode", 1, 0, 0.4)
+    assert cost.predict("decode", 1) == pytest.approx(0.2 + 0.2 * 0.2)
+    assert cost.error("decode") == pytest.approx(0.5)  # predicted 0.2 against 0.4
+    for _ in range(60):
+        cost.observe("decode", 1, 0, 0.4)
+    assert cost.predict("decode", 1) == pytest.approx(0.4, rel=1e-4)
+    assert cost.error("decode") == pytest.approx(0.0, abs=1e-4)
+
+
+def test_engine_step_results_feed_the_model_per_phase() -> None:
+    cost = known_cost(0.8)
+    result = StepResult((ItemResult("a", Phase.DECODE, 5), ItemResult("b", Phase.DECODE, 2)),
+                        {"decode": 0.5}, {"decode": 2})
+    cost.observe_step(result)
+    key = [i for i in cost.snapshot()["items"] if i["item"] == "decode" and i["batch"] == 2]  # type: ignore[union-attr]
+    assert key == [{"item": "decode", "batch": 2, "context": 4, "seconds": 0.5, "samples": 1}]
+
+
+def test_asking_before_calibration_is_a_coded_error() -> None:
+    with pytest.raises(CostModelError) as info:
+        CostModel(model_info()).predict("denoise")
+    assert info.value.code == "uncalibrated"
+    with pytest.raises(CostModelError) as info:
+        known_cost(1.0).predict("warp")
+    assert info.value.code == "invalid_sample"
+
+
+def test_bad_samples_are_refused() -> None:
+    with pytest.raises(CostModelError):
+        CostModel(model_info()).observe("decode", 0, 0, 0.1)
+    with pytest.raises(CostModelError):
+        CostModel(model_info()).record("decode", 1, 0, float("nan"))
+
+
+def test_the_snapshot_is_json_for_the_capacity_endpoint() -> None:
+    snap = known_cost(0.8, per_extra_session=0.5).snapshot(max_batch=4)
+    text = json.loads(json.dumps(snap))
+    assert text["calibrated"] is True
+    assert text["chunk_media_s"] == 1.0
+    assert text["cost_rate"]["1"] == pytest.approx(0.8)
+    assert text["cost_rate"]["2"] == pytest.approx(0.8 * 1.5 / 2)
