@@ -1,0 +1,146 @@
+"""Bad input to the WebRTC gateway: each a coded ProtocolError or a bounded, logged drop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiortc import RTCConfiguration, RTCPeerConnection
+
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.messages import Action, Error, Interrupt
+from tests.transports._client import LOOPBACK, LoopbackClient
+from tests.transports._session import FakePort
+from transports.webrtc import PeerScope, WebRTCConfig, WebRTCGateway, peer_scope
+
+
+def _answer_error(sdp: object, type_: object = "offer") -> ProtocolError:
+    async def run() -> ProtocolError:
+        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+        try:
+            with pytest.raises(ProtocolError) as info:
+                await gateway.answer(FakePort(), sdp, type_)  # type: ignore[arg-type]
+            assert gateway.peer("s-test") is None
+            return info.value
+        finally:
+            await gateway.shutdown()
+
+    return asyncio.run(run())
+
+
+async def _client_offer() -> str:
+    client = LoopbackClient()
+    sdp = await client.offer()
+    await client.close()
+    return sdp
+
+
+async def _offer_without_video() -> str:
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.createDataChannel("control")
+    with peer_scope(PeerScope(host_addresses=LOOPBACK, zero_rtp_origin=False)):
+        await pc.setLocalDescription(await pc.createOffer())
+    sdp = pc.localDescription.sdp
+    await pc.close()
+    return sdp
+
+
+def test_garbage_sdp_is_invalid_field() -> None:
+    error = _answer_error("hello, I am not SDP")
+    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
+
+
+def test_truncated_sdp_is_invalid_field() -> None:
+    sdp = asyncio.run(_client_offer())
+    error = _answer_error(sdp[: len(sdp) // 3])
+    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
+
+
+def test_an_answer_instead_of_an_offer_is_invalid_field() -> None:
+    error = _answer_error(asyncio.run(_client_offer()), "answer")
+    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "type")
+
+
+def test_an_offer_without_video_is_invalid_field() -> None:
+    error = _answer_error(asyncio.run(_offer_without_video()))
+    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
+    assert "no video" in error.message
+
+
+def test_an_oversized_offer_is_too_large() -> None:
+    error = _answer_error("v=0\r\n" + "a=x\r\n" * 20000)
+    assert error.code == ErrorCode.TOO_LARGE
+
+
+def test_a_second_offer_while_a_peer_is_live_is_conflict() -> None:
+    async def run() -> None:
+        port = FakePort()
+        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+        first, second = LoopbackClient(), LoopbackClient()
+        try:
+            await first.accept(*await gateway.answer(port, await first.offer(), "offer"))
+            with pytest.raises(ProtocolError) as info:
+                await gateway.answer(FakePort(), await second.offer(), "offer")
+            assert info.value.code == ErrorCode.CONFLICT
+        finally:
+            await first.close()
+            await second.close()
+            await gateway.shutdown()
+
+    asyncio.run(run())
+
+
+def test_an_action_flood_is_coalesced_and_bounded() -> None:
+    async def run() -> None:
+        port = FakePort()
+        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
+        client = LoopbackClient()
+        try:
+            await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
+            await asyncio.wait_for(client.control_open.wait(), 10)
+            for seq in range(500):
+                client.send(Action(seq=seq, ts=float(seq), keys=("w",)), channel="control")
+            client.send(Interrupt(id=1))  # ordered after the flood on the same channel
+            for _ in range(200):
+                if Interrupt(id=1) in port.submitted:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            actions = [m for m in port.submitted if isinstance(m, Action)]
+            peer = gateway.peer(port.session_id)
+            assert peer is not None
+            assert len(actions) <= 8 + 1 + 20  # burst + the coalesced latest + 1 s at the rate
+            assert actions[-1].seq == 499  # latest wins
+            assert peer.actions_dropped == 500 - len(actions)
+        finally:
+            await client.close()
+            await gateway.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_malformed_message_gets_a_coded_error_and_the_peer_lives_on() -> None:
+    async def run() -> None:
+        port = FakePort()
+        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+        client = LoopbackClient()
+        try:
+            await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
+            await asyncio.wait_for(client.control_open.wait(), 10)
+            client.control.send(b"\xc1 not msgpack")
+            error = await client.next_message(Error)
+            assert (error.code, error.fatal) == ("bad_message", False)
+            client.send(Interrupt(id=2), channel="actions")
+            error = await client.next_message(Error)
+            assert error.code == "unknown_type"
+            client.send(Interrupt(id=3))
+            for _ in range(100):
+                if port.submitted:
+                    break
+                await asyncio.sleep(0.01)
+            assert port.submitted == [Interrupt(id=3)]
+        finally:
+            await client.close()
+            await gateway.shutdown()
+
+    asyncio.run(run())

@@ -1,0 +1,100 @@
+"""`POST /v1/sessions/{sid}/webrtc`: SDP offer in, answer out, one live peer per session.
+
+The answering side adds its send-only video transceiver, with H.264 codec preferences, BEFORE
+`setRemoteDescription` (aiortc only honours preferences on a transceiver that exists then),
+and sets its local description inside `peer_scope` (local-only host candidates when
+configured; RTP timestamps = session pts). Non-trickle: the answer carries every candidate.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
+from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
+from aiortc.rtcrtpparameters import RTCRtpCodecCapability
+
+from protocols.errors import ErrorCode, ProtocolError
+from transports.interface import SessionPort
+from transports.webrtc._hooks import PeerScope, peer_scope
+from transports.webrtc._sdp import check_offer, keep_candidates
+from transports.webrtc.config import WebRTCConfig
+from transports.webrtc.peer import Peer
+from transports.webrtc.stream import SessionStream, ViewerTrack
+
+__all__ = ["WebRTCGateway", "h264_preferences"]
+
+logger = logging.getLogger(__name__)
+
+
+def h264_preferences() -> list[RTCRtpCodecCapability]:
+    """H.264 packetization-mode 1 (constrained baseline first) and its RTX, nothing else: the
+    stream is encoded once, in H.264, for every viewer."""
+    codecs = RTCRtpSender.getCapabilities("video").codecs
+    h264 = [c for c in codecs if c.mimeType.lower() == "video/h264" and c.parameters.get("packetization-mode") == "1"]
+    h264.sort(key=lambda c: c.parameters.get("profile-level-id") != "42e01f")
+    return h264 + [c for c in codecs if c.mimeType.lower() == "video/rtx"]
+
+
+class WebRTCGateway:
+    """WebRTCGatewayProtocol over aiortc."""
+
+    def __init__(self, config: WebRTCConfig | None = None) -> None:
+        self.config = config or WebRTCConfig()
+        self._executor = ThreadPoolExecutor(self.config.encode_threads, thread_name_prefix="webrtc-encode")
+        self._peers: dict[str, Peer] = {}
+
+    def peer(self, session_id: str) -> Peer | None:
+        return self._peers.get(session_id)
+
+    def _ice_servers(self) -> list[RTCIceServer]:
+        return [RTCIceServer(urls=s.urls, username=s.username, credential=s.credential) for s in self.config.ice_servers]
+
+    async def answer(self, port: SessionPort, sdp: str, type_: str) -> tuple[str, str]:
+        check_offer(sdp, type_)
+        sid = port.session_id
+        current = self._peers.get(sid)
+        if current is not None and current.live:
+            raise ProtocolError(
+                ErrorCode.CONFLICT,
+                "this session already has a live WebRTC peer; close it before offering again",
+            )
+        if current is not None:
+            await current.close()
+        hosts = self.config.host_addresses
+        if hosts is not None:
+            sdp = keep_candidates(sdp, hosts)
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=self._ice_servers()))
+        track = ViewerTrack()
+        stream = SessionStream(port, self._executor, crf=self.config.crf)
+        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget)
+        self._peers[sid] = peer
+        try:
+            transceiver = pc.addTransceiver(track, direction="sendonly")
+            transceiver.setCodecPreferences(h264_preferences())
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+            answer = await pc.createAnswer()
+            with peer_scope(PeerScope(host_addresses=hosts, zero_rtp_origin=True)):
+                await pc.setLocalDescription(answer)
+        except (ValueError, KeyError, InternalError, InvalidAccessError, InvalidStateError, OperationError) as exc:
+            await peer.close()
+            raise ProtocolError(ErrorCode.INVALID_FIELD, f"the offer cannot be answered: {exc}", field="sdp") from None
+        peer.start()
+        local = pc.localDescription
+        logger.info("webrtc %s: answered", sid)
+        return local.sdp, local.type
+
+    def _forget(self, peer: Peer) -> None:
+        if self._peers.get(peer.port.session_id) is peer:
+            del self._peers[peer.port.session_id]
+
+    async def close_session(self, session_id: str) -> None:
+        peer = self._peers.get(session_id)
+        if peer is not None:
+            await peer.close()
+
+    async def shutdown(self) -> None:
+        for peer in list(self._peers.values()):
+            await peer.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,173 @@
+"""One browser's peer connection to a session: its data channels, its viewer track, its life.
+
+Inbound (client-created channels): `control` carries every client message type, `actions`
+(unordered, no retransmits) only `action`. Messages are decoded with the protocol codec; a
+bad one gets a coded `error` on `control` and is dropped; after `MAX_BAD_MESSAGES` the peer is
+closed (repeated abuse). Actions go through an `ActionGate` (rate-limited, coalesced); other
+requests are queued (bounded, in order) to `SessionPort.submit`; `ping` is answered here.
+Outbound: everything the session stream broadcasts, on `control`, dropped (and counted) when
+the channel is not open or its buffer is over the limit (a client that never reads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from aiortc import RTCDataChannel, RTCPeerConnection
+
+from protocols.codec import decode, encode
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.messages import Action, Error, Hello, Ping, Pong
+from transports.interface import SessionPort
+from transports.webrtc._actions import ActionGate
+from transports.webrtc.config import WebRTCConfig
+from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
+
+__all__ = ["CONNECT_TIMEOUT_S", "MAX_BAD_MESSAGES", "Peer"]
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 20.0  # an answered peer that never connects is closed after this
+MAX_BAD_MESSAGES = 100
+_REQUEST_QUEUE = 64
+
+
+class Peer:
+    def __init__(
+        self,
+        port: SessionPort,
+        pc: RTCPeerConnection,
+        stream: SessionStream,
+        track: ViewerTrack,
+        config: WebRTCConfig,
+        on_closed: Callable[[Peer], None],
+    ) -> None:
+        self.port = port
+        self.pc = pc
+        self.stream = stream
+        self.track = track
+        self._config = config
+        self._on_closed = on_closed
+        self._control: RTCDataChannel | None = None
+        self._gate = ActionGate(port.submit, config.max_actions_per_s, label=port.session_id)
+        self._requests: asyncio.Queue[Any] = asyncio.Queue(_REQUEST_QUEUE)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing = False
+        self.closed = asyncio.Event()
+        self._connected = asyncio.Event()
+        self.bad_messages = 0
+        self.dropped_out = 0
+        pc.on("datachannel", self._on_channel)
+        pc.on("connectionstatechange", self._on_state)
+
+    @property
+    def live(self) -> bool:
+        return not self._closing and self.pc.connectionState not in ("failed", "closed")
+
+    @property
+    def actions_dropped(self) -> int:
+        return self._gate.dropped
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.stream.add_viewer(Viewer(self.track, self.send))
+        self.stream.start()
+        self._tasks += [
+            loop.create_task(self._submit_requests()),
+            loop.create_task(self._watch()),
+        ]
+
+    def send(self, message: Any) -> None:
+        channel = self._control
+        if channel is None or channel.readyState != "open":
+            self.dropped_out += 1
+            return
+        if channel.bufferedAmount > self._config.max_control_buffer:
+            self.dropped_out += 1
+            if self.dropped_out % 100 == 1:
+                logger.warning("webrtc %s: control channel not draining, %d messages dropped",
+                               self.port.session_id, self.dropped_out)
+            return
+        channel.send(encode(message))
+
+    def _on_channel(self, channel: RTCDataChannel) -> None:
+        if channel.label == "control":
+            self._control = channel
+            channel.on("message", lambda data: self._on_message(data, actions_only=False))
+        elif channel.label == "actions":
+            channel.on("message", lambda data: self._on_message(data, actions_only=True))
+        else:
+            logger.info("webrtc %s: ignoring data channel %r", self.port.session_id, channel.label[:64])
+
+    def _reject(self, code: ErrorCode, message: str) -> None:
+        self.bad_messages += 1
+        fatal = self.bad_messages >= MAX_BAD_MESSAGES
+        self.send(Error(code=code.value, message=message, fatal=fatal))
+        if fatal:
+            logger.warning("webrtc %s: %d bad messages, closing the peer", self.port.session_id, self.bad_messages)
+            asyncio.get_running_loop().create_task(self.close())
+
+    def _on_message(self, data: Any, actions_only: bool) -> None:
+        if self._closing:
+            return
+        try:
+            message = decode(data, max_bytes=self._config.max_message_bytes, expect="client")
+        except ProtocolError as exc:
+            self._reject(exc.code, exc.message)
+            return
+        if isinstance(message, Action):
+            self._gate.offer(message)
+        elif actions_only:
+            self._reject(ErrorCode.UNKNOWN_TYPE, f"the actions channel carries only action, got {message.T!r}")
+        elif isinstance(message, Ping):
+            self.send(Pong(re=message.id, ts=message.ts))
+        elif isinstance(message, Hello):
+            pass  # optional over WebRTC: the signalling request already authenticated the session
+        else:
+            try:
+                self._requests.put_nowait(message)
+            except asyncio.QueueFull:
+                self._reject(ErrorCode.RATE_LIMITED, f"more than {_REQUEST_QUEUE} requests pending; slow down")
+
+    async def _submit_requests(self) -> None:
+        while True:
+            message = await self._requests.get()
+            await self.port.submit(message)
+
+    async def _watch(self) -> None:
+        """Close when the peer never connects, or once the stream ends (session closed)."""
+        try:
+            await asyncio.wait_for(self._connected.wait(), CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            logger.info("webrtc %s: peer did not connect within %.0f s", self.port.session_id, CONNECT_TIMEOUT_S)
+        else:
+            await self.stream.done.wait()
+        await self.close()
+
+    async def _on_state(self) -> None:
+        if self.pc.connectionState == "connected":
+            self._connected.set()
+        elif self.pc.connectionState in ("failed", "closed"):
+            await self.close()
+
+    async def close(self) -> None:
+        if self._closing:
+            await self.closed.wait()
+            return
+        self._closing = True
+        current = asyncio.current_task()
+        for task in self._tasks:
+            if task is not current:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        await self._gate.close()
+        await self.stream.close()
+        await self.pc.close()
+        self.port.close()
+        self._on_closed(self)
+        self.closed.set()

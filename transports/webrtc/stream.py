@@ -1,0 +1,199 @@
+"""One session's video stream for WebRTC: paced, encoded once, fanned out to its viewers.
+
+`SessionStream` pulls the session's output (`SessionPort.next_output`), drops frames of old
+generations, waits for each frame's media time (`MediaClock`), encodes it ONCE in an executor
+(never on the event loop) and hands the same H.264 access unit, stamped with the session pts
+(90 kHz), to every viewer's `ViewerTrack`; aiortc's sender packetizes it with the pts as RTP
+timestamp. Before the first frame of each chunk goes out, viewers get a `frames` message on
+their control channel; every other output (acks, segment_start/end, errors) goes there too.
+A key frame starts the stream, every segment, every `disc` and every viewer's arrival.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fractions
+import logging
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import av
+from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
+
+from protocols.messages import FramesInfo
+from transports.encoding import EncoderSettings, H264Encoder
+from transports.interface import OutChunk, OutFrame, SessionPort
+from transports.webrtc._clock import MediaClock
+
+__all__ = ["SessionStream", "Viewer", "ViewerTrack"]
+
+logger = logging.getLogger(__name__)
+
+TIME_BASE = fractions.Fraction(1, 90000)
+
+
+class ViewerTrack(MediaStreamTrack):
+    """A video track fed with encoded access units; a slow reader loses whole GOP tails, never
+    grows memory: on overflow the queue is emptied and the stream sends a key frame next."""
+
+    kind = "video"
+
+    def __init__(self, max_queued: int = 8) -> None:
+        super().__init__()
+        self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue(max_queued)
+        self.started = asyncio.Event()  # set on the sender's first recv(): RTP is running
+        self.dropped = 0
+
+    def push(self, packet: av.Packet) -> bool:
+        """Queue one access unit; False when the queue overflowed and was emptied."""
+        if self.readyState != "live":
+            return True
+        if self._queue.full():
+            self.dropped += self._queue.qsize()
+            while not self._queue.empty():
+                self._queue.get_nowait()
+            return False
+        self._queue.put_nowait(packet)
+        return True
+
+    async def recv(self) -> av.Packet:  # type: ignore[override]
+        self.started.set()
+        if self.readyState != "live":
+            raise MediaStreamError
+        packet = await self._queue.get()
+        if packet is None:
+            raise MediaStreamError
+        return packet
+
+    def stop(self) -> None:
+        super().stop()
+        while not self._queue.empty():
+            self._queue.get_nowait()
+        self._queue.put_nowait(None)
+
+
+@dataclass(eq=False)
+class Viewer:
+    track: ViewerTrack
+    send: Callable[[Any], None]  # puts one protocol message on the viewer's control channel
+
+
+class SessionStream:
+    def __init__(
+        self,
+        port: SessionPort,
+        executor: Executor,
+        crf: int = 23,
+        late_reset_s: float | None = None,
+    ) -> None:
+        self.port = port
+        self._settings = EncoderSettings(port.width, port.height, port.fps, crf=crf)
+        self._executor = executor
+        self._clock = MediaClock(late_reset_s if late_reset_s is not None else 1.0 / port.fps)
+        self._viewers: list[Viewer] = []
+        self._encoder: H264Encoder | None = None
+        self._force_key = True
+        self._last_segment: int | None = None
+        self._viewer_started = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.frames_sent = 0
+        self.stale_dropped = 0
+        self.done = asyncio.Event()  # the pump exited (session or connection closed)
+
+    @property
+    def clock_resets(self) -> int:
+        return self._clock.resets
+
+    def add_viewer(self, viewer: Viewer) -> None:
+        self._viewers.append(viewer)
+        self._force_key = True  # a new viewer decodes from a key frame
+        viewer.track.on("ended", lambda: self.remove_viewer(viewer))
+
+        async def started() -> None:
+            await viewer.track.started.wait()
+            self._viewer_started.set()
+
+        asyncio.get_running_loop().create_task(started())
+
+    def remove_viewer(self, viewer: Viewer) -> None:
+        if viewer in self._viewers:
+            self._viewers.remove(viewer)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        for viewer in list(self._viewers):
+            viewer.track.stop()
+        self._viewers.clear()
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            await self._viewer_started.wait()
+            self._encoder = await loop.run_in_executor(self._executor, H264Encoder, self._settings)
+            while (item := await self.port.next_output()) is not None:
+                if isinstance(item, OutChunk):
+                    await self._play(item)
+                else:
+                    self._broadcast(item)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("webrtc stream of session %s failed", self.port.session_id)
+        finally:
+            self.done.set()
+
+    def _stale(self, frame: OutFrame) -> bool:
+        return frame.generation < self.port.generation()
+
+    def _broadcast(self, message: Any) -> None:
+        for viewer in list(self._viewers):
+            viewer.send(message)
+
+    async def _play(self, chunk: OutChunk) -> None:
+        frames = [f for f in chunk.frames if not self._stale(f)]
+        self.stale_dropped += len(chunk.frames) - len(frames)
+        announced = False
+        for i, frame in enumerate(frames):
+            delay = self._clock.delay(frame.pts)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._stale(frame):
+                self.stale_dropped += len(frames) - i
+                return
+            keyframe = self._force_key or frame.disc or frame.segment != self._last_segment
+            self._force_key = False
+            encoder = self._encoder
+            assert encoder is not None
+            encoded = await asyncio.get_running_loop().run_in_executor(
+                self._executor, encoder.encode, frame.rgb, frame.pts, keyframe
+            )
+            if self._stale(frame):  # interrupted while encoding: never sent; restart clean
+                self._force_key = True
+                self.stale_dropped += len(frames) - i
+                return
+            if not announced:
+                self._broadcast(FramesInfo(
+                    idx=frame.idx, n=len(frames) - i, pts=frame.pts, segment=frame.segment,
+                    action_seq=frame.action_seq, disc=frames[0].disc or frame.disc,
+                ))
+                announced = True
+            packet = av.Packet(encoded.data)
+            packet.pts = encoded.pts
+            packet.dts = encoded.pts
+            packet.time_base = TIME_BASE
+            for viewer in list(self._viewers):
+                if not viewer.track.push(packet):
+                    self._force_key = True
+            self._last_segment = frame.segment
+            self.port.mark_sent(frame)
+            self.frames_sent += 1
