@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from engine.api import EngineProtocol, FrameAction, StepItem, StepPlan
+from engine.api import FrameAction, ModelInfo, Phase, StepItem, StepPlan, StepResult
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.errors import CostModelError
 
-__all__ = ["Progress", "calibrate"]
+__all__ = ["ProfileEngine", "Progress", "calibrate"]
 
 logger = logging.getLogger(__name__)
 
@@ -19,7 +20,22 @@ Progress = Callable[[int, int, str], None]  # (done, total, what)
 _PROMPT = "calibration profile"
 
 
-def _run_chunk(engine: EngineProtocol, group: Sequence[str], model: CostModel | None) -> None:
+class ProfileEngine(Protocol):
+    """The part of engine.api.EngineProtocol the profile drives."""
+
+    info: ModelInfo
+
+    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool: ...
+    def close_session(self, session_id: str) -> None: ...
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None: ...
+    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int: ...
+    def next_phase(self, session_id: str) -> Phase | None: ...
+    def step(self, plan: StepPlan) -> StepResult: ...
+    def offload(self, session_id: str) -> None: ...
+    def restore(self, session_id: str) -> bool: ...
+
+
+def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | None) -> None:
     """One chunk for every session of `group` in lock-step, recording each phase when `model` is given."""
     for sid in group:
         engine.begin_chunk(sid, [FrameAction()])
@@ -36,7 +52,7 @@ def _run_chunk(engine: EngineProtocol, group: Sequence[str], model: CostModel | 
         phase = engine.next_phase(group[0])
 
 
-def calibrate(engine: EngineProtocol, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4,
+def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4,
               progress: Progress | None = None, model: CostModel | None = None) -> CostModel:
     """Profile `chunks` chunks (contexts 0..chunks-1) at each batch size, after one unrecorded
     warm-up chunk per batch, then one offload and restore. Reports progress as it goes."""

@@ -11,6 +11,7 @@ ones possibly offloaded to host). Otherwise a refusal with Retry-After from the 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from typing import Any
 
 from sessiond.admission.costmodel import CostModel
@@ -21,7 +22,7 @@ from sessiond.admission.errors import AdmissionConfigError
 __all__ = ["DutyPolicy", "PolicyBase"]
 
 
-class PolicyBase:
+class PolicyBase(ABC):
     """What every policy shares: the cost model, the duty tracker, the KV budget and the objectives,
     the load arithmetic, the overrun check and the /v1/capacity snapshot."""
 
@@ -50,6 +51,10 @@ class PolicyBase:
         self.kv_retry_s = kv_retry_s
         self.overrun_tolerance = overrun_tolerance
         self.decisions: dict[str, int] = {}  # reason -> count
+
+    @abstractmethod
+    def decide(self, request: AdmissionRequest) -> Decision:
+        """Admit (and register) or refuse a create / resume."""
 
     @property
     def load_budget(self) -> float:

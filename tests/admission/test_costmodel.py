@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.api import ItemResult, Phase, StepPlan, StepResult
+from engine.api import FrameAction, ItemResult, Phase, StepPlan, StepResult
 from sessiond.admission import CostModel, CostModelError, calibrate, context_bucket
 from tests.admission.factories import known_cost, model_info
 
@@ -37,7 +37,7 @@ class FakeEngine:
     def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
         self.chunk[session_id] = -1
 
-    def begin_chunk(self, session_id: str, actions: list) -> int:
+    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int:
         self.chunk[session_id] += 1
         self.pending[session_id] = [Phase.DENOISE] * self.info.denoise_steps + [Phase.CACHE, Phase.DECODE]
         return self.chunk[session_id]
@@ -137,7 +137,8 @@ def test_engine_step_results_feed_the_model_per_phase() -> None:
     result = StepResult((ItemResult("a", Phase.DECODE, 5), ItemResult("b", Phase.DECODE, 2)),
                         {"decode": 0.5}, {"decode": 2})
     cost.observe_step(result)
-    key = [i for i in cost.snapshot()["items"] if i["item"] == "decode" and i["batch"] == 2]  # type: ignore[union-attr]
+    items = json.loads(json.dumps(cost.snapshot()))["items"]
+    key = [i for i in items if i["item"] == "decode" and i["batch"] == 2]
     assert key == [{"item": "decode", "batch": 2, "context": 4, "seconds": 0.5, "samples": 1}]
 
 

@@ -1,0 +1,192 @@
+"""Admission: the duty policy's boundary, its refusals, and the baseline policies."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from sessiond.admission import (
+    AdmissionConfigError,
+    AdmissionRequest,
+    Decision,
+    DutyPolicy,
+    DutyPriors,
+    DutyTracker,
+    KvBudget,
+    Objectives,
+    OnePerGpuPolicy,
+    OverrunAction,
+    PolicyBase,
+    make_policy,
+)
+from sessiond.admission.costmodel import CostModel
+from tests.admission.factories import known_cost, model_info
+
+
+def _duty(cost: CostModel, *, director: float = 0.25, margin: float = 0.25, kv: KvBudget | None = None,
+          kv_retry_s: float = 30.0) -> DutyPolicy:
+    tracker = DutyTracker(DutyPriors(director=director), window_s=60)
+    return DutyPolicy(cost, tracker, margin=margin, max_batch=1, kv=kv, kv_retry_s=kv_retry_s)
+
+
+def _ask(policy: PolicyBase, sid: str, mode: str = "director", now: float = 0.0) -> Decision:
+    return policy.decide(AdmissionRequest(sid, mode, "create", now))
+
+
+def test_admission_rejects_exactly_at_the_boundary() -> None:
+    # a chunk costs 0.5 GPU s per media s; a director at prior 0.25 adds 0.125; budget 1 - 0.25 = 0.75
+    policy = _duty(known_cost(0.5))
+    decisions = [_ask(policy, f"d{i}") for i in range(7)]
+    assert [d.admitted for d in decisions] == [True] * 6 + [False]
+    assert decisions[5].predicted_load == 0.75
+    assert decisions[6].predicted_load == 0.875
+    assert decisions[6].reason == "load"
+    assert policy.tracker.sessions() == [f"d{i}" for i in range(6)]
+
+
+def test_a_release_makes_room_for_exactly_one_more() -> None:
+    policy = _duty(known_cost(0.5))
+    for i in range(6):
+        _ask(policy, f"d{i}")
+    policy.release("d0", 0.0)
+    assert _ask(policy, "n1").admitted
+    assert not _ask(policy, "n2").admitted
+
+
+def test_a_refusal_is_503_capacity_with_retry_after_from_the_model() -> None:
+    policy = _duty(known_cost(0.5))
+    for i in range(6):
+        _ask(policy, f"d{i}")
+    refused = _ask(policy, "late")
+    # the others' measured load (0.75) would have to fall by 0.125: 60 s x 0.125 / 0.75 = 10 s
+    assert refused.retry_after_s == 10.0
+    body = refused.error_body()
+    assert body["error"]["code"] == "capacity"
+    assert body["error"]["retry_after_s"] == 10.0
+    assert "0.875 would exceed 0.750" in body["error"]["message"]
+
+
+def test_measured_duty_below_the_prior_admits_more() -> None:
+    policy = _duty(known_cost(0.5))
+    for i in range(6):
+        _ask(policy, f"d{i}", now=0.0)
+    # a minute of watching: none of them directed anything, measured duty 0
+    assert _ask(policy, "late", now=60.0).admitted
+
+
+def test_a_world_session_costs_its_full_rate() -> None:
+    policy = _duty(known_cost(0.5))
+    assert _ask(policy, "w1", "world").admitted
+    refused = _ask(policy, "w2", "world")
+    assert refused.predicted_load == 1.0
+    assert not refused.admitted
+
+
+def test_batching_gain_lowers_the_predicted_load() -> None:
+    # batch b costs (1 + 0.25 (b - 1)) x one chunk: four demanding sessions share a batch of 4
+    cost = known_cost(0.5, per_extra_session=0.25)
+    tracker = DutyTracker(DutyPriors(world_playing=1.0), window_s=60)
+    policy = DutyPolicy(cost, tracker, margin=0.1, max_batch=8)
+    admitted = [_ask(policy, f"w{i}", "world").admitted for i in range(6)]
+    # n worlds in a batch of n: 0.5 x (1 + 0.25 (n - 1)) GPU s per s <= 0.9  <=>  n <= 4.2
+    # (without the batching gain only one would fit: 2 x 0.5 > 0.9)
+    assert admitted == [True] * 4 + [False] * 2
+
+
+def test_the_kv_budget_refuses_when_device_and_host_are_full() -> None:
+    kv = KvBudget(device_bytes=2000, host_bytes=1000, per_session_bytes=1000)
+    policy = _duty(known_cost(0.1), kv=kv, kv_retry_s=30.0)
+    assert [_ask(policy, f"d{i}").admitted for i in range(3)] == [True, True, True]
+    refused = _ask(policy, "d3")
+    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "kv", 30.0)
+
+
+def test_only_demanding_sessions_must_fit_on_the_device() -> None:
+    kv = KvBudget(device_bytes=2000, host_bytes=5000, per_session_bytes=1000)
+    policy = _duty(known_cost(0.1), kv=kv)
+    _ask(policy, "a")
+    _ask(policy, "b")
+    policy.tracker.begin("a", 0.0, media_s=5.0)
+    policy.tracker.begin("b", 0.0, media_s=5.0)
+    assert _ask(policy, "c", now=1.0).reason == "kv"
+    assert _ask(policy, "c", now=6.0).admitted
+
+
+def test_a_director_is_refused_when_its_first_frame_would_miss_the_objective() -> None:
+    # one chunk takes 1.0 s; a world session uses 0.5 of the GPU, so a new segment's first chunk
+    # gets half the GPU: 2.0 s > the 1.5 s objective
+    cost = known_cost(1.0)
+    tracker = DutyTracker(DutyPriors(world_playing=0.5, director=0.1), window_s=60)
+    policy = DutyPolicy(cost, tracker, margin=0.0, max_batch=1, objectives=Objectives(director_ttff_p95_s=1.5))
+    assert _ask(policy, "w", "world").admitted
+    refused = _ask(policy, "d", "director")
+    assert refused.reason == "ttff"
+    assert "2.000 s would exceed the objective 1.5 s" in refused.detail
+
+
+def test_an_uncalibrated_model_refuses_with_a_short_retry() -> None:
+    policy = _duty(CostModel(model_info()))
+    refused = _ask(policy, "a")
+    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "uncalibrated", 1.0)
+
+
+def test_sessions_over_their_prior_are_named_when_the_gpu_is_over_budget() -> None:
+    policy = _duty(known_cost(0.5), director=0.25, margin=0.25)
+    for i in range(6):
+        _ask(policy, f"d{i}")
+    assert policy.overruns(0.0) == []
+    for i in range(3):  # three directors generate non-stop for a minute
+        policy.tracker.begin(f"d{i}", 0.0)
+    actions = policy.overruns(60.0)
+    assert actions[:3] == [OverrunAction(f"d{i}", "degrade_lead", 1.0, 0.25) for i in range(3)]
+    assert [a.action for a in actions[3:]] == ["offload_idle"] * 3
+
+
+def test_fifo_admits_past_the_load_budget_while_kv_holds() -> None:
+    policy = make_policy("fifo", known_cost(0.5), DutyTracker(window_s=60), margin=0.25)
+    assert all(_ask(policy, f"w{i}", "world").admitted for i in range(5))
+    assert policy.scheduling == "fifo"
+    assert policy.snapshot(0.0)["predicted_load"] == 2.5
+
+
+def test_one_per_gpu_queues_in_fifo_order_and_admits_on_release() -> None:
+    policy = make_policy("one-per-gpu", known_cost(0.1), gpus=1)
+    assert isinstance(policy, OnePerGpuPolicy)
+    assert _ask(policy, "a").admitted
+    b, c = _ask(policy, "b"), _ask(policy, "c")
+    assert (b.reason, b.queue_position, c.queue_position) == ("queued", 1, 2)
+    assert policy.release("a", 5.0) == ["b"]
+    assert policy.waiting() == ["c"]
+    assert policy.tracker.sessions() == ["b"]
+
+
+def test_a_queued_request_waits_for_its_slot() -> None:
+    async def scenario() -> tuple[bool, bool]:
+        policy = OnePerGpuPolicy(known_cost(0.1), DutyTracker(), gpus=1)
+        _ask(policy, "a")
+        _ask(policy, "b")
+        _ask(policy, "c")
+        waiter = asyncio.ensure_future(policy.wait("b", 5.0))
+        await asyncio.sleep(0)
+        policy.release("a", 1.0)
+        timed_out = await policy.wait("c", 0.01)
+        return await waiter, timed_out
+
+    assert asyncio.run(scenario()) == (True, False)
+
+
+def test_an_unknown_policy_or_bad_margin_names_the_option() -> None:
+    with pytest.raises(AdmissionConfigError, match=r"`policy`.*duty, one-per-gpu, fifo"):
+        make_policy("lottery", known_cost(0.1))
+    with pytest.raises(AdmissionConfigError, match="`margin`"):
+        make_policy("duty", known_cost(0.1), margin=1.0)
+
+
+def test_the_capacity_snapshot_says_what_admission_sees() -> None:
+    policy = _duty(known_cost(0.5))
+    _ask(policy, "d0")
+    snap = policy.snapshot(0.0)
+    assert (snap["policy"], snap["sessions"], snap["load_budget"], snap["predicted_load"]) == ("duty", 1, 0.75, 0.125)
+    assert snap["per_session"]["d0"]["prior"] == 0.25
+    assert snap["decisions"] == {"ok": 1}
