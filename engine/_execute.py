@@ -1,0 +1,116 @@
+"""Running one phase for a batch of sessions: one batched forward (or decode) per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from engine._batch import attn_context
+from engine.api import ChunkFrames
+from engine.attention import AttentionBackend
+from engine.config import ModelConfig
+from engine.decoders import StreamingDecoder
+from engine.kv import ChunkKVPool
+from engine.model import CausalDiT
+from engine.rope import RopeTable
+from engine.sampling import Schedule, seeded_noise
+from engine.session import ChunkRecord, ChunkWork, SessionState
+
+__all__ = ["PhaseRunner"]
+
+
+@dataclass
+class PhaseRunner:
+    config: ModelConfig
+    model: CausalDiT
+    decoder: StreamingDecoder
+    pool: ChunkKVPool
+    rope: RopeTable
+    attend: AttentionBackend
+    schedule: Schedule
+    device: torch.device
+
+    def _works(self, states: list[SessionState]) -> list[ChunkWork]:
+        works = [s.work for s in states]
+        assert all(w is not None for w in works)
+        return works  # type: ignore[return-value]
+
+    @torch.no_grad()
+    def forward(
+        self,
+        latents: torch.Tensor,  # (B, C, F, h, w)
+        sigmas_t: list[float],  # model timestep per sample
+        works: list[ChunkWork] | list[ChunkRecord],
+        contexts: torch.Tensor,  # (B, text_len, dim)
+        context_slabs: list[list[int]],
+        write_slabs: list[int] | None,
+    ) -> torch.Tensor:
+        frames = self.config.latent_frames_per_chunk
+        t = torch.tensor(sigmas_t, device=self.device, dtype=torch.float32)[:, None].expand(-1, frames)
+        actions = torch.stack([w.actions.to(self.device) for w in works])
+        starts = [w.index * frames for w in works]
+        ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
+        return self.model(latents, t, actions, contexts, ctx, self.attend)  # type: ignore[no-any-return]
+
+    def denoise(self, states: list[SessionState]) -> None:
+        works = self._works(states)
+        x = torch.stack([w.x for w in works])
+        slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
+        timesteps = [self.schedule.timestep(w.step) for w in works]
+        flow = self.forward(x, timesteps, works, torch.stack([w.context for w in works]), slabs, None)
+        sigma = torch.tensor([self.schedule.sigmas[w.step] for w in works], device=self.device)
+        clean = x - sigma.view(-1, 1, 1, 1, 1) * flow
+        for i, (state, work) in enumerate(zip(states, works, strict=True)):
+            work.step += 1
+            if work.step < work.steps:
+                noise = seeded_noise(tuple(work.x.shape), state.seed, work.index, work.step, self.device)
+                work.x = self.schedule.renoise(clean[i], noise, work.step)
+            else:
+                work.clean = clean[i]
+
+    def cache(self, states: list[SessionState]) -> None:
+        """The clean pass at t=0 that writes each chunk's K/V (context read before the write)."""
+        works = self._works(states)
+        clean = torch.stack([w.clean for w in works])  # type: ignore[misc]
+        slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
+        writes = [s.handle.slab_for_write(self.pool, w.index) for s, w in zip(states, works, strict=True)]
+        contexts = torch.stack([w.context for w in works])
+        self.forward(clean, [0.0] * len(works), works, contexts, slabs, writes)
+        for state, work in zip(states, works, strict=True):
+            state.handle.mark_written(self.pool, work.index)
+            work.cached = True
+            assert work.clean is not None
+            state.records[work.index] = ChunkRecord(work.index, work.clean, work.actions, work.prompt)
+
+    def decode(self, states: list[SessionState]) -> list[ChunkFrames]:
+        works = self._works(states)
+        latents = torch.stack([w.clean for w in works])  # type: ignore[misc]
+        frames, caches = self.decoder.decode(latents, [s.decoder_cache for s in states])
+        host = frames.cpu().numpy()
+        chunks = []
+        for i, (state, work) in enumerate(zip(states, works, strict=True)):
+            state.cache_before[work.index] = state.decoder_cache
+            state.decoder_cache = caches[i]
+            state.decoded = work.index + 1
+            state.work = None
+            chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
+        return chunks
+
+    def recompute(self, state: SessionState, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
+        """Rebuild a session's KV from clean latents, chunk by chunk in order (exact while every
+        chunk's own context is among `records`; an approximation once the window has wrapped)."""
+        available = {r.index for r in records}
+        handle = state.handle
+        for record in records:
+            context = [
+                handle.slab_of(j) for j in range(record.index)
+                if j in available and (j < handle.sink_chunks or j >= record.index - handle.window_chunks)
+            ]
+            handle.written = record.index
+            write = handle.slab_of(record.index)
+            latents = record.latents.to(self.device)[None]
+            ctx_emb = embed[record.prompt][None]
+            self.forward(latents, [0.0], [record], ctx_emb, [context], [write])
+            handle.written = record.index + 1

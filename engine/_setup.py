@@ -1,0 +1,136 @@
+"""Building an engine's parts from a model name, a device and optional weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file
+
+from engine.api import ModelInfo
+from engine.attention import AttentionBackend
+from engine.config import ModelConfig, get_config
+from engine.decoders import StreamingDecoder, build_decoder
+from engine.errors import ConfigError, WeightsError
+from engine.kv import ChunkKVPool, SlabGeometry
+from engine.model import CausalDiT
+from engine.rope import RopeTable
+from engine.sampling import Schedule
+from engine.text import EmbeddingCache, HashTextEncoder, T5TextEncoder, TextEncoder
+from engine.weights import Checkpoint, load_checkpoint, load_dit, parse_dtype
+
+__all__ = ["EngineParts", "build_parts", "parse_device"]
+
+
+@dataclass
+class EngineParts:
+    config: ModelConfig
+    device: torch.device
+    dtype: torch.dtype
+    model: CausalDiT
+    decoder: StreamingDecoder
+    text_encoder: TextEncoder
+    text_cache: EmbeddingCache
+    pool: ChunkKVPool
+    rope: RopeTable
+    attend: AttentionBackend
+    schedule: Schedule
+    info: ModelInfo
+
+
+def parse_device(device: str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ConfigError("bad_device", f"device {device!r} is not a torch device; use 'cpu' or 'cuda'") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("bad_device", "device 'cuda' requested but CUDA is not available; use device='cpu'")
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError("bad_device", f"device {device!r} is not supported; use 'cpu' or 'cuda'")
+    return dev
+
+
+def _text_encoder(
+    config: ModelConfig, device: torch.device, path: str | None, checkpoint: Checkpoint | None
+) -> TextEncoder:
+    if path is not None:
+        return T5TextEncoder(path, config, device)
+    encoder = HashTextEncoder(config)
+    encoder.init_random()
+    if checkpoint is not None and checkpoint.text:
+        from engine.decoders.weights import load_strict
+
+        load_strict(encoder, checkpoint.text, "text encoder")
+    return encoder.to(device).eval()
+
+
+def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None) -> int:
+    if budget is None:
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            budget = int(free * config.cuda_kv_memory_fraction)
+        else:
+            budget = config.default_kv_sessions * session_bytes
+    if budget < session_bytes:
+        raise ConfigError(
+            "kv_budget_too_small", f"kv_budget_bytes {budget} holds no session; one needs {session_bytes} bytes"
+        )
+    return budget
+
+
+def build_parts(
+    model_name: str,
+    device_name: str,
+    dtype_name: str | torch.dtype | None,
+    weights: str | Path | None,
+    kv_budget_bytes: int | None,
+    attention: str,
+    decoder_weights: str | Path | None,
+    text_encoder_path: str | None,
+    init_seed: int,
+) -> EngineParts:
+    config = get_config(model_name)
+    device = parse_device(device_name)
+    dtype = parse_dtype(dtype_name, device)
+    attend = AttentionBackend.create(attention, device)
+    checkpoint = load_checkpoint(weights) if weights is not None else None
+    with torch.device("meta"):
+        model = CausalDiT(config)
+    model = model.to_empty(device=device).to(dtype)
+    if checkpoint is None:
+        model.init_random(init_seed)
+    else:
+        load_dit(model, checkpoint.dit)
+    model.eval().requires_grad_(False)
+    decoder = build_decoder(config, device, dtype)
+    if checkpoint is not None and checkpoint.decoder:
+        decoder.load_weights(checkpoint.decoder)
+    if decoder_weights is not None:
+        try:
+            decoder.load_weights(load_file(str(decoder_weights)))
+        except (SafetensorError, OSError) as exc:
+            raise WeightsError("weights_unreadable", f"decoder weights {str(decoder_weights)!r}: {exc}") from exc
+    encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
+    geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
+    session_bytes = geometry.slab_bytes * config.context_chunks
+    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes), device)
+    info = ModelInfo(
+        name=config.name,
+        width=config.width,
+        height=config.height,
+        fps=config.fps,
+        frames_per_chunk=decoder.frames_for(config.latent_frames_per_chunk, first=False),
+        latent_frames_per_chunk=config.latent_frames_per_chunk,
+        denoise_steps=len(config.denoise_timesteps),
+        action_space=config.action_space,
+        kv_bytes_per_session=session_bytes,
+        device=str(device),
+        dtype=str(dtype).removeprefix("torch."),
+    )
+    return EngineParts(
+        config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,
+        text_cache=EmbeddingCache(encoder, config.text_cache_entries), pool=pool, rope=model.new_rope(device),
+        attend=attend, schedule=Schedule.from_config(config), info=info,
+    )

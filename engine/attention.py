@@ -1,0 +1,117 @@
+"""Attention backends: PyTorch SDPA always; flash-attn when it imports on CUDA.
+
+Chosen by configuration ("sdpa" | "flash") or by measurement ("auto": both are timed on the
+model's real shapes at warmup and the faster wins; on the H200 flash-attn 2 measured 1.8x slower
+than SDPA's cuDNN kernel, so a name alone decides nothing). Layout everywhere: (B, L, heads, d).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+
+from engine.errors import ConfigError
+
+__all__ = ["ATTENTION_CHOICES", "AttentionBackend", "available_backends", "measure_backends"]
+
+logger = logging.getLogger(__name__)
+
+ATTENTION_CHOICES = ("auto", "sdpa", "flash")
+
+AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    # mask: bool (B, 1, Lq, Lk), True = attend
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask)
+    return out.transpose(1, 2)
+
+
+def _flash_fn() -> AttnFn | None:
+    try:
+        module = importlib.import_module("flash_attn")
+    except ImportError:
+        return None
+    flash = module.flash_attn_func
+
+    def run(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        if mask is not None:  # padded batches need a mask: SDPA handles those
+            return _sdpa(q, k, v, mask)
+        return flash(q, k, v)  # type: ignore[no-any-return]
+
+    return run
+
+
+def available_backends(device: torch.device) -> list[str]:
+    names = ["sdpa"]
+    if device.type == "cuda" and _flash_fn() is not None:
+        names.append("flash")
+    return names
+
+
+@dataclass
+class AttentionBackend:
+    """The attention function the model calls; `name` says which one and `timings` why."""
+
+    name: str = "sdpa"
+    timings: dict[str, float] = field(default_factory=dict)
+    _fn: AttnFn = _sdpa
+
+    @classmethod
+    def create(cls, choice: str, device: torch.device) -> AttentionBackend:
+        if choice not in ATTENTION_CHOICES:
+            raise ConfigError("bad_attention", f"attention {choice!r} is not one of {list(ATTENTION_CHOICES)}")
+        if choice == "flash":
+            fn = _flash_fn() if device.type == "cuda" else None
+            if fn is None:
+                raise ConfigError(
+                    "attention_unavailable", "attention='flash' needs flash-attn installed and a CUDA device; "
+                    "use 'sdpa' or 'auto'"
+                )
+            return cls(name="flash", _fn=fn)
+        return cls(name="sdpa")  # "auto" starts as SDPA until measured
+
+    def __call__(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self._fn(q, k, v, mask)
+
+    def select(self, name: str) -> None:
+        fn = _sdpa if name == "sdpa" else _flash_fn()
+        if fn is None:
+            raise ConfigError("attention_unavailable", f"attention backend {name!r} is not importable here")
+        self.name, self._fn = name, fn
+
+
+def measure_backends(
+    device: torch.device, dtype: torch.dtype, q_len: int, kv_len: int, heads: int, head_dim: int,
+    batch: int = 1, repeats: int = 5,
+) -> dict[str, float]:
+    """Median seconds of one attention call per available backend on these shapes."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    q = torch.randn(batch, q_len, heads, head_dim, device=device, dtype=dtype, generator=gen)
+    k = torch.randn(batch, kv_len, heads, head_dim, device=device, dtype=dtype, generator=gen)
+    v = torch.randn_like(k)
+    results: dict[str, float] = {}
+    for name in available_backends(device):
+        backend = AttentionBackend()
+        backend.select(name)
+        backend(q, k, v)  # warm
+        times = []
+        for _ in range(repeats):
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            start = time.perf_counter()
+            backend(q, k, v)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - start)
+        results[name] = sorted(times)[len(times) // 2]
+    logger.info("attention backends measured: %s", results)
+    return results

@@ -1,0 +1,216 @@
+"""Model configurations by name: every number the engine uses lives in `ModelConfig`.
+
+`get_config("tiny")` for CPU tests, `get_config("wan-1.3b")` for Wan2.1-T2V-1.3B shapes, and a
+`demo` slot whose numbers live in `engine.demo.config` (imported lazily on first request; that
+module calls `register_config("demo", cfg)` or exposes `CONFIG`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field, replace
+
+from engine.api import ActionSpace
+from engine.errors import ConfigError
+
+__all__ = [
+    "DECODER_KINDS",
+    "ModelConfig",
+    "config_names",
+    "get_config",
+    "register_config",
+]
+
+DECODER_KINDS = ("wan_vae", "tiny", "demo_ae")
+
+# configs whose numbers live in another module; importing it registers the config
+_LAZY_CONFIGS: dict[str, str] = {"demo": "engine.demo.config"}
+
+_WASD_KEYS = (
+    "w", "a", "s", "d", "arrowup", "arrowdown", "arrowleft", "arrowright", "space", "shift",
+)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shapes and sampling of one causal chunked world model (Wan2.1 lineage)."""
+
+    name: str
+    # transformer
+    dim: int
+    num_heads: int
+    num_layers: int
+    ffn_dim: int
+    freq_dim: int
+    in_dim: int  # latent channels in
+    out_dim: int  # latent channels out
+    patch_size: tuple[int, int, int]  # (t, h, w)
+    text_dim: int
+    text_len: int  # prompt tokens after padding (cross-attention length)
+    eps: float
+    rope_theta: float
+    rope_max_frames: int  # initial RoPE table length in latent frames (grows when exceeded)
+    # latent video geometry
+    latent_height: int
+    latent_width: int
+    latent_frames_per_chunk: int
+    vae_stride: tuple[int, int, int]  # (t, h, w) decoder upsampling
+    fps: int
+    # sampling: flow matching with shifted sigmas, one DENOISE phase per entry
+    denoise_timesteps: tuple[float, ...]
+    num_train_timesteps: int
+    timestep_shift: float
+    # session context
+    sink_chunks: int
+    window_chunks: int
+    max_rollback_chunks: int  # undelivered chunks whose evicted KV is kept for rollback
+    # conditioning
+    action_space: ActionSpace
+    action_hidden_dim: int
+    decoder_kind: str
+    # tiny decoder hidden width (used when decoder_kind == "tiny")
+    default_kv_sessions: int = 16  # KV budget when none is given (CPU): this many sessions
+    cuda_kv_memory_fraction: float = 0.5  # KV budget when none is given (CUDA): of free memory
+    mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
+    tiny_decoder_hidden: int = 32
+    text_vocab_buckets: int = 4096  # built-in hashing text encoder
+    text_cache_entries: int = 64
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.dim % self.num_heads:
+            problems.append(f"dim {self.dim} is not divisible by num_heads {self.num_heads}")
+        elif self.head_dim % 2 or self.head_dim < 8:
+            problems.append(f"head_dim {self.head_dim} must be even and >= 8 for 3-D RoPE")
+        if self.latent_height % self.patch_size[1] or self.latent_width % self.patch_size[2]:
+            problems.append("latent_height/latent_width must be multiples of patch_size (h, w)")
+        if self.patch_size[0] != 1:
+            problems.append("patch_size[0] must be 1: modulation and actions are per latent frame")
+        if not self.denoise_timesteps:
+            problems.append("denoise_timesteps must name at least one step")
+        if self.sink_chunks < 0 or self.window_chunks < 1:
+            problems.append("sink_chunks must be >= 0 and window_chunks >= 1")
+        if self.max_rollback_chunks < 1:
+            problems.append("max_rollback_chunks must be >= 1 (rollback drops at least the chunk in progress)")
+        if self.decoder_kind not in DECODER_KINDS:
+            problems.append(f"decoder_kind {self.decoder_kind!r} is not one of {list(DECODER_KINDS)}")
+        if problems:
+            raise ConfigError("bad_config", f"model config {self.name!r}: " + "; ".join(problems))
+
+    # derived geometry ------------------------------------------------------------------
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.num_heads
+
+    @property
+    def tokens_per_frame(self) -> int:
+        """Tokens of one patchified latent frame."""
+        return (self.latent_height // self.patch_size[1]) * (self.latent_width // self.patch_size[2])
+
+    @property
+    def tokens_per_chunk(self) -> int:
+        return self.latent_frames_per_chunk * self.tokens_per_frame
+
+    @property
+    def context_chunks(self) -> int:
+        return self.sink_chunks + self.window_chunks
+
+    @property
+    def height(self) -> int:
+        return self.latent_height * self.vae_stride[1]
+
+    @property
+    def width(self) -> int:
+        return self.latent_width * self.vae_stride[2]
+
+    @property
+    def frames_per_chunk(self) -> int:
+        """Decoded video frames of a steady (not first) chunk."""
+        return self.latent_frames_per_chunk * self.vae_stride[0]
+
+    @property
+    def action_features(self) -> int:
+        """Width of one latent frame's raw action vector: keys + mouse + buttons + axes."""
+        space = self.action_space
+        return len(space.keys) + (2 if space.mouse else 0) + space.buttons + space.axes
+
+    def with_overrides(self, **changes: object) -> ModelConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+def _tiny() -> ModelConfig:
+    return ModelConfig(
+        name="tiny",
+        dim=32, num_heads=2, num_layers=2, ffn_dim=64, freq_dim=16,
+        in_dim=4, out_dim=4, patch_size=(1, 2, 2), text_dim=16, text_len=8,
+        eps=1e-6, rope_theta=10000.0, rope_max_frames=64,
+        latent_height=4, latent_width=4, latent_frames_per_chunk=2, vae_stride=(4, 8, 8), fps=16,
+        denoise_timesteps=(1000.0, 750.0, 500.0, 250.0), num_train_timesteps=1000,
+        timestep_shift=5.0,
+        sink_chunks=1, window_chunks=2, max_rollback_chunks=4,
+        action_space=ActionSpace(keys=_WASD_KEYS, mouse=True, buttons=2, axes=2),
+        action_hidden_dim=16, decoder_kind="tiny", tiny_decoder_hidden=8,
+        text_vocab_buckets=512, text_cache_entries=16,
+    )
+
+
+def _wan_13b() -> ModelConfig:
+    # numbers from the Wan2.1-T2V-1.3B config (manifest `config`), 480x832, chunk = 3 latent frames,
+    # Self-Forcing's 4-step schedule (shift 5); 7 chunks = the reference's 21-frame global cache
+    return ModelConfig(
+        name="wan-1.3b",
+        dim=1536, num_heads=12, num_layers=30, ffn_dim=8960, freq_dim=256,
+        in_dim=16, out_dim=16, patch_size=(1, 2, 2), text_dim=4096, text_len=512,
+        eps=1e-6, rope_theta=10000.0, rope_max_frames=1024,
+        latent_height=60, latent_width=104, latent_frames_per_chunk=3, vae_stride=(4, 8, 8), fps=16,
+        denoise_timesteps=(1000.0, 750.0, 500.0, 250.0), num_train_timesteps=1000,
+        timestep_shift=5.0,
+        sink_chunks=1, window_chunks=6, max_rollback_chunks=2,
+        action_space=ActionSpace(keys=_WASD_KEYS, mouse=True, buttons=2, axes=4),
+        action_hidden_dim=256, decoder_kind="wan_vae",
+    )
+
+
+_BUILTIN = {"tiny": _tiny, "wan-1.3b": _wan_13b}
+
+
+@dataclass
+class _Registry:
+    configs: dict[str, ModelConfig] = field(default_factory=dict)
+
+
+_REGISTRY = _Registry()  # filled only by explicit register_config calls
+
+
+def register_config(name: str, config: ModelConfig) -> None:
+    """Make `config` available as `get_config(name)` (the demo module calls this)."""
+    _REGISTRY.configs[name] = config
+
+
+def config_names() -> list[str]:
+    return sorted({*_BUILTIN, *_LAZY_CONFIGS, *_REGISTRY.configs})
+
+
+def get_config(name: str) -> ModelConfig:
+    """The config registered under `name`; a `ConfigError` listing valid names otherwise."""
+    if name in _REGISTRY.configs:
+        return _REGISTRY.configs[name]
+    if name in _BUILTIN:
+        return _BUILTIN[name]()
+    if name in _LAZY_CONFIGS:
+        module_name = _LAZY_CONFIGS[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigError(
+                "model_unavailable", f"model {name!r} needs {module_name}, which failed to import: {exc}"
+            ) from exc
+        config = _REGISTRY.configs.get(name) or getattr(module, "CONFIG", None)
+        if not isinstance(config, ModelConfig):
+            raise ConfigError(
+                "model_unavailable",
+                f"{module_name} must define CONFIG: ModelConfig or call register_config({name!r}, ...)",
+            )
+        return config
+    raise ConfigError("unknown_model", f"unknown model {name!r}; valid names: {', '.join(config_names())}")

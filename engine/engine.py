@@ -1,0 +1,318 @@
+"""`Engine`: the causal chunked world model, stepped one phase at a time by the caller.
+
+`step(plan)` is schedule -> execute -> update: items are checked against each session's state,
+grouped by phase (decodes also by first/steady chunk), each group runs as ONE batched call, and
+every item gets its own `ItemResult` (a bad session gets an error; the others are unaffected).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from engine._execute import PhaseRunner
+from engine._setup import EngineParts, build_parts
+from engine._snapshot import Snapshot, decode_snapshot, encode_snapshot
+from engine.actions import encode_actions
+from engine.api import FrameAction, ItemResult, KVStats, ModelInfo, Phase, StepPlan, StepResult
+from engine.errors import EngineError, SessionStateError
+from engine.kv import KVHandle
+from engine.sampling import seeded_noise
+from engine.session import ChunkWork, SessionState
+
+__all__ = ["Engine"]
+
+logger = logging.getLogger(__name__)
+
+
+class Engine:
+    """Implements engine.api.EngineProtocol. Build with `Engine.create(...)`."""
+
+    def __init__(self, parts: EngineParts) -> None:
+        self.parts = parts
+        self.config = parts.config
+        self.device = parts.device
+        self.runner = PhaseRunner(
+            parts.config, parts.model, parts.decoder, parts.pool, parts.rope, parts.attend, parts.schedule,
+            parts.device,
+        )
+        self.pool = parts.pool
+        self.info: ModelInfo = parts.info
+        self._sessions: dict[str, SessionState] = {}
+        self.ready = False
+
+    @classmethod
+    def create(
+        cls,
+        model: str = "tiny",
+        device: str = "cpu",
+        dtype: str | torch.dtype | None = None,
+        weights: str | Path | None = None,
+        kv_budget_bytes: int | None = None,
+        attention: str = "auto",
+        decoder_weights: str | Path | None = None,
+        text_encoder_path: str | None = None,
+        init_seed: int = 0,
+    ) -> Engine:
+        return cls(
+            build_parts(
+                model, device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
+                init_seed,
+            )
+        )
+
+    # sessions ----------------------------------------------------------------------------------
+    def _state(self, session_id: str) -> SessionState:
+        state = self._sessions.get(session_id)
+        if state is None:
+            raise SessionStateError("unknown_session", f"no session {session_id!r}; open it first")
+        return state
+
+    def has_session(self, session_id: str) -> bool:
+        return session_id in self._sessions
+
+    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool:
+        if session_id in self._sessions:
+            raise SessionStateError("session_exists", f"session {session_id!r} is already open")
+        c = self.config
+        handle = KVHandle.open(self.pool, session_id, c.sink_chunks, c.window_chunks, c.max_rollback_chunks)
+        if handle is None:
+            return False
+        self._sessions[session_id] = SessionState(session_id, seed, prompt, handle)
+        return True
+
+    def close_session(self, session_id: str) -> None:
+        state = self._sessions.pop(session_id, None)
+        if state is not None:
+            state.handle.release(self.pool)
+
+    def set_prompt(self, session_id: str, prompt: str) -> None:
+        self._state(session_id).prompt = prompt
+
+    def _context(self, state: SessionState) -> torch.Tensor:
+        if state.context is None or state.context_prompt != state.prompt:
+            state.context = self._embed(state.prompt)
+            state.context_prompt = state.prompt
+        return state.context
+
+    def _embed(self, prompt: str) -> torch.Tensor:
+        with torch.no_grad():
+            raw = self.parts.text_cache.get(prompt).to(self.device)
+            return self.parts.model.embed_text(raw[None])[0]
+
+    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int:
+        state = self._state(session_id)
+        if state.work is not None:
+            raise SessionStateError(
+                "chunk_in_progress", f"session {session_id!r} chunk {state.work.index} is still in progress"
+            )
+        c = self.config
+        encoded = encode_actions(c.action_space, actions, c.latent_frames_per_chunk, c.mouse_scale)
+        index = state.next_chunk
+        shape = (c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width)
+        state.work = ChunkWork(
+            index=index,
+            x=seeded_noise(shape, state.seed, index, 0, self.device),
+            actions=encoded.to(self.device),
+            context=self._context(state),
+            prompt=state.prompt,
+            steps=self.parts.schedule.steps,
+        )
+        state.next_chunk = index + 1
+        return index
+
+    def next_phase(self, session_id: str) -> Phase | None:
+        return self._state(session_id).phase()
+
+    # stepping ----------------------------------------------------------------------------------
+    def step(self, plan: StepPlan) -> StepResult:
+        results: dict[int, ItemResult] = {}
+        groups: dict[str, list[tuple[int, SessionState]]] = defaultdict(list)
+        seen: set[str] = set()
+        for pos, item in enumerate(plan.items):
+            try:
+                state = self._check_item(item.session_id, item.phase, seen)
+            except EngineError as exc:
+                results[pos] = ItemResult(item.session_id, item.phase, -1, error=str(exc))
+                continue
+            seen.add(item.session_id)
+            groups[self._group_key(state, item.phase)].append((pos, state))
+        seconds: dict[str, float] = {}
+        sizes: dict[str, int] = {}
+        for key, members in groups.items():
+            states = [s for _, s in members]
+            phase = Phase(key.split(":")[0])
+            indices = [s.work.index for s in states]  # type: ignore[union-attr]
+            start = time.perf_counter()
+            try:
+                chunks = self._run(phase, states)
+            except (EngineError, RuntimeError, ValueError) as exc:
+                logger.exception("engine %s group of %d failed", key, len(states))
+                for (pos, state), index in zip(members, indices, strict=True):
+                    results[pos] = ItemResult(state.session_id, phase, index, error=f"[{phase.value}_failed] {exc}")
+                continue
+            self._sync()
+            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
+            sizes[key] = sizes.get(key, 0) + len(states)
+            for n, ((pos, state), index) in enumerate(zip(members, indices, strict=True)):
+                chunk = chunks[n] if chunks else None
+                results[pos] = ItemResult(state.session_id, phase, index, chunk=chunk)
+        ordered = tuple(results[pos] for pos in range(len(plan.items)))
+        return StepResult(ordered, _merge_keys(seconds), _merge_keys(sizes))
+
+    def _check_item(self, session_id: str, phase: Phase, seen: set[str]) -> SessionState:
+        state = self._state(session_id)
+        if session_id in seen:
+            raise SessionStateError("duplicate_item", f"session {session_id!r} appears twice in one plan")
+        expected = state.phase()
+        if expected is None:
+            raise SessionStateError("no_chunk", f"session {session_id!r} has no chunk in progress; begin_chunk first")
+        if expected is not phase:
+            raise SessionStateError(
+                "wrong_phase", f"session {session_id!r} needs {expected.value}, the plan asked {phase.value}"
+            )
+        if not state.handle.on_device:
+            raise SessionStateError("offloaded", f"session {session_id!r} is offloaded; restore it first")
+        return state
+
+    def _group_key(self, state: SessionState, phase: Phase) -> str:
+        if phase is Phase.DECODE:
+            return "decode:first" if self.parts.decoder.is_first(state.decoder_cache) else "decode:steady"
+        return phase.value
+
+    def _run(self, phase: Phase, states: list[SessionState]) -> list:  # type: ignore[type-arg]
+        if phase is Phase.DENOISE:
+            self.runner.denoise(states)
+            return []
+        if phase is Phase.CACHE:
+            self.runner.cache(states)
+            for state in states:
+                state.trim(self.config.sink_chunks, self.config.window_chunks)
+            return []
+        return self.runner.decode(states)
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    # delivery, rollback, reset ---------------------------------------------------------------
+    def mark_delivered(self, session_id: str, chunk_index: int) -> None:
+        state = self._state(session_id)
+        if chunk_index >= state.decoded:
+            raise SessionStateError(
+                "not_generated", f"chunk {chunk_index} of {session_id!r} is not decoded yet ({state.decoded} are)"
+            )
+        state.delivered = max(state.delivered, chunk_index)
+        state.handle.mark_delivered(self.pool, state.delivered)
+        state.trim(self.config.sink_chunks, self.config.window_chunks)
+
+    def rollback(self, session_id: str) -> int:
+        state = self._state(session_id)
+        state.work = None
+        target = min(state.handle.rollback(self.pool), state.decoded)
+        if target < state.decoded:
+            state.decoder_cache = state.cache_before[target]
+        state.decoded = target
+        state.next_chunk = target
+        state.records = {i: r for i, r in state.records.items() if i < target}
+        state.cache_before = {i: c for i, c in state.cache_before.items() if i < target}
+        return target
+
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
+        state = self._state(session_id)
+        state.handle.release(self.pool)
+        self._sessions.pop(session_id)
+        if not self.open_session(session_id, seed=seed, prompt=prompt):
+            raise SessionStateError("kv_full", f"session {session_id!r} could not get its KV back after reset")
+
+    # residency ---------------------------------------------------------------------------------
+    def offload(self, session_id: str) -> None:
+        state = self._state(session_id)
+        state.handle.offload(self.pool)
+        self._move(state, torch.device("cpu"))
+
+    def restore(self, session_id: str) -> bool:
+        state = self._state(session_id)
+        if not state.handle.restore(self.pool):
+            return False
+        self._move(state, self.device)
+        return True
+
+    def _move(self, state: SessionState, device: torch.device) -> None:
+        decoder = self.parts.decoder
+        if state.decoder_cache is not None:
+            state.decoder_cache = decoder.cache_to(state.decoder_cache, device)
+        state.cache_before = {i: (None if c is None else decoder.cache_to(c, device)) for i, c in state.cache_before.items()}
+        for record in state.records.values():
+            record.latents = record.latents.to(device)
+            record.actions = record.actions.to(device)
+        if state.context is not None:
+            state.context = state.context.to(device)
+        work = state.work
+        if work is not None:
+            work.x, work.actions, work.context = work.x.to(device), work.actions.to(device), work.context.to(device)
+            work.clean = None if work.clean is None else work.clean.to(device)
+
+    # snapshots ---------------------------------------------------------------------------------
+    def snapshot(self, session_id: str) -> bytes:
+        """Finished chunks' latents + conditioning (the context and rollback margin) as safetensors."""
+        state = self._state(session_id)
+        records = [state.records[i] for i in sorted(state.records) if i < state.decoded]
+        return encode_snapshot(Snapshot(self.config.name, state.seed, state.decoded, state.delivered, records))
+
+    def open_from_snapshot(self, session_id: str, data: bytes, *, seed: int, prompt: str) -> bool:
+        snap = decode_snapshot(data)
+        if snap.model != self.config.name:
+            raise SessionStateError("snapshot_model", f"snapshot is for model {snap.model!r}, not {self.config.name!r}")
+        if not self.open_session(session_id, seed=seed, prompt=prompt):
+            return False
+        state = self._state(session_id)
+        try:
+            self._load_records(state, snap)
+        except (EngineError, RuntimeError, ValueError) as exc:
+            self.close_session(session_id)
+            raise SessionStateError("bad_snapshot", f"snapshot does not fit this model: {exc}") from exc
+        return True
+
+    def _load_records(self, state: SessionState, snap: Snapshot) -> None:
+        state.records = {r.index: r for r in snap.records}
+        self.recompute_kv(state.session_id)
+        state.next_chunk = state.decoded = snap.next_chunk
+        state.delivered = state.handle.delivered = min(snap.delivered, snap.next_chunk - 1)
+        if snap.records:  # warm the decoder's temporal cache on the last finished chunk
+            last = snap.records[-1].latents.to(self.device)[None]
+            _, caches = self.parts.decoder.decode(last, [None])
+            state.decoder_cache = caches[0]
+
+    def recompute_kv(self, session_id: str) -> None:
+        """Rebuild the session's KV from its recorded clean latents (see PhaseRunner.recompute)."""
+        state = self._state(session_id)
+        records = [state.records[i] for i in sorted(state.records)]
+        for record in records:
+            record.latents, record.actions = record.latents.to(self.device), record.actions.to(self.device)
+        embed = {r.prompt: self._embed(r.prompt) for r in records}
+        self.runner.recompute(state, records, embed)
+        state.handle.written = max((r.index + 1 for r in records), default=0)
+
+    # accounting and warmup ---------------------------------------------------------------------
+    def kv_stats(self) -> KVStats:
+        return self.pool.stats()
+
+    def warmup(self) -> None:
+        from engine._warmup import run_warmup
+
+        run_warmup(self)
+        self.ready = True
+
+
+def _merge_keys(values: dict[str, float] | dict[str, int]) -> dict:  # type: ignore[type-arg]
+    """Report "decode:first"/"decode:steady" under "decode" as the API promises."""
+    merged: dict[str, float] = {}
+    for key, value in values.items():
+        name = key.split(":")[0]
+        merged[name] = merged.get(name, 0) + value
+    return merged

@@ -1,0 +1,159 @@
+"""ChunkKVPool: fixed slabs of chunk K/V preallocated on one device under a byte budget.
+
+One slab holds one chunk's K and V for every layer. Physically the pool is one tensor laid out
+(layers, 2, slabs, tokens, heads, head_dim) so a layer's context is one gather. Slab ids are ints;
+the free list is a stack (O(1) alloc/free, lowest ids first on a fresh pool). `alloc` returns None
+when the pool cannot satisfy the request (pressure is the scheduler's decision, never an
+exception). Accounting holds ints only; tensors live here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.api import KVStats
+from engine.errors import SessionStateError
+
+__all__ = ["ChunkKVPool", "HostSlabs", "SlabGeometry"]
+
+
+@dataclass(frozen=True)
+class SlabGeometry:
+    layers: int
+    tokens: int  # tokens of one chunk
+    heads: int
+    head_dim: int
+    dtype: torch.dtype
+
+    @property
+    def slab_bytes(self) -> int:
+        itemsize = torch.empty(0, dtype=self.dtype).element_size()
+        return self.layers * 2 * self.tokens * self.heads * self.head_dim * itemsize
+
+
+@dataclass
+class HostSlabs:
+    """Slab contents copied off the device: (n, layers, 2, tokens, heads, head_dim)."""
+
+    data: torch.Tensor
+
+    @property
+    def count(self) -> int:
+        return int(self.data.shape[0])
+
+
+class ChunkKVPool:
+    def __init__(self, geometry: SlabGeometry, budget_bytes: int, device: torch.device) -> None:
+        self.geometry = geometry
+        self.device = device
+        self.slab_bytes = geometry.slab_bytes
+        self.num_slabs = budget_bytes // self.slab_bytes
+        g = geometry
+        self.storage = torch.zeros(
+            g.layers, 2, self.num_slabs, g.tokens, g.heads, g.head_dim, dtype=g.dtype, device=device
+        )
+        self._free: list[int] = list(range(self.num_slabs - 1, -1, -1))  # pop() yields 0, 1, 2, ...
+        self._owner: list[str | None] = [None] * self.num_slabs
+        self._on_device: dict[str, int] = {}
+        self._offloaded: dict[str, int] = {}
+
+    # allocation ----------------------------------------------------------------------------
+    @property
+    def free_slabs(self) -> int:
+        return len(self._free)
+
+    def alloc(self, owner: str, count: int) -> list[int] | None:
+        """`count` slab ids for `owner`, or None (nothing allocated) when fewer are free."""
+        if count > len(self._free):
+            return None
+        ids = [self._free.pop() for _ in range(count)]
+        for slab in ids:
+            self._owner[slab] = owner
+        self._on_device[owner] = self._on_device.get(owner, 0) + count
+        return ids
+
+    def free(self, ids: list[int]) -> None:
+        for slab in ids:
+            owner = self._owner[slab]
+            if owner is None:
+                raise SessionStateError("double_free", f"slab {slab} is already free")
+            self._owner[slab] = None
+            self._on_device[owner] -= 1
+            if not self._on_device[owner]:
+                del self._on_device[owner]
+            self._free.append(slab)
+
+    def owner_of(self, slab: int) -> str | None:
+        return self._owner[slab]
+
+    # host copies ---------------------------------------------------------------------------
+    def copy_out(self, ids: list[int]) -> HostSlabs:
+        """Copy slab contents to host memory (pinned when the pool is on CUDA)."""
+        index = torch.tensor(ids, device=self.device, dtype=torch.long)
+        data = self.storage.index_select(2, index).movedim(2, 0)  # (n, layers, 2, tokens, heads, d)
+        host = torch.empty(data.shape, dtype=data.dtype, pin_memory=self.device.type == "cuda")
+        host.copy_(data)
+        return HostSlabs(host)
+
+    def copy_in(self, ids: list[int], host: HostSlabs) -> None:
+        index = torch.tensor(ids, device=self.device, dtype=torch.long)
+        data = host.data.to(self.device, non_blocking=True).movedim(0, 2)
+        self.storage.index_copy_(2, index, data)
+
+    def offload(self, owner: str, ids: list[int]) -> HostSlabs:
+        """Move `ids` to host memory and free them; accounted as `owner`'s offloaded slabs."""
+        host = self.copy_out(ids)
+        self.free(ids)
+        self._offloaded[owner] = self._offloaded.get(owner, 0) + host.count
+        return host
+
+    def restore(self, owner: str, host: HostSlabs) -> list[int] | None:
+        """Bring offloaded slabs back into fresh slabs (same order), or None when the pool is full."""
+        ids = self.alloc(owner, host.count)
+        if ids is None:
+            return None
+        self.copy_in(ids, host)
+        self.drop_offloaded(owner, host.count)
+        return ids
+
+    def drop_offloaded(self, owner: str, count: int) -> None:
+        """Forget `count` of `owner`'s offloaded slabs (restored, or the session closed)."""
+        left = self._offloaded.get(owner, 0) - count
+        if left < 0:
+            raise SessionStateError("offload_accounting", f"{owner!r} has fewer than {count} offloaded slabs")
+        if left:
+            self._offloaded[owner] = left
+        else:
+            self._offloaded.pop(owner, None)
+
+    # attention I/O -------------------------------------------------------------------------
+    def gather(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """index (B, N) slab ids -> K and V (B, N*tokens, heads, d) for `layer`."""
+        b, n = index.shape
+        g = self.geometry
+        k = self.storage[layer, 0][index].view(b, n * g.tokens, g.heads, g.head_dim)
+        v = self.storage[layer, 1][index].view(b, n * g.tokens, g.heads, g.head_dim)
+        return k, v
+
+    def write(self, layer: int, slabs: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """In place: slabs (B,) <- k, v (B, tokens, heads, d) for `layer`."""
+        self.storage[layer, 0].index_copy_(0, slabs, k.to(self.storage.dtype))
+        self.storage[layer, 1].index_copy_(0, slabs, v.to(self.storage.dtype))
+
+    # accounting ----------------------------------------------------------------------------
+    def stats(self) -> KVStats:
+        in_use = self.num_slabs - len(self._free)
+        offloaded = sum(self._offloaded.values())
+        owners = set(self._on_device) | set(self._offloaded)
+        return KVStats(
+            slab_bytes=self.slab_bytes,
+            slabs_total=self.num_slabs,
+            slabs_free=len(self._free),
+            slabs_in_use=in_use,
+            slabs_offloaded=offloaded,
+            bytes_in_use=in_use * self.slab_bytes,
+            bytes_offloaded=offloaded * self.slab_bytes,
+            per_session={o: (self._on_device.get(o, 0), self._offloaded.get(o, 0)) for o in sorted(owners)},
+        )

@@ -1,0 +1,74 @@
+"""Per-session generation state: everything a session needs between chunks, nothing global."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from engine.api import Phase
+from engine.kv import KVHandle
+
+__all__ = ["ChunkRecord", "ChunkWork", "SessionState"]
+
+
+@dataclass
+class ChunkRecord:
+    """A finished chunk's continuation state: clean latents and the conditioning it was made with."""
+
+    index: int
+    latents: torch.Tensor  # (C, frames, h, w) fp32
+    actions: torch.Tensor  # (frames, features) fp32
+    prompt: str
+
+
+@dataclass
+class ChunkWork:
+    """The chunk in progress."""
+
+    index: int
+    x: torch.Tensor  # (C, frames, h, w) fp32: noisy latents at the next step's sigma
+    actions: torch.Tensor  # (frames, features) fp32 on the device
+    context: torch.Tensor  # (text_len, dim) prompt embedding after the text MLP
+    prompt: str
+    steps: int
+    step: int = 0  # denoise steps done
+    clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
+    cached: bool = False  # the cache pass wrote this chunk's K/V
+
+    @property
+    def phase(self) -> Phase:
+        if self.step < self.steps:
+            return Phase.DENOISE
+        return Phase.DECODE if self.cached else Phase.CACHE
+
+
+@dataclass
+class SessionState:
+    session_id: str
+    seed: int
+    prompt: str  # applies to the next chunk begun
+    handle: KVHandle
+    next_chunk: int = 0
+    work: ChunkWork | None = None
+    decoded: int = 0  # chunks decoded so far
+    delivered: int = -1
+    decoder_cache: Any | None = None
+    cache_before: dict[int, Any] = field(default_factory=dict)  # chunk -> decoder cache before it
+    records: dict[int, ChunkRecord] = field(default_factory=dict)
+    context_prompt: str | None = None  # prompt whose embedding is in `context`
+    context: torch.Tensor | None = None
+
+    def phase(self) -> Phase | None:
+        return None if self.work is None else self.work.phase
+
+    def trim(self, sink: int, window: int) -> None:
+        """Forget records and decoder checkpoints that neither the context nor rollback can need:
+        keep the sink chunks and the window before the earliest chunk rollback can return to."""
+        floor = self.handle.rollback_floor
+        keep_from = floor - window
+        for index in [i for i in self.records if i >= sink and i < keep_from]:
+            del self.records[index]
+        for index in [i for i in self.cache_before if i < floor]:
+            del self.cache_before[index]
