@@ -9,14 +9,23 @@ turns anything that is not a valid message into a `ProtocolError` with the PROTO
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import msgpack
 
 from ._fields import SPECS, build, invalid
 from ._rules import check
 from .errors import ErrorCode, ProtocolError
-from .messages import CLIENT_TYPES, MESSAGE_TYPES, PROTOCOL_VERSION, SERVER_TYPES, Limits, Message
+from .messages import (
+    CLIENT_TYPES,
+    MESSAGE_TYPES,
+    PROTOCOL_VERSION,
+    SERVER_TYPES,
+    ClientMessage,
+    Limits,
+    Message,
+    ServerMessage,
+)
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_PROMPT_CHARS", "Expect", "decode", "encode"]
 
@@ -66,8 +75,23 @@ def _unpack(data: bytes | bytearray | memoryview, max_bytes: int) -> Any:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"not a msgpack message: {exc}") from exc
 
 
+@overload
 def decode(
-    data: bytes,
+    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Literal["client"],
+    max_prompt_chars: int = ...,
+) -> ClientMessage: ...
+@overload
+def decode(
+    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Literal["server"],
+    max_prompt_chars: int = ...,
+) -> ServerMessage: ...
+@overload
+def decode(
+    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Expect = ...,
+    max_prompt_chars: int = ...,
+) -> Message: ...
+def decode(
+    data: bytes | bytearray | memoryview,
     *,
     max_bytes: int = DEFAULT_MAX_BYTES,
     expect: Expect = "any",
