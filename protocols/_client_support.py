@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import httpx
+from websockets.exceptions import ConnectionClosed
 
 from .errors import ErrorCode, ProtocolError
 from .http import ErrorBody
 
-__all__ = ["CLIENT_CODES", "ClientError", "error_from_close", "error_from_response", "ws_url_for"]
+__all__ = [
+    "CLIENT_CODES",
+    "ClientError",
+    "closed_error",
+    "error_from_close",
+    "error_from_response",
+    "invalid_from_server",
+    "parse_body",
+    "ws_url_for",
+]
+
+T = TypeVar("T")
 
 # Codes a client raises on its own, next to the ErrorCode values a server sends.
 CLIENT_CODES = ("timeout", "disconnected")
@@ -90,3 +105,24 @@ def ws_url_for(base_url: str, ws_url: str, media: str) -> str:
     scheme = {"http": "ws", "https": "wss"}.get(parts.scheme, parts.scheme)
     query = "&".join(q for q in (parts.query, urlencode({"media": media})) if q)
     return urlunsplit((scheme, parts.netloc, parts.path, query, ""))
+
+
+def closed_error(exc: ConnectionClosed) -> ClientError:
+    """The ClientError of a connection that closed under a send or receive."""
+    return error_from_close(exc.rcvd.code if exc.rcvd else None, exc.rcvd.reason if exc.rcvd else "")
+
+
+def invalid_from_server(err: ProtocolError) -> ClientError:
+    return ClientError(err.code, f"the server sent an invalid message: {err.message}", field=err.field)
+
+
+def parse_body(parse: Callable[[object], T], response: httpx.Response) -> T:
+    """A success body parsed by `parse` (a from_json), or a ClientError saying what was wrong."""
+    try:
+        return parse(response.json())
+    except ValueError:
+        raise ClientError(ErrorCode.BAD_MESSAGE, f"HTTP {response.status_code}: the body is not JSON",
+                          status=response.status_code) from None
+    except ProtocolError as err:
+        raise ClientError(err.code, f"the server's body is invalid: {err.message}", status=response.status_code,
+                          field=err.field) from None

@@ -212,13 +212,43 @@ def test_disconnect_ends_the_messages_and_fails_pending_requests_cleanly() -> No
     async def scenario(client: SessionClient, url: str, state: FakeState) -> None:
         await client.create(url, "world")
         await client.connect()
+        consumer = asyncio.create_task(take(client, 1))
         pending = asyncio.create_task(client.request(Pause(id=client.next_id())))
         await asyncio.sleep(0.05)
         await client.disconnect()
         with pytest.raises(ClientError) as info:
             await pending
         assert info.value.code == "disconnected"
-        assert await take(client, 1) == []
+        assert await consumer == []
+
+    run(scenario)
+
+
+def test_sending_without_a_connection_says_to_connect_first() -> None:
+    async def scenario(client: SessionClient, url: str, state: FakeState) -> None:
+        await client.create(url, "world")
+        with pytest.raises(ClientError) as info:
+            await client.send_action(["w"])
+        assert (info.value.code, info.value.message) == ("disconnected", "not connected: call connect() first")
+
+    run(scenario)
+
+
+def test_calls_before_create_say_to_create_first() -> None:
+    async def scenario(client: SessionClient, url: str, state: FakeState) -> None:
+        with pytest.raises(ClientError) as info:
+            await client.status()
+        assert info.value.code == "not_found"
+        assert "create() or attach()" in info.value.message
+
+    run(scenario)
+
+
+def test_a_refused_connection_is_a_disconnected_error() -> None:
+    async def scenario(client: SessionClient, url: str, state: FakeState) -> None:
+        with pytest.raises(ClientError) as info:
+            await client.create("http://127.0.0.1:9", "world")  # the discard port: nothing listens
+        assert info.value.code == "disconnected"
 
     run(scenario)
 
