@@ -15,15 +15,37 @@ def add_parser(sub: Any, name: str) -> None:
         description="Run the session daemon. Defaults: 127.0.0.1:8000, the embedded demo model, "
         "CPU unless CUDA is present, in-memory store. Open http://HOST:PORT/ for the web client.",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000, help="port to bind (default 8000)")
+    serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port to bind (default 8000)")
     serve.add_argument("--model", default=None, help="model config name: demo (default), tiny, wan-1.3b")
     serve.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if present, else cpu)")
     serve.add_argument("--redis-url", default=None, help="use a Redis store, e.g. redis://127.0.0.1:6379/0")
-    serve.add_argument("--config", default=None, help="a JSON config file; flags override it")
+    serve.add_argument("--config", default=None, help="a JSON config file of ServeConfig options; flags override it")
+    serve.add_argument("--log-json", action="store_true", help="log one JSON object per line")
+    serve.add_argument("--idle-offload-s", type=float, default=None,
+                       help="offload an idle session's KV to host memory after this many seconds (default 30)")
+    serve.add_argument("--idle-close-s", type=float, default=None,
+                       help="close a session idle this many seconds (default 600)")
+    serve.add_argument("--lead-chunks", type=float, default=None,
+                       help="world mode: chunks generated ahead of playback (default 2)")
+    serve.add_argument("--max-sessions", type=int, default=None, help="most sessions open at once (default 64)")
+    serve.add_argument("--max-batch", type=int, default=None, help="most session-chunks per engine step (default 8)")
+    serve.add_argument("--kv-budget-bytes", type=int, default=None, help="device bytes for the KV pool")
+    serve.add_argument("--policy", default=None,
+                       help="admission policy: kv (default: KV pool only), duty, one-per-gpu, fifo")
+    serve.add_argument("--record", default=None, metavar="TRACE",
+                       help="write the traffic of this run as a recorded trace (TRACES.md) at shutdown")
+    serve.add_argument("--webrtc-hosts", default=None,
+                       help="comma-separated addresses WebRTC may offer as ICE host candidates (e.g. 127.0.0.1)")
+    serve.add_argument("--web-dir", default=None, help="folder of the web client served at / (default: web/)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessiond.errors import ConfigError
     from sessiond.server import serve
 
-    return serve(args)
+    try:
+        return serve(args)
+    except ConfigError as exc:
+        print(f"sessiond serve: {exc}")
+        return 2

@@ -1,24 +1,49 @@
-"""Placeholder server: /healthz only, until the daemon lands."""
+"""Running the app under uvicorn (`sessiond serve`)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+from typing import Any
 
 import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+
+from sessiond.app import create_app
+from sessiond.config import ServeConfig
+from sessiond.logs import configure_logging
+
+__all__ = ["config_from_args", "serve", "uvicorn_config"]
+
+logger = logging.getLogger(__name__)
+
+_FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "idle_offload_s", "idle_close_s",
+                 "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
+                 "webrtc_hosts", "web_dir")
 
 
-async def healthz(request: Request) -> JSONResponse:
-    return JSONResponse({"status": "ok"})
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    """Defaults < --config JSON < flags given on the command line."""
+    given: dict[str, Any] = {}
+    for name in _FLAG_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            given[name] = value
+    if getattr(args, "config", None):
+        return ServeConfig.from_json_file(args.config, given)
+    return ServeConfig.from_mapping(given)
 
 
-def create_app() -> Starlette:
-    return Starlette(routes=[Route("/healthz", healthz)])
+def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.Config:
+    max_ws = max(1 << 20, 4 * config.max_message_bytes)
+    return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
+                          ws_max_size=max_ws, log_config=None, lifespan="on", **overrides)
 
 
 def serve(args: argparse.Namespace) -> int:
-    uvicorn.run(create_app(), host=args.host, port=args.port, ws_per_message_deflate=False)
+    config = config_from_args(args)
+    configure_logging(config.log_json)
+    logger.info("starting sessiond on http://%s:%d (model %s, store %s)", config.host, config.port, config.model,
+                "redis" if config.redis_url else "memory")
+    server = uvicorn.Server(uvicorn_config(create_app(config), config))
+    server.run()
     return 0

@@ -1,0 +1,49 @@
+"""`create_app(config, engine=None)`: the Starlette app — routes, static web client and a
+lifespan that starts and stops the daemon. No work happens at import."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
+
+from engine.api import EngineProtocol
+from sessiond.admission_hook import Admission
+from sessiond.config import ServeConfig
+from sessiond.daemon import Daemon
+from sessiond.routes_http import http_routes
+from sessiond.routes_ws import session_socket
+from sessiond.store import Store
+
+__all__ = ["create_app", "web_dir"]
+
+
+def web_dir(config: ServeConfig) -> Path:
+    return Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
+
+
+def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, store: Store | None = None,
+               admission: Admission | None = None) -> Starlette:
+    daemon = Daemon(config, engine=engine, store=store, admission=admission)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await daemon.start()
+        try:
+            yield
+        finally:
+            await daemon.stop()
+
+    routes: list[Route | WebSocketRoute | Mount] = [
+        Route(path, handler, methods=methods) for path, handler, methods in http_routes()
+    ]
+    routes.append(WebSocketRoute("/v1/sessions/{sid}/ws", session_socket))
+    static = web_dir(config)
+    routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.daemon = daemon
+    return app

@@ -1,0 +1,107 @@
+"""`ServeConfig`: every setting of the daemon, built from defaults, a --config JSON file and
+flags (flags win). Bad values fail here, at construction, naming the option to change."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sessiond.errors import ConfigError
+
+__all__ = ["ServeConfig"]
+
+_POSITIVE = (
+    "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
+    "director_ttff_s",
+)
+_POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
+                 "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    model: str = "demo"
+    device: str | None = None  # None: cuda when present, else cpu
+    redis_url: str | None = None
+    log_json: bool = False
+    record: str | None = None  # write the recorded trace here at shutdown
+    policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
+    kv_budget_bytes: int | None = None
+    # sessions
+    lead_chunks: float = 2.0  # world: chunks generated ahead of the playback clock
+    idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
+    idle_close_s: float = 600.0  # idle this long: the session is closed
+    default_segment_s: float = 5.0  # director: `direct` without `seconds`
+    director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
+    max_sessions: int = 64
+    # scheduler
+    max_batch: int = 8
+    outbox_chunks: int = 4  # generated-but-unsent chunks a session may hold
+    # wire limits
+    max_message_bytes: int = 65536
+    max_actions_per_s: int = 240
+    max_prompt_chars: int = 2000
+    window_s: float = 1.0  # `received` window, seconds of media
+    hello_timeout_s: float = 10.0
+    max_pending_messages: int = 256  # control replies queued for a connection before it is abusive
+    abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
+    webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
+    web_dir: str | None = None  # default: the repository's web/ folder
+
+    def __post_init__(self) -> None:
+        for name in _POSITIVE:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(name, f"must be a positive number, got {value!r}")
+        for name in _POSITIVE_INT:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+        if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
+        if self.idle_close_s < self.idle_offload_s:
+            raise ConfigError("idle_close_s", f"must be >= idle_offload_s ({self.idle_offload_s}), "
+                              f"got {self.idle_close_s}")
+        if self.kv_budget_bytes is not None and (not isinstance(self.kv_budget_bytes, int)
+                                                 or self.kv_budget_bytes <= 0):
+            raise ConfigError("kv_budget_bytes", f"must be a positive integer, got {self.kv_budget_bytes!r}")
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError("model", "must be a model config name such as demo or tiny")
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> ServeConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        for key in values:
+            if key not in known:
+                raise ConfigError(key, f"unknown option; valid options: {', '.join(sorted(known))}")
+        values = dict(values)
+        if "webrtc_hosts" in values:
+            hosts = values["webrtc_hosts"]
+            if isinstance(hosts, str):
+                hosts = [h for h in hosts.split(",") if h]
+            if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
+                raise ConfigError("webrtc_hosts", "must be a list of IP addresses")
+            values["webrtc_hosts"] = tuple(hosts)
+        return cls(**values)
+
+    @classmethod
+    def from_json_file(cls, path: str, overrides: dict[str, Any] | None = None) -> ServeConfig:
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as exc:
+            raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from exc
+        except json.JSONDecodeError as exc:
+            raise ConfigError("config", f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError("config", f"{path} must hold a JSON object of options")
+        data = {k.replace("-", "_"): v for k, v in data.items()}
+        data.update(overrides or {})
+        return cls.from_mapping(data)
+
+    def window_frames(self, fps: int) -> int:
+        return max(1, round(self.window_s * fps))

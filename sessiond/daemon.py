@@ -1,0 +1,261 @@
+"""`Daemon`: the runtime the app's routes call. Owns the engine thread, the scheduler, the
+sessions, the store writer and the admission policy; starts them in `start()` and cancels and
+awaits them in `stop()`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from engine.api import EngineProtocol, ModelInfo
+from protocols.errors import ErrorCode, ProtocolError
+from sessiond.admission.decision import AdmissionRequest
+from sessiond.admission_hook import Admission, KVPoolAdmission
+from sessiond.config import ServeConfig
+from sessiond.engine_factory import BuiltEngine, build_engine
+from sessiond.engine_worker import EngineWorker
+from sessiond.errors import StoreUnavailable
+from sessiond.lifecycle import SessionState
+from sessiond.logs import log_event
+from sessiond.metrics import Metrics
+from sessiond.persistence import StoreWriter
+from sessiond.scheduler import Scheduler
+from sessiond.session import Session, SessionEnv
+from sessiond.store import Store, open_store
+from sessiond.store.base import SessionRecord
+
+__all__ = ["Daemon", "Refused"]
+
+logger = logging.getLogger(__name__)
+
+_FAILED_KEEP_S = 60.0
+
+
+class Refused(ProtocolError):
+    """A request refused for now (503): carries the seconds after which to retry."""
+
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float) -> None:
+        super().__init__(code, message)
+        self.retry_after_s = retry_after_s
+
+
+class Daemon:
+    def __init__(self, config: ServeConfig, *, engine: EngineProtocol | None = None, store: Store | None = None,
+                 admission: Admission | None = None) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.store = store if store is not None else open_store(config.redis_url)
+        self.sessions: dict[str, Session] = {}
+        self.engine = engine
+        self.model_name = config.model
+        self.fallback: str | None = None
+        self.admission = admission
+        self.worker = EngineWorker()
+        self.writer = StoreWriter(self.store, self.metrics, self._live_record)
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
+        self.scheduler: Scheduler | None = None
+        self.ready = False
+        self.warm_error: str | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._scheduler_task: asyncio.Task[None] | None = None
+        self._warm_task: asyncio.Task[None] | None = None
+        self._resume_locks: dict[str, asyncio.Lock] = {}
+        self._gateway: Any = None
+
+    # ---- start / stop ------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.worker.start()
+        self.writer.start()
+        self._warm_task = asyncio.create_task(self._warm(), name="sessiond-warmup")
+
+    async def _warm(self) -> None:
+        started = time.monotonic()
+        try:
+            if self.engine is None:
+                built: BuiltEngine = await self.worker.call(build_engine, self.config)
+                self.engine, self.model_name, self.fallback = built.engine, built.model, built.fallback
+            else:
+                self.model_name = self.engine.info.name
+            if not getattr(self.engine, "ready", False):
+                await self.worker.call(self.engine.warmup)
+        except Exception as exc:  # reported by /readyz; the daemon stays up to say so
+            self.warm_error = f"{type(exc).__name__}: {exc}"
+            logger.exception("engine failed to start")
+            return
+        if self.admission is None:
+            self.admission = KVPoolAdmission(self.engine.info, self._kv, self.config.max_sessions)
+        self.scheduler = Scheduler(
+            self.engine, self.worker, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
+            idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
+            on_snapshot=self.writer.snapshot, on_close=self._close_soon)
+        self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
+        self.ready = True
+        logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.engine.info.device,
+                    time.monotonic() - started)
+
+    async def stop(self) -> None:
+        if self._warm_task is not None and not self._warm_task.done():
+            self._warm_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warm_task
+        self.ready = False
+        if self.scheduler is not None and self._scheduler_task is not None:
+            self.scheduler.stop()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._scheduler_task
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for session in self.sessions.values():
+            if session.port is not None:
+                session.port.closed = True
+                session.out.event.set()
+        if self._gateway is not None:
+            with contextlib.suppress(Exception):
+                await self._gateway.shutdown()
+        await self.writer.stop()
+        await self.worker.stop()
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.close()
+        self.executor.shutdown(wait=False)
+
+    async def _release_engine_sessions(self) -> None:
+        """At shutdown: snapshot every live session (a restarted daemon resumes from it) and free
+        its engine state."""
+        engine = self.engine
+        live = [s.id for s in self.sessions.values() if not s.state.terminal]
+        if engine is None or not live:
+            return
+
+        def snapshot_and_close() -> dict[str, bytes]:
+            snapshots = {}
+            for sid in live:
+                with contextlib.suppress(Exception):  # a session the engine cannot snapshot is not saved
+                    snapshots[sid] = engine.snapshot(sid)
+                with contextlib.suppress(Exception):
+                    engine.close_session(sid)
+            return snapshots
+
+        with contextlib.suppress(Exception):
+            for sid, data in (await self.worker.call(snapshot_and_close)).items():
+                self.writer.snapshot(sid, data)
+        for sid in live:
+            self.writer.persist(sid)
+
+    # ---- helpers -----------------------------------------------------------------------------
+    @property
+    def info(self) -> ModelInfo:
+        if self.engine is None:
+            raise Refused(ErrorCode.CAPACITY, "the engine is still starting; retry shortly", 1.0)
+        return self.engine.info
+
+    def _kv(self) -> Any:
+        return self.scheduler.kv if self.scheduler is not None else None
+
+    def _live_record(self, session_id: str) -> SessionRecord | None:
+        session = self.sessions.get(session_id)
+        return session.record if session is not None else None
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _wake(self) -> None:
+        if self.scheduler is not None:
+            self.scheduler.wake()
+
+    def new_env(self) -> SessionEnv:
+        info = self.info
+        c = self.config
+        return SessionEnv(
+            frames_per_chunk=info.frames_per_chunk, lead_chunks=c.lead_chunks, outbox_chunks=c.outbox_chunks,
+            window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
+            max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
+            director_ttff_s=c.director_ttff_s, wake=self._wake, log_event=self.writer.log,
+            persist=self.writer.persist, metrics=self.metrics)
+
+    def check_ready(self) -> None:
+        if not self.ready or self.engine is None or self.admission is None:
+            why = self.warm_error or "the engine is warming up"
+            raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0)
+
+    def admit(self, session_id: str, mode: str, kind: str) -> None:
+        assert self.admission is not None
+        decision = self.admission.decide(AdmissionRequest(session_id, mode, kind, time.monotonic()))
+        self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
+                                      reason=decision.reason).inc()
+        if not decision.admitted:
+            retry = decision.retry_after_s if decision.retry_after_s is not None else 5.0
+            raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})", retry)
+
+    def release(self, session_id: str) -> None:
+        if self.admission is not None:
+            self.admission.release(session_id, time.monotonic())
+
+    # ---- closing -----------------------------------------------------------------------------
+    def _close_soon(self, session_id: str, reason: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None:
+            return
+        if reason != "engine_fault":
+            session.close()
+        self._spawn(self.finish_close(session_id, reason), f"close-{session_id}")
+
+    async def finish_close(self, session_id: str, reason: str) -> None:
+        """Free the session's engine state; forget it (a failed one is kept a while for status)."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            return
+        self.release(session_id)
+        if self.engine is not None:
+            with contextlib.suppress(Exception):
+                await self.worker.call(self.engine.close_session, session_id)
+        log_event("closed" if reason != "engine_fault" else "ended", session_id, reason=reason)
+        if session.state == SessionState.FAILED and reason == "engine_fault":
+            self.writer.persist(session_id)
+            asyncio.get_running_loop().call_later(_FAILED_KEEP_S, self.sessions.pop, session_id, None)
+            return
+        self.writer.log(session_id, "close", {"reason": reason})
+        self.sessions.pop(session_id, None)
+        try:
+            await self.store.delete_session(session_id)
+        except StoreUnavailable:
+            self.metrics.store_errors.inc()
+            logger.warning("session %s closed but its record could not be deleted (store unavailable)", session_id)
+
+    def state_counts(self) -> dict[str, int]:
+        counts = {state.label: 0 for state in SessionState}
+        for session in self.sessions.values():
+            counts[session.state.label] += 1
+        return counts
+
+    def webrtc_gateway(self) -> Any:
+        """The WebRTC gateway, built on first use (aiortc is imported only then)."""
+        if self._gateway is None:
+            try:
+                from transports.webrtc import WebRTCConfig, WebRTCGateway
+            except ImportError as exc:
+                raise ProtocolError(ErrorCode.INTERNAL, f"WebRTC is not available in this build ({exc})") from exc
+            c = self.config
+            self._gateway = WebRTCGateway(WebRTCConfig(
+                host_addresses=tuple(c.webrtc_hosts) or None, max_actions_per_s=float(c.max_actions_per_s),
+                max_message_bytes=c.max_message_bytes))
+        return self._gateway
+
+    def update_gauges(self) -> None:
+        counts = dict.fromkeys(SessionState, 0)
+        frames = 0
+        for session in self.sessions.values():
+            counts[session.state] += 1
+            frames += session.out.media_frames
+        for state, n in counts.items():
+            self.metrics.sessions.labels(state=state.label).set(n)
+        self.metrics.outbox_frames.set(frames)
+        self.metrics.engine_queue.set(self.worker.depth)

@@ -1,0 +1,51 @@
+"""Logging setup (plain or one JSON object per line) and lifecycle event lines.
+
+Lifecycle lines carry the session id and state, never a token."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+__all__ = ["JsonFormatter", "configure_logging", "log_event"]
+
+logger = logging.getLogger("sessiond.lifecycle")
+
+_STD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": round(record.created, 6),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(json_lines: bool, level: int = logging.INFO) -> None:
+    handler = logging.StreamHandler()
+    if json_lines:
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+
+
+def log_event(event: str, session_id: str, **fields: Any) -> None:
+    """One line per session lifecycle event: `event` (created, attached, detached, active, idle,
+    offloaded, restored, closed, failed, resumed, ...), the session id and a few plain fields."""
+    extra = {"event": event, "session_id": session_id, "at": time.time(), **fields}
+    logger.info("%s %s %s", event, session_id,
+                " ".join(f"{k}={v}" for k, v in fields.items()), extra=extra)

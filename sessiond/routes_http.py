@@ -1,0 +1,157 @@
+"""The HTTP routes of PROTOCOL.md (JSON bodies; every failure is {"error": {...}})."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
+from sessiond.daemon import Daemon, Refused
+from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
+
+__all__ = ["bearer_token", "error_response", "http_routes"]
+
+_MAX_BODY = 64 * 1024
+
+
+def error_response(exc: ProtocolError) -> JSONResponse:
+    retry = exc.retry_after_s if isinstance(exc, Refused) else None
+    body = ErrorBody(code=exc.code.value, message=exc.message, field=exc.field, retry_after_s=retry)
+    headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
+    return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
+
+
+def bearer_token(request: Any) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return str(auth[7:].strip())
+    token = request.query_params.get("token")
+    return str(token) if token else None
+
+
+def base_url(request: Any) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _daemon(request: Request) -> Daemon:
+    daemon: Daemon = request.app.state.daemon
+    return daemon
+
+
+async def _json_body(request: Request) -> Any:
+    body = await request.body()
+    if len(body) > _MAX_BODY:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
+    try:
+        return json.loads(body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the body is not JSON: {exc}") from exc
+
+
+async def create(request: Request) -> Response:
+    daemon = _daemon(request)
+    try:
+        req = CreateSessionRequest.from_json(await _json_body(request),
+                                             max_prompt_chars=daemon.config.max_prompt_chars)
+        resp = await create_session(daemon, req, base_url(request))
+    except ProtocolError as exc:
+        if exc.code == ErrorCode.CAPACITY:
+            daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        return error_response(exc)
+    return JSONResponse(resp.to_json(), status_code=201)
+
+
+async def status(request: Request) -> Response:
+    try:
+        found = await find_session(_daemon(request), request.path_params["sid"], bearer_token(request))
+    except ProtocolError as exc:
+        return error_response(exc)
+    return JSONResponse(status_of(found).to_json())
+
+
+async def delete(request: Request) -> Response:
+    try:
+        await delete_session(_daemon(request), request.path_params["sid"], bearer_token(request))
+    except ProtocolError as exc:
+        return error_response(exc)
+    return Response(status_code=204)
+
+
+async def webrtc(request: Request) -> Response:
+    daemon = _daemon(request)
+    try:
+        session = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
+                                            base_url(request))
+        offer = await _json_body(request)
+        if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
+                or not isinstance(offer.get("type"), str):
+            raise ProtocolError(ErrorCode.INVALID_FIELD, "the body must be {sdp: str, type: \"offer\"}", "sdp")
+        gateway = daemon.webrtc_gateway()
+        port = session.attach("webrtc")
+        try:
+            sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
+        except ProtocolError:
+            port.close()
+            raise
+    except ProtocolError as exc:
+        return error_response(exc)
+    return JSONResponse({"sdp": sdp, "type": type_})
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    daemon = _daemon(request)
+    if daemon.ready:
+        return JSONResponse({"status": "ready", "model": daemon.model_name})
+    why = daemon.warm_error or "warming up"
+    return JSONResponse({"status": "not_ready", "reason": why}, status_code=503)
+
+
+async def metrics(request: Request) -> Response:
+    daemon = _daemon(request)
+    daemon.update_gauges()
+    return Response(daemon.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def capacity(request: Request) -> Response:
+    daemon = _daemon(request)
+    now = time.monotonic()
+    body: dict[str, Any] = {
+        "ready": daemon.ready, "model": daemon.model_name, "model_requested": daemon.config.model,
+        "model_fallback": daemon.fallback,
+        "sessions": {"total": len(daemon.sessions), "by_state": daemon.state_counts()},
+        "store": {"kind": daemon.store.kind, "healthy": daemon.writer.healthy},
+    }
+    if daemon.engine is not None:
+        info = daemon.engine.info
+        body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
+                          "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
+                          "kv_bytes_per_session": info.kv_bytes_per_session}
+    kv = daemon.scheduler.kv if daemon.scheduler is not None else None
+    if kv is not None:
+        body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
+                      "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
+    if daemon.admission is not None:
+        body["admission"] = daemon.admission.snapshot(now)
+    return JSONResponse(body)
+
+
+def http_routes() -> list[tuple[str, Any, list[str]]]:
+    return [
+        ("/v1/sessions", create, ["POST"]),
+        ("/v1/sessions/{sid}", status, ["GET"]),
+        ("/v1/sessions/{sid}", delete, ["DELETE"]),
+        ("/v1/sessions/{sid}/webrtc", webrtc, ["POST"]),
+        ("/healthz", healthz, ["GET"]),
+        ("/readyz", readyz, ["GET"]),
+        ("/metrics", metrics, ["GET"]),
+        ("/v1/capacity", capacity, ["GET"]),
+    ]

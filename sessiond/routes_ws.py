@@ -1,0 +1,107 @@
+"""`GET /v1/sessions/{sid}/ws?media=raw|fmp4&token=...`: authenticate, attach a connection
+port to the session and hand the socket to transports.websocket."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from protocols.codec import encode
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.http import ws_close_code_for
+from protocols.messages import Error, Limits
+from sessiond.daemon import Daemon
+from sessiond.directory import open_for_connection
+from sessiond.routes_http import base_url, bearer_token
+from transports.raw import RawPacker
+from transports.websocket import ConnectionOptions, WebSocketConnection
+
+__all__ = ["StarletteWire", "session_socket"]
+
+logger = logging.getLogger(__name__)
+
+
+class StarletteWire:
+    """transports.websocket.WireSocket over a Starlette WebSocket."""
+
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws = ws
+        self.gone = False
+
+    async def receive(self) -> bytes | str | None:
+        if self.gone:
+            return None
+        try:
+            message = await self.ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            self.gone = True
+            return None
+        if message["type"] == "websocket.disconnect":
+            self.gone = True
+            return None
+        if message.get("bytes") is not None:
+            return bytes(message["bytes"])
+        return str(message.get("text") or "")
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.ws.send_bytes(data)
+        except (WebSocketDisconnect, RuntimeError) as exc:
+            self.gone = True
+            raise ConnectionError("the client has gone") from exc
+
+    async def close(self, code: int, reason: str = "") -> None:
+        if self.gone:
+            return
+        self.gone = True
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
+            await self.ws.close(code, reason)
+
+
+def _packer(media: str) -> Any:
+    if media == "raw":
+        return RawPacker()
+    if media == "fmp4":
+        try:
+            from transports.fmp4 import Fmp4Packer
+        except ImportError as exc:
+            raise ProtocolError(ErrorCode.INVALID_FIELD, f"media=fmp4 is not available in this build ({exc})",
+                                "media") from exc
+        return Fmp4Packer
+    raise ProtocolError(ErrorCode.INVALID_FIELD, f"media must be raw or fmp4, got {media[:16]!r}", "media")
+
+
+async def _refuse(ws: WebSocket, exc: ProtocolError) -> None:
+    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
+        await ws.send_bytes(encode(Error(code=exc.code.value, message=exc.message, fatal=True)))
+        await ws.close(ws_close_code_for(exc.code))
+
+
+async def session_socket(ws: WebSocket) -> None:
+    daemon: Daemon = ws.app.state.daemon
+    sid = ws.path_params["sid"]
+    await ws.accept()
+    media = ws.query_params.get("media", "raw")
+    try:
+        packer_factory = _packer(media)
+        session = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
+        packer = packer_factory(session.record.width, session.record.height, session.record.fps) \
+            if media == "fmp4" else packer_factory
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        await _refuse(ws, exc)
+        return
+    c = daemon.config
+    limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
+                    max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
+    port = session.attach(media)
+    conn = WebSocketConnection(
+        StarletteWire(ws), port, packer, dict(session.public),
+        ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s,
+                          abuse_errors_per_10s=c.abuse_errors_per_10s),
+        executor=daemon.executor,
+        on_error=lambda code: daemon.metrics.protocol_errors.labels(code=code).inc())
+    await conn.run()

@@ -1,0 +1,206 @@
+"""The step scheduler between sessions and the engine.
+
+Each round: run the engine operations sessions queued (rollbacks after interrupts, resets for
+cuts, prompt changes, delivery marks, offload/restore, snapshots) — so interrupts and closes
+take effect between steps — then pick the session-chunks to advance by deadline (earliest
+first: world = when the viewer's buffer runs dry; director = the segment's own playback
+objective), batch up to `max_batch` of them into ONE engine step (the engine groups them by
+phase), and hand the decoded frames to their sessions. Deadline order is what keeps it fair: a
+long director segment's later chunks have later deadlines than a world session's next chunk or
+a new segment's first one."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.api import EngineProtocol, FrameAction, KVStats, StepResult
+from protocols.errors import ErrorCode
+from protocols.messages import Error
+from sessiond._engine_calls import Entry, StepOutcome, run_ops, run_step
+from sessiond.engine_worker import EngineWorker
+from sessiond.lifecycle import SessionState
+from sessiond.session.session import Session
+from sessiond.session.state import ChunkJob, EngineOp, Op
+
+__all__ = ["Scheduler"]
+
+logger = logging.getLogger(__name__)
+
+_IDLE_TICK_S = 0.5
+
+
+class Scheduler:
+    def __init__(self, engine: EngineProtocol, worker: EngineWorker, sessions: dict[str, Session], *,
+                 max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
+                 on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None]) -> None:
+        self.engine = engine
+        self.worker = worker
+        self.sessions = sessions
+        self.max_batch = max_batch
+        self.metrics = metrics
+        self.idle_offload_s = idle_offload_s
+        self.idle_close_s = idle_close_s
+        self.on_snapshot = on_snapshot
+        self.on_close = on_close  # (session id, reason): the app closes it
+        self.step_listeners: list[Callable[[StepResult], None]] = []
+        self.kv: KVStats | None = None
+        self.steps = 0
+        self._event = asyncio.Event()
+        self._stopping = False
+        self._last_idle_check = 0.0
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._event.set()
+
+    async def run(self) -> None:
+        try:
+            while not self._stopping:
+                await self.run_round()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("scheduler loop crashed; failing live sessions")
+            for session in list(self.sessions.values()):
+                session.fail(ErrorCode.INTERNAL, "the daemon's scheduler stopped; reconnect later")
+            raise
+        finally:
+            logger.info("scheduler exited")
+
+    async def run_round(self) -> None:
+        now = time.monotonic()
+        if now - self._last_idle_check >= _IDLE_TICK_S:
+            self._last_idle_check = now
+            self._check_idle(now)
+        await self._run_ops()
+        chosen, next_at = self._pick(time.monotonic())
+        self.metrics.ready_sessions.set(len(chosen))
+        self.metrics.engine_queue.set(self.worker.depth)
+        if not chosen:
+            timeout = _IDLE_TICK_S if next_at is None else max(0.0, min(_IDLE_TICK_S, next_at - time.monotonic()))
+            self._event.clear()
+            if any(s.ops for s in self.sessions.values()):
+                return
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                pass
+            return
+        await self._step(chosen)
+
+    # ---- engine ops ----------------------------------------------------------------------
+    async def _run_ops(self) -> None:
+        ops: dict[str, list[EngineOp]] = {}
+        for session in self.sessions.values():
+            if session.ops:
+                ops[session.id], session.ops = session.ops, []
+        if not ops:
+            return
+        outcome = await self.worker.call(run_ops, self.engine, ops)
+        self._set_kv(outcome.kv)
+        for sid, why in outcome.errors.items():
+            self._fault(sid, why)
+        for sid in outcome.restore_failed:
+            failed = self.sessions.get(sid)
+            if failed is not None and not failed.state.terminal:
+                failed.set_state(SessionState.OFFLOADED)
+                failed.push_control(Error(code=ErrorCode.CAPACITY.value, fatal=False,
+                                           message="no KV memory free to restore this session; retry shortly"))
+        for sid, data in outcome.snapshots.items():
+            self.on_snapshot(sid, data)
+
+    # ---- choosing and stepping -----------------------------------------------------------
+    def _pick(self, now: float) -> tuple[list[tuple[Session, ChunkJob, bool]], float | None]:
+        ready: list[tuple[float, int, Session, bool]] = []
+        next_at: float | None = None
+        for order, session in enumerate(self.sessions.values()):
+            if session.state.terminal:
+                continue
+            if session.job is not None:
+                ready.append((session.job.deadline, order, session, False))
+                continue
+            want = session.demand(now)
+            if want is None:
+                continue
+            deadline, start_by = want
+            if now >= start_by:
+                ready.append((deadline, order, session, True))
+            elif next_at is None or start_by < next_at:
+                next_at = start_by
+        ready.sort(key=lambda r: (r[0], r[1]))
+        chosen = []
+        for deadline, _, session, begin in ready[: self.max_batch]:
+            job = session.begin_job(now, deadline) if begin else session.job
+            assert job is not None
+            chosen.append((session, job, begin))
+        return chosen, next_at
+
+    async def _step(self, chosen: list[tuple[Session, ChunkJob, bool]]) -> None:
+        entries = tuple(Entry(s.id, (_frame_action(job),) if begin else None) for s, job, begin in chosen)
+        jobs = {s.id: job for s, job, _ in chosen}
+        started = time.monotonic()
+        outcome: StepOutcome = await self.worker.call(run_step, self.engine, entries)
+        self.steps += 1
+        self._set_kv(outcome.kv)
+        if outcome.step is not None:
+            for phase, seconds in outcome.step.seconds.items():
+                self.metrics.step_seconds.labels(phase=phase).observe(seconds)
+            self.metrics.step_batch.observe(len(outcome.step.results))
+            for listener in self.step_listeners:
+                listener(outcome.step)
+        else:
+            self.metrics.step_seconds.labels(phase="none").observe(time.monotonic() - started)
+        for item in outcome.outcomes:
+            session = self.sessions.get(item.session_id)
+            job = jobs.get(item.session_id)
+            if session is None or job is None or session.state.terminal:
+                continue
+            if item.error is not None:
+                self._fault(item.session_id, item.error)
+                continue
+            job.chunk_index = item.chunk_index
+            if item.result is not None and item.result.chunk is not None:
+                session.on_frames(job, item.chunk_index, item.result.chunk.frames)
+            if item.done:
+                if session.job is job:
+                    self.metrics.chunk_seconds.observe(time.monotonic() - job.started_at)
+                session.on_job_done(job)
+
+    # ---- faults, idleness, accounting ----------------------------------------------------
+    def _fault(self, session_id: str, why: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or session.state.terminal:
+            return
+        logger.error("engine fault in session %s: %s", session_id, why)
+        self.metrics.engine_faults.inc()
+        session.fail(ErrorCode.ENGINE_FAULT, f"the engine failed on this session ({why}); it has ended")
+        self.on_close(session_id, "engine_fault")
+
+    def _check_idle(self, now: float) -> None:
+        for session in list(self.sessions.values()):
+            idle_for = now - session.idle_since
+            if session.state == SessionState.IDLE and session.job is None and idle_for >= self.idle_offload_s:
+                session.ops.append(EngineOp(Op.OFFLOAD))
+                session.set_state(SessionState.OFFLOADED, idle_s=round(idle_for, 1))
+            if session.state in (SessionState.IDLE, SessionState.OFFLOADED) and idle_for >= self.idle_close_s:
+                self.on_close(session.id, "idle")
+
+    def _set_kv(self, kv: KVStats | None) -> None:
+        if kv is None:
+            return
+        self.kv = kv
+        self.metrics.kv_slabs.labels(where="in_use").set(kv.slabs_in_use)
+        self.metrics.kv_slabs.labels(where="offloaded").set(kv.slabs_offloaded)
+        self.metrics.kv_slabs.labels(where="free").set(kv.slabs_free)
+
+
+def _frame_action(job: ChunkJob) -> FrameAction:
+    s = job.sample
+    return FrameAction(keys=s.keys, mouse=s.mouse, buttons=s.buttons, axes=s.axes)

@@ -1,0 +1,274 @@
+"""A session: lifecycle, action timeline, prompt, output stream and PTS clock, and what it
+asks of the scheduler (chunks, with deadlines) and of the engine (queued EngineOps)."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from protocols.errors import ErrorCode
+from protocols.messages import Error, SegmentEnd, SegmentStart
+from protocols.timeline import pts_for
+from sessiond.lifecycle import Lifecycle, SessionState
+from sessiond.logs import log_event
+from sessiond.session.actions import ActionState
+from sessiond.session.clock import PlaybackClock
+from sessiond.session.handlers import dispatch
+from sessiond.session.output import OutputStream
+from sessiond.session.port import ConnectionPort
+from sessiond.session.state import ChunkJob, EngineOp, MediaItem, Op, Segment, SessionEnv
+from sessiond.store.base import SessionRecord
+from transports.interface import OutFrame
+
+__all__ = ["Session"]
+
+
+class Session:
+    def __init__(self, record: SessionRecord, env: SessionEnv, public: dict[str, Any], *,
+                 restored: bool = False) -> None:
+        self.id = record.session_id
+        self.record = record
+        self.mode = record.mode
+        self.env = env
+        self.public = public  # the create response minus the token
+        self.life = Lifecycle(self.id)
+        self.out = OutputStream(record.fps, env.window_frames, record.frames_sent, disc=restored)
+        self.actions = ActionState(env.max_actions_per_s)
+        self.prompt = record.prompt
+        self.port: ConnectionPort | None = None
+        self.paused = False
+        self.clock = PlaybackClock(record.fps, time.monotonic(), self.out.total)
+        self.job: ChunkJob | None = None
+        self.ops: list[EngineOp] = []
+        self.segment: Segment | None = None
+        self.idle_since = time.monotonic()
+        self.fault: str | None = None
+        self.chunks_done = 0
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    @property
+    def state(self) -> SessionState:
+        return self.life.state
+
+    def set_state(self, to: SessionState, **fields: Any) -> None:
+        if self.life.to(to):
+            self.record.state = to.label
+            if to in (SessionState.IDLE, SessionState.OFFLOADED):
+                self.idle_since = time.monotonic()
+            log_event(to.label, self.id, mode=self.mode, **fields)
+            self.env.persist(self.id)
+
+    def touch(self) -> None:
+        self.record.last_active_at = time.time()
+
+    def _settle(self) -> None:
+        """ACTIVE while it demands generation or plays to a viewer, else IDLE."""
+        if self.state.terminal or self.state == SessionState.OFFLOADED:
+            return
+        busy = self.segment is not None if self.mode == "director" else (
+            self.port is not None and not self.paused)
+        self.set_state(SessionState.ACTIVE if busy else SessionState.IDLE)
+
+    def wake_from_offload(self) -> None:
+        if self.state == SessionState.OFFLOADED:
+            self.ops.append(EngineOp(Op.RESTORE))
+            self.set_state(SessionState.IDLE)
+            log_event("restored", self.id)
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        if self.state.terminal:
+            return
+        self.fault = message
+        self.job = None
+        self.segment = None
+        if self.port is not None:
+            self.out.push_control(Error(code=code.value, message=message, fatal=True))
+            self.port.fatal = True
+        self.set_state(SessionState.FAILED, code=code.value)
+
+    def close(self) -> None:
+        if self.state.terminal:
+            return
+        self.job = None
+        self.segment = None
+        if self.port is not None:
+            self.port.closed = True
+            self.port = None
+        self.out.bump()
+        self.set_state(SessionState.CLOSED)
+
+    # ---- connections -------------------------------------------------------------------------
+    def attach(self, media: str) -> ConnectionPort:
+        old = self.port
+        if old is not None:
+            old.closed = True
+        port = ConnectionPort(self, media)
+        self.port = port
+        self.out.reset_connection()
+        if self.out.sent > 0 or self.out.media_frames:
+            self._drop("reconnect")
+        self.clock.reanchor(time.monotonic(), self.out.total)
+        self.touch()
+        self.env.log_event(self.id, "attach", {"media": media})
+        log_event("attached", self.id, media=media, pts_next=pts_for(self.out.sent, self.record.fps))
+        if self.mode == "world" and not self.paused:
+            self.wake_from_offload()
+        self._settle()
+        self.env.wake()
+        return port
+
+    def detach(self, port: ConnectionPort) -> None:
+        if self.port is not port:
+            return
+        self.port = None
+        self._drop("detach")
+        self._stop_generation()
+        if self.segment is not None:
+            self._end_segment("interrupted", notify=False)
+        self.ops.append(EngineOp(Op.SNAPSHOT))
+        self.env.log_event(self.id, "detach", {})
+        log_event("detached", self.id)
+        self._settle()
+        self.env.persist(self.id)
+        self.env.wake()
+
+    # ---- output ------------------------------------------------------------------------------
+    def _drop(self, reason: str) -> None:
+        dropped = self.out.bump()
+        if dropped:
+            self.env.metrics.frames_dropped.labels(reason=reason).inc(dropped)
+
+    def _stop_generation(self) -> None:
+        """Discard the chunk in progress and roll the engine back to the last delivered chunk."""
+        self.job = None
+        self.ops.append(EngineOp(Op.ROLLBACK))
+
+    def push_control(self, message: Any) -> None:
+        if self.port is None:
+            return
+        if self.out.push_control(message) > self.env.max_pending_messages:
+            self.out.control.clear()
+            self.out.push_control(Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
+                                        message="too many requests waiting for replies; read your socket"))
+            self.port.fatal = True
+            self.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
+
+    def on_sent(self, frame: OutFrame) -> None:
+        now = time.monotonic()
+        for chunk_index in self.out.sent_one(frame):
+            self.ops.append(EngineOp(Op.MARK_DELIVERED, chunk_index=chunk_index))
+        self.env.metrics.frames_sent.inc()
+        if self.segment is not None and frame.segment == self.segment.id:
+            self.segment.frames_sent += 1
+        for latency in self.actions.photons(frame.action_seq, now):
+            self.env.metrics.action_to_photon.observe(latency)
+        self.record.frames_sent = self.out.sent
+        self.touch()
+        self.env.persist(self.id)
+
+    # ---- what the scheduler sees -------------------------------------------------------------
+    def has_room(self) -> bool:
+        f = self.env.frames_per_chunk
+        return self.out.media_frames + f <= self.env.outbox_chunks * f
+
+    def demand(self, now: float) -> tuple[float, float] | None:
+        """(deadline, start-by) of the next chunk this session wants, or None when it wants none.
+        The scheduler begins the chunk once now >= start-by."""
+        if self.job is not None or self.state in (SessionState.OFFLOADED, SessionState.CLOSED,
+                                                  SessionState.FAILED):
+            return None
+        if self.port is None or not self.has_room() or self.ops_pending_restore():
+            return None
+        f = self.env.frames_per_chunk
+        if self.mode == "world":
+            if self.paused:
+                return None
+            total = self.out.total
+            if self.clock.buffered(now, total) < 0:
+                self.clock.reanchor(now, total)
+            deadline = self.clock.dry_at(total)
+            return deadline, deadline - self.env.lead_chunks * f / self.record.fps
+        seg = self.segment
+        if seg is None or seg.chunks_begun >= seg.chunks_target:
+            return None
+        deadline = seg.started_at + self.env.director_ttff_s + seg.chunks_begun * f / self.record.fps
+        return deadline, now
+
+    def ops_pending_restore(self) -> bool:
+        return any(op.kind == Op.RESTORE for op in self.ops)
+
+    def begin_job(self, now: float, deadline: float) -> ChunkJob:
+        seg = self.segment
+        if seg is not None:
+            seg.chunks_begun += 1
+        self.job = ChunkJob(sample=self.actions.sample(), segment=self.record.segment, started_at=now,
+                            deadline=deadline)
+        return self.job
+
+    def on_frames(self, job: ChunkJob, chunk_index: int, frames: Any) -> None:
+        if job is not self.job or self.state.terminal:
+            self.env.metrics.frames_dropped.labels(reason="cancelled").inc(len(frames))
+            return
+        self.env.metrics.frames_generated.inc(len(frames))
+        now = time.monotonic()
+        if self.mode == "world" and self.clock.arrive(now, self.out.total) and self.chunks_done > 0:
+            self.env.metrics.deadline_misses.inc()
+        seg = self.segment
+        if seg is not None and not seg.start_sent:
+            seg.start_sent = True
+            sid, re = seg.id, seg.re
+            self.out.push_marker(lambda: SegmentStart(segment=sid, pts=pts_for(self.out.next_idx, self.out.fps),
+                                                      re=re))
+        self.out.push_media(MediaItem(self.out.generation, chunk_index, frames, job.segment,
+                                      job.sample.action_seq))
+
+    def on_job_done(self, job: ChunkJob) -> None:
+        if job is not self.job:
+            return
+        self.job = None
+        self.chunks_done += 1
+        seg = self.segment
+        if seg is not None:
+            seg.chunks_done += 1
+            if seg.chunks_done >= seg.chunks_target:
+                self._end_segment("done", notify=True)
+                self.ops.append(EngineOp(Op.SNAPSHOT))
+                self._settle()
+
+    # ---- director segments -------------------------------------------------------------------
+    def start_segment(self, re: int | None, seconds: float) -> Segment:
+        self.record.segment += 1
+        f = self.env.frames_per_chunk
+        chunks = max(1, math.ceil(round(seconds * self.record.fps) / f))
+        self.segment = Segment(id=self.record.segment, re=re, chunks_target=chunks,
+                               started_at=time.monotonic())
+        self.env.persist(self.id)
+        return self.segment
+
+    def _end_segment(self, status: str, *, notify: bool) -> None:
+        seg = self.segment
+        if seg is None:
+            return
+        self.segment = None
+        log_event("segment_end", self.id, segment=seg.id, status=status)
+        if not notify or self.port is None:
+            return
+        out = self.out
+
+        def build() -> SegmentEnd:
+            frames = seg.frames_sent + (out.next_idx - out.sent)
+            return SegmentEnd(segment=seg.id, pts=pts_for(out.next_idx, out.fps), frames=frames,
+                              status=status, re=seg.re)
+
+        if status == "done":
+            out.push_marker(build)
+        else:
+            self.push_control(build())
+
+    # ---- inbound messages --------------------------------------------------------------------
+    def handle(self, message: Any, port: ConnectionPort) -> None:
+        if port is not self.port or self.state.terminal:
+            return
+        self.touch()
+        dispatch(self, message)

@@ -1,0 +1,178 @@
+"""Shared fixtures: a free port, a real redis-server on a free port (killable, restartable), and
+the real daemon (tiny engine) under uvicorn on a free port, in this process or as a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def find_free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def free_port() -> int:
+    return find_free_port()
+
+
+class RedisServer:
+    """A redis-server the test owns: no persistence, killable (SIGKILL) and restartable on its port."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._dir = tempfile.mkdtemp(prefix="sessiond-redis-")
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed; install the redis-server package")
+        self.proc = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", self._dir, "--protected-mode", "yes"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return
+            time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def stop(self) -> None:
+        self.kill()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer(find_free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass
+class RunningDaemon:
+    url: str
+    app: Any
+    server: Any
+    thread: threading.Thread
+
+    @property
+    def daemon(self) -> Any:
+        return self.app.state.daemon
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(30)
+
+
+_ENGINE: dict[str, Any] = {}
+
+
+def tiny_engine() -> Any:
+    """One warm tiny engine per test process, shared by in-process daemons (each closes its
+    sessions on stop)."""
+    if "tiny" not in _ENGINE:
+        from engine.engine import Engine
+
+        engine = Engine.create(model="tiny", device="cpu")
+        engine.warmup()
+        _ENGINE["tiny"] = engine
+    return _ENGINE["tiny"]
+
+
+@contextlib.contextmanager
+def running_daemon(engine: Any = None, *, fresh_engine: bool = False, **options: Any) -> Iterator[RunningDaemon]:
+    """The real app under a real uvicorn server on a free port, in a thread of this process."""
+    import uvicorn
+
+    from sessiond.app import create_app
+    from sessiond.config import ServeConfig
+    from sessiond.server import uvicorn_config
+
+    options.setdefault("model", "tiny")
+    options.setdefault("port", find_free_port())
+    config = ServeConfig.from_mapping(options)
+    if engine is None and not fresh_engine:
+        engine = tiny_engine()
+    app = create_app(config, engine)
+    server = uvicorn.Server(uvicorn_config(app, config, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="test-uvicorn", daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{config.port}"
+    running = RunningDaemon(url, app, server, thread)
+    try:
+        wait_ready(url)
+        yield running
+    finally:
+        running.stop()
+
+
+def wait_ready(url: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"daemon at {url} not ready within {timeout_s} s")
+
+
+@pytest.fixture(scope="session")
+def daemon() -> Iterator[RunningDaemon]:
+    """A shared daemon with default settings and the tiny model."""
+    with running_daemon() as running:
+        yield running
+
+
+@contextlib.contextmanager
+def daemon_process(*args: str, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`sessiond serve --model tiny` as a real process (for restart tests)."""
+    port = port or find_free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sessiond.cli", "serve", "--model", "tiny", "--device", "cpu",
+                             "--port", str(port), *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url, 120)
+        yield url, proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -1,0 +1,240 @@
+"""The WebSocket connection handler: one client connection attached to one session.
+
+hello -> welcome, then two tasks: the reader decodes every client message with the
+connection's limits and submits it to the session (a bad message gets a coded `error` and is
+dropped; only `unsupported_version`, a missing hello and repeated abuse end the connection);
+the writer pulls the session's output in order, packs media in an executor, drops any frame of
+an old generation right before the wire, and reports each frame it hands to the socket with
+`mark_sent` (with no await between the generation check and the report, so an interrupt's
+ack never misses a frame that goes out)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import msgpack
+
+from protocols.codec import decode, encode
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.messages import PROTOCOL_VERSION, Error, Frame, Hello, Limits, Media, Welcome
+from transports.interface import MediaPacker, OutChunk, OutFrame, SessionPort
+
+__all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "WebSocketConnection", "WireSocket"]
+
+logger = logging.getLogger(__name__)
+
+CLOSE_NORMAL = 1000
+CLOSE_ABUSE = 1008  # policy violation: repeated bad input, or a fatal error was sent
+CLOSE_UNSUPPORTED = 4400
+
+
+class WireSocket(Protocol):
+    """The few socket operations the handler needs (the daemon adapts its framework's socket)."""
+
+    async def receive(self) -> bytes | str | None:
+        """The next message (bytes, or str for a text frame); None once the peer has gone."""
+        ...
+
+    async def send(self, data: bytes) -> None: ...
+
+    async def close(self, code: int, reason: str = "") -> None: ...
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    limits: Limits
+    hello_timeout_s: float = 10.0
+    abuse_errors_per_10s: int = 50
+
+
+class _Abusive(Exception):
+    pass
+
+
+class WebSocketConnection:
+    def __init__(self, ws: WireSocket, port: SessionPort, packer: MediaPacker, welcome_session: dict[str, Any],
+                 options: ConnectionOptions, *, executor: Executor | None = None,
+                 on_error: Callable[[str], None] | None = None) -> None:
+        self.ws = ws
+        self.port = port
+        self.packer = packer
+        self.welcome_session = welcome_session
+        self.options = options
+        self.executor = executor
+        self.on_error = on_error
+        self._send_lock = asyncio.Lock()
+        self._errors: deque[float] = deque()
+        self.frames_sent = 0
+        self.frames_dropped = 0
+
+    async def run(self) -> None:
+        """Serve the connection until either side ends it; always detaches from the session."""
+        try:
+            if not await self._handshake():
+                return
+            reader = asyncio.create_task(self._read_loop(), name=f"ws-read-{self.port.session_id}")
+            writer = asyncio.create_task(self._write_loop(), name=f"ws-write-{self.port.session_id}")
+            done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+            for task in pending:
+                task.cancel()
+            for task in pending:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            code = CLOSE_NORMAL
+            for task in done:
+                exc = task.exception()
+                if isinstance(exc, _Abusive):
+                    code = CLOSE_ABUSE
+                elif exc is not None and not isinstance(exc, ConnectionError | OSError):
+                    logger.error("connection of session %s failed: %r", self.port.session_id, exc)
+            if writer in done and writer.exception() is None and writer.result() is True:
+                code = CLOSE_ABUSE
+            await self._close(code)
+        finally:
+            self.port.close()
+
+    # ---- hello / welcome ---------------------------------------------------------------------
+    async def _handshake(self) -> bool:
+        deadline = time.monotonic() + self.options.hello_timeout_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await self._fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send hello first")
+                return False
+            if data is None:
+                return False
+            try:
+                msg = self._decode(data)
+            except ProtocolError as exc:
+                if exc.code == ErrorCode.UNSUPPORTED_VERSION:
+                    await self._fatal(exc.code, exc.message, CLOSE_UNSUPPORTED)
+                    return False
+                if not await self._soft_error(exc.code, exc.message):
+                    return False
+                continue
+            if not isinstance(msg, Hello):
+                if not await self._soft_error(ErrorCode.INVALID_FIELD,
+                                              f"the first message must be hello, got {msg.T}"):
+                    return False
+                continue
+            break
+        await self._send(encode(Welcome(v=PROTOCOL_VERSION, session=self.welcome_session,
+                                        limits=self.options.limits)))
+        return True
+
+    # ---- reading -----------------------------------------------------------------------------
+    def _decode(self, data: bytes | str) -> Any:
+        if isinstance(data, str):
+            raise ProtocolError(ErrorCode.BAD_MESSAGE, "text frames are not messages; send msgpack in binary frames")
+        limits = self.options.limits
+        return decode(data, max_bytes=limits.max_message_bytes, expect="client",
+                      max_prompt_chars=limits.max_prompt_chars)
+
+    async def _read_loop(self) -> None:
+        while True:
+            data = await self.ws.receive()
+            if data is None:
+                return
+            try:
+                msg = self._decode(data)
+            except ProtocolError as exc:
+                if not await self._soft_error(exc.code, exc.message, re=_request_id(data)):
+                    raise _Abusive from exc
+                continue
+            await self.port.submit(msg)
+
+    async def _soft_error(self, code: ErrorCode, message: str, re: int | None = None) -> bool:
+        """Send a non-fatal error; False (after a fatal one) when this connection is abusive."""
+        now = time.monotonic()
+        self._errors.append(now)
+        while self._errors and now - self._errors[0] > 10.0:
+            self._errors.popleft()
+        if self.on_error is not None:
+            self.on_error(code.value)
+        if len(self._errors) > self.options.abuse_errors_per_10s:
+            await self._fatal(ErrorCode.RATE_LIMITED, "too many bad messages; fix the client and reconnect")
+            return False
+        await self._send(encode(Error(code=code.value, message=message, fatal=False, re=re)))
+        return True
+
+    async def _fatal(self, code: ErrorCode, message: str, close_code: int = CLOSE_ABUSE) -> None:
+        if self.on_error is not None:
+            self.on_error(code.value)
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            await self._send(encode(Error(code=code.value, message=message, fatal=True)))
+        await self._close(close_code)
+
+    # ---- writing -----------------------------------------------------------------------------
+    async def _write_loop(self) -> bool:
+        """Returns True when it stopped after a fatal error from the session."""
+        loop = asyncio.get_running_loop()
+        for msg in self.packer.start():
+            await self._send(encode(msg))
+        fatal = False
+        while True:
+            item = await self.port.next_output()
+            if item is None:
+                return fatal
+            if isinstance(item, OutChunk):
+                if item.frames and item.frames[0].generation != self.port.generation():
+                    self.frames_dropped += len(item.frames)
+                    continue
+                packed = await loop.run_in_executor(self.executor, _pack_encode, self.packer, item)
+                await self._send_packed(item, packed)
+            else:
+                fatal = fatal or (isinstance(item, Error) and item.fatal)
+                await self._send(encode(item))
+
+    async def _send_packed(self, chunk: OutChunk, packed: list[tuple[Any, bytes]]) -> None:
+        by_idx = {f.idx: f for f in chunk.frames}
+        for msg, data in packed:
+            frames = _frames_of(msg, by_idx)
+            if any(f.generation != self.port.generation() for f in frames):
+                self.frames_dropped += sum(1 for _ in frames)
+                return  # the rest of the chunk is of the old generation too
+            for f in frames:
+                self.port.mark_sent(f)
+            self.frames_sent += len(frames)
+            await self._send(data)
+
+    async def _send(self, data: bytes) -> None:
+        async with self._send_lock:
+            await self.ws.send(data)
+
+    async def _close(self, code: int) -> None:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            await self.ws.close(code)
+
+
+def _pack_encode(packer: MediaPacker, chunk: OutChunk) -> list[tuple[Any, bytes]]:
+    return [(msg, encode(msg)) for msg in packer.pack(chunk)]
+
+
+def _frames_of(msg: Any, by_idx: dict[int, OutFrame]) -> list[OutFrame]:
+    if isinstance(msg, Frame):
+        return [by_idx[msg.idx]]
+    if isinstance(msg, Media):
+        return [by_idx[i] for i in range(msg.idx, msg.idx + msg.n) if i in by_idx]
+    return []
+
+
+def _request_id(data: bytes | str) -> int | None:
+    """Best effort: the `id` of a request that failed validation, so its error can carry `re`."""
+    if isinstance(data, str) or len(data) > 65536:
+        return None
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=False, max_bin_len=65536, max_str_len=65536,
+                              max_array_len=4096, max_map_len=4096, max_ext_len=0)
+    except (ValueError, msgpack.UnpackException):
+        return None
+    value = obj.get("id") if isinstance(obj, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
