@@ -103,8 +103,8 @@ def any_message() -> st.SearchStrategy[Message]:
 msgpack_values: st.SearchStrategy[Any] = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats() | st.text(max_size=30)
     | st.binary(max_size=30),
-    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=10), inner, max_size=6),
-    max_leaves=20,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=8,
 )
 
 _FIELD_NAMES = sorted({name for cls in MESSAGE_TYPES.values() for name in cls.__dataclass_fields__})
@@ -116,7 +116,7 @@ def wire_maps(draw: st.DrawFn) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if draw(st.integers(0, 9)) > 0:
         out["t"] = draw(st.sampled_from(sorted(MESSAGE_TYPES)) | msgpack_values)
-    for name in draw(st.lists(st.sampled_from(_FIELD_NAMES) | st.text(max_size=6), max_size=10)):
+    for name in draw(st.lists(st.sampled_from(_FIELD_NAMES) | st.text(max_size=6), max_size=8)):
         out[name] = draw(msgpack_values)
     return out
 

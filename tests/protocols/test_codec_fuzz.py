@@ -18,7 +18,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Message
 from tests.protocols.strategies import any_message, msgpack_values, wire_maps
 
-FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 KIB_64 = 65536
 
 
