@@ -74,15 +74,21 @@ def _retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
-def error_from_response(status: int, body: bytes | bytearray | None, headers: Mapping[str, str]) -> ClientError:
+def error_from_response(
+    status: int, body: bytes | bytearray | None, headers: Mapping[str, str]
+) -> ClientError:
     """The ClientError of a failed HTTP exchange: from its error body when it has one, else
     from its status; retry_after_s from the body, else from the Retry-After header."""
     try:
         parsed = ErrorBody.from_json(json.loads(body or b""))
     except (ValueError, ProtocolError):
         text = (body or b"")[:200].decode("utf-8", "replace")
-        return ClientError(_code_for_status(status), f"HTTP {status}: {text}", status=status,
-                           retry_after_s=_retry_after(headers))
+        return ClientError(
+            _code_for_status(status),
+            f"HTTP {status}: {text}",
+            status=status,
+            retry_after_s=_retry_after(headers),
+        )
     retry = parsed.retry_after_s if parsed.retry_after_s is not None else _retry_after(headers)
     return ClientError(parsed.code, parsed.message, status=status, field=parsed.field, retry_after_s=retry)
 
@@ -121,8 +127,15 @@ def parse_body(parse: Callable[[object], T], response: httpx.Response) -> T:
     try:
         return parse(response.json())
     except ValueError:
-        raise ClientError(ErrorCode.BAD_MESSAGE, f"HTTP {response.status_code}: the body is not JSON",
-                          status=response.status_code) from None
+        raise ClientError(
+            ErrorCode.BAD_MESSAGE,
+            f"HTTP {response.status_code}: the body is not JSON",
+            status=response.status_code,
+        ) from None
     except ProtocolError as err:
-        raise ClientError(err.code, f"the server's body is invalid: {err.message}", status=response.status_code,
-                          field=err.field) from None
+        raise ClientError(
+            err.code,
+            f"the server's body is invalid: {err.message}",
+            status=response.status_code,
+            field=err.field,
+        ) from None

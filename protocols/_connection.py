@@ -39,10 +39,18 @@ class Connection:
     ) -> Connection:
         headers = {"Authorization": f"Bearer {token}"}
         try:
-            ws = await ws_connect(url, additional_headers=headers, compression=None, max_size=max_size, proxy=None,
-                                  open_timeout=timeout_s)
+            ws = await ws_connect(
+                url,
+                additional_headers=headers,
+                compression=None,
+                max_size=max_size,
+                proxy=None,
+                open_timeout=timeout_s,
+            )
         except InvalidStatus as exc:
-            raise error_from_response(exc.response.status_code, exc.response.body, exc.response.headers) from None
+            raise error_from_response(
+                exc.response.status_code, exc.response.body, exc.response.headers
+            ) from None
         except (OSError, TimeoutError) as exc:
             raise ClientError("disconnected", f"cannot connect to {url}: {exc!r}") from None
         try:
@@ -77,7 +85,9 @@ class Connection:
             await self.send(msg)
             reply = await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            raise ClientError("timeout", f"no reply to {msg.T} id={request_id} within {timeout_s} s") from None
+            raise ClientError(
+                "timeout", f"no reply to {msg.T} id={request_id} within {timeout_s} s"
+            ) from None
         finally:
             self._pending.pop(request_id, None)
         if isinstance(reply, Error):

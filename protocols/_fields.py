@@ -64,9 +64,7 @@ def specs_of(cls: type) -> tuple[FieldSpec, ...]:
     return tuple(out)
 
 
-SPECS: dict[type, tuple[FieldSpec, ...]] = {
-    cls: specs_of(cls) for cls in (*MESSAGE_TYPES.values(), Limits)
-}
+SPECS: dict[type, tuple[FieldSpec, ...]] = {cls: specs_of(cls) for cls in (*MESSAGE_TYPES.values(), Limits)}
 
 
 def invalid(field: str, message: str) -> ProtocolError:

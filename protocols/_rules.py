@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ._fields import SPECS, Kind, invalid
-from .messages import SEGMENT_STATUSES, Action, Direct, Error, Frame, Hello, Init, Limits
+from .messages import SEGMENT_STATUSES, Action, Direct, Error, Frame, Hello, Init, Limits, SegmentEnd
 
-__all__ = ["MAX_AXES", "MAX_INT", "MAX_KEYS", "MAX_KEY_CHARS", "MAX_NAME_CHARS", "check"]
+__all__ = ["MAX_AXES", "MAX_FRAME_SIDE", "MAX_INT", "MAX_KEYS", "MAX_KEY_CHARS", "MAX_NAME_CHARS", "check"]
 
 MAX_INT = 2**53 - 1  # the largest integer every client (JavaScript included) holds exactly
 MAX_KEYS = 64  # held keys in one action
@@ -67,7 +67,9 @@ def _action(msg: Action, max_prompt_chars: int) -> None:
 
 def _direct(msg: Direct, max_prompt_chars: int) -> None:
     if len(msg.prompt) > max_prompt_chars:
-        raise invalid("prompt", f"`prompt` must be at most {max_prompt_chars} characters, got {len(msg.prompt)}")
+        raise invalid(
+            "prompt", f"`prompt` must be at most {max_prompt_chars} characters, got {len(msg.prompt)}"
+        )
     if msg.seconds is not None and msg.seconds <= 0:
         raise invalid("seconds", f"`seconds` must be > 0, got {msg.seconds}")
 
@@ -88,9 +90,11 @@ def _init(msg: Init, max_prompt_chars: int) -> None:
     _short("codec", msg.codec, MAX_NAME_CHARS)
 
 
-def _segment_end(msg: Any, max_prompt_chars: int) -> None:
+def _segment_end(msg: SegmentEnd, max_prompt_chars: int) -> None:
     if msg.status not in SEGMENT_STATUSES:
-        raise invalid("status", f"`status` must be one of {', '.join(SEGMENT_STATUSES)}, got {msg.status[:32]!r}")
+        raise invalid(
+            "status", f"`status` must be one of {', '.join(SEGMENT_STATUSES)}, got {msg.status[:32]!r}"
+        )
 
 
 def _error(msg: Error, max_prompt_chars: int) -> None:

@@ -127,18 +127,27 @@ class SessionClient:
 
     # ---- WebSocket ----------------------------------------------------------------------------
 
-    async def connect(self, media: str = "raw", token: str | None = None, *, max_size: int | None = None) -> Welcome:
+    async def connect(
+        self, media: str = "raw", token: str | None = None, *, max_size: int | None = None
+    ) -> Welcome:
         """Open the session's WebSocket, say hello and return the server's welcome."""
         session = self._need_session()
         if media not in ("raw", "fmp4"):
-            raise ClientError(ErrorCode.INVALID_FIELD, f"media must be 'raw' or 'fmp4', got {media!r}", field="media")
+            raise ClientError(
+                ErrorCode.INVALID_FIELD, f"media must be 'raw' or 'fmp4', got {media!r}", field="media"
+            )
         if self._conn is not None and not self._conn.closed:
             raise ClientError(ErrorCode.CONFLICT, "already connected; disconnect() first")
         if max_size is None:
-            max_size = session.width * session.height * 3 + _FRAME_OVERHEAD if media == "raw" else _FMP4_MAX_SIZE
+            max_size = (
+                session.width * session.height * 3 + _FRAME_OVERHEAD if media == "raw" else _FMP4_MAX_SIZE
+            )
         self._conn = await Connection.open(
-            ws_url_for(self.base_url or "", session.ws_url, media), token or session.token,
-            Hello(v=PROTOCOL_VERSION, client=self.name), max_size=max_size, queue_size=self.queue_size,
+            ws_url_for(self.base_url or "", session.ws_url, media),
+            token or session.token,
+            Hello(v=PROTOCOL_VERSION, client=self.name),
+            max_size=max_size,
+            queue_size=self.queue_size,
             timeout_s=self.timeout_s,
         )
         return self._conn.welcome
@@ -184,13 +193,16 @@ class SessionClient:
     ) -> Action:
         """Send the controller's state; seq and ts strictly increase. Returns what was sent."""
         ts = max(self.now_ms(), self._last_ts + 0.001)
-        action = Action(self._next_seq, ts, tuple(keys), mouse, buttons, None if axes is None else tuple(axes))
+        action = Action(
+            self._next_seq, ts, tuple(keys), mouse, buttons, None if axes is None else tuple(axes)
+        )
         await self.send(action)
         self._next_seq, self._last_ts = self._next_seq + 1, ts
         return action
 
-    async def direct(self, prompt: str, seconds: float | None = None, seed: int | None = None,
-                     cut: bool = False) -> int:
+    async def direct(
+        self, prompt: str, seconds: float | None = None, seed: int | None = None, cut: bool = False
+    ) -> int:
         """Send a direction; returns its id (segment_start/segment_end carry it as `re`)."""
         request_id = self.next_id()
         await self.send(Direct(request_id, prompt, seconds, seed, cut))

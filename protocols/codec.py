@@ -32,7 +32,11 @@ __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_MAX_PROMPT_CHARS", "Expect", "decode", 
 DEFAULT_MAX_BYTES = 65536
 DEFAULT_MAX_PROMPT_CHARS = 2000
 Expect = Literal["client", "server", "any"]
-_EXPECTED_TYPES: dict[str, Mapping[str, type[Message]]] = {"client": CLIENT_TYPES, "server": SERVER_TYPES, "any": MESSAGE_TYPES}
+_EXPECTED_TYPES: dict[str, Mapping[str, type[Message]]] = {
+    "client": CLIENT_TYPES,
+    "server": SERVER_TYPES,
+    "any": MESSAGE_TYPES,
+}
 
 
 def _wire_value(value: Any) -> Any:
@@ -77,17 +81,26 @@ def _unpack(data: bytes | bytearray | memoryview, max_bytes: int) -> Any:
 
 @overload
 def decode(
-    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Literal["client"],
+    data: bytes | bytearray | memoryview,
+    *,
+    max_bytes: int = ...,
+    expect: Literal["client"],
     max_prompt_chars: int = ...,
 ) -> ClientMessage: ...
 @overload
 def decode(
-    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Literal["server"],
+    data: bytes | bytearray | memoryview,
+    *,
+    max_bytes: int = ...,
+    expect: Literal["server"],
     max_prompt_chars: int = ...,
 ) -> ServerMessage: ...
 @overload
 def decode(
-    data: bytes | bytearray | memoryview, *, max_bytes: int = ..., expect: Expect = ...,
+    data: bytes | bytearray | memoryview,
+    *,
+    max_bytes: int = ...,
+    expect: Expect = ...,
     max_prompt_chars: int = ...,
 ) -> Message: ...
 def decode(
@@ -132,5 +145,7 @@ def _check_version(v: Any) -> None:
         raise invalid("v", f"`v` must be an integer, got {type(v).__name__}")
     if v != PROTOCOL_VERSION:
         raise ProtocolError(
-            ErrorCode.UNSUPPORTED_VERSION, f"protocol version {v} is not supported; use v={PROTOCOL_VERSION}", "v"
+            ErrorCode.UNSUPPORTED_VERSION,
+            f"protocol version {v} is not supported; use v={PROTOCOL_VERSION}",
+            "v",
         )

@@ -58,7 +58,9 @@ def ws_close_code_for(code: ErrorCode | str) -> int:
 
 def _object(obj: object, what: str) -> dict[str, Any]:
     if type(obj) is not dict:
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the {what} must be a JSON object, got {type(obj).__name__}")
+        raise ProtocolError(
+            ErrorCode.BAD_MESSAGE, f"the {what} must be a JSON object, got {type(obj).__name__}"
+        )
     return obj
 
 
@@ -91,7 +93,9 @@ class CreateSessionRequest:
         if req.model is not None and not 0 < len(req.model) <= MAX_NAME_CHARS:
             raise invalid("model", f"`model` must be 1..{MAX_NAME_CHARS} characters")
         if req.prompt is not None and len(req.prompt) > max_prompt_chars:
-            raise invalid("prompt", f"`prompt` must be at most {max_prompt_chars} characters, got {len(req.prompt)}")
+            raise invalid(
+                "prompt", f"`prompt` must be at most {max_prompt_chars} characters, got {len(req.prompt)}"
+            )
         _in_range("seed", req.seed, 0, MAX_INT)
         _in_range("width", req.width, 1, MAX_SIDE)
         _in_range("height", req.height, 1, MAX_SIDE)
@@ -119,7 +123,8 @@ class CreateSessionResponse:
 
     @classmethod
     def from_json(cls, obj: object) -> CreateSessionResponse:
-        return build(cls, _object(obj, "create response"), specs=_SPECS[cls])  # type: ignore[no-any-return]
+        response: CreateSessionResponse = build(cls, _object(obj, "create response"), specs=_SPECS[cls])
+        return response
 
     def to_json(self) -> dict[str, Any]:
         return _json(self)
@@ -144,7 +149,8 @@ class SessionStatus:
 
     @classmethod
     def from_json(cls, obj: object) -> SessionStatus:
-        return build(cls, _object(obj, "session status"), specs=_SPECS[cls])  # type: ignore[no-any-return]
+        status: SessionStatus = build(cls, _object(obj, "session status"), specs=_SPECS[cls])
+        return status
 
     def to_json(self) -> dict[str, Any]:
         return _json(self)
@@ -167,10 +173,12 @@ class ErrorBody:
     def from_json(cls, obj: object) -> ErrorBody:
         inner = _object(obj, "error body").get("error")
         if type(inner) is not dict:
-            raise invalid("error", "an error body is {\"error\": {code, message, field?, retry_after_s?}}")
+            raise invalid("error", 'an error body is {"error": {code, message, field?, retry_after_s?}}')
         body: ErrorBody = build(cls, inner, prefix="error.", specs=_SPECS[cls])
         if body.retry_after_s is not None and body.retry_after_s < 0:
-            raise invalid("error.retry_after_s", f"`error.retry_after_s` must be >= 0, got {body.retry_after_s}")
+            raise invalid(
+                "error.retry_after_s", f"`error.retry_after_s` must be >= 0, got {body.retry_after_s}"
+            )
         return body
 
     def to_json(self) -> dict[str, Any]:
@@ -180,4 +188,6 @@ class ErrorBody:
         return http_status_for(self.code)
 
 
-_SPECS = {cls: specs_of(cls) for cls in (CreateSessionRequest, CreateSessionResponse, SessionStatus, ErrorBody)}
+_SPECS = {
+    cls: specs_of(cls) for cls in (CreateSessionRequest, CreateSessionResponse, SessionStatus, ErrorBody)
+}

@@ -69,8 +69,18 @@ def _error(err: ProtocolError, *, retry_after_s: float | None = None) -> JSONRes
 
 
 def _response(sid: str, req: CreateSessionRequest) -> CreateSessionResponse:
-    return CreateSessionResponse(sid, TOKEN, req.mode, "fake", 2, 1, 30, {"keys": ["w"], "mouse": True},
-                                 f"/v1/sessions/{sid}/ws", f"/v1/sessions/{sid}/webrtc")
+    return CreateSessionResponse(
+        sid,
+        TOKEN,
+        req.mode,
+        "fake",
+        2,
+        1,
+        30,
+        {"keys": ["w"], "mouse": True},
+        f"/v1/sessions/{sid}/ws",
+        f"/v1/sessions/{sid}/webrtc",
+    )
 
 
 def fake_app(state: FakeState) -> Starlette:
@@ -98,8 +108,18 @@ def fake_app(state: FakeState) -> Starlette:
         if request.method == "DELETE":
             state.deleted.append(sid)
             return Response(status_code=204)
-        return JSONResponse(SessionStatus(sid, "world", "active", state.frames_sent, pts_for(state.frames_sent, 30), 0,
-                                          1764420000.5, 1764420001.5).to_json())
+        return JSONResponse(
+            SessionStatus(
+                sid,
+                "world",
+                "active",
+                state.frames_sent,
+                pts_for(state.frames_sent, 30),
+                0,
+                1764420000.5,
+                1764420001.5,
+            ).to_json()
+        )
 
     async def ws_endpoint(ws: WebSocket) -> None:
         await ws.accept()
@@ -118,17 +138,21 @@ def fake_app(state: FakeState) -> Starlette:
         except WebSocketDisconnect:
             return
 
-    return Starlette(routes=[
-        Route("/v1/sessions", create, methods=["POST"]),
-        Route("/v1/sessions/{sid}", one, methods=["GET", "DELETE"]),
-        WebSocketRoute("/v1/sessions/{sid}/ws", ws_endpoint),
-    ])
+    return Starlette(
+        routes=[
+            Route("/v1/sessions", create, methods=["POST"]),
+            Route("/v1/sessions/{sid}", one, methods=["GET", "DELETE"]),
+            WebSocketRoute("/v1/sessions/{sid}/ws", ws_endpoint),
+        ]
+    )
 
 
 async def _send_frame(ws: WebSocket, state: FakeState, segment: int, action_seq: int) -> None:
     n = state.frames_sent
     state.frames_sent += 1
-    await ws.send_bytes(encode(Frame(pts_for(n, 30), n, 2, 1, "rgb24", PIXELS, segment, action_seq, disc=n == 0)))
+    await ws.send_bytes(
+        encode(Frame(pts_for(n, 30), n, 2, 1, "rgb24", PIXELS, segment, action_seq, disc=n == 0))
+    )
 
 
 async def _answer(ws: WebSocket, data: bytes, state: FakeState) -> None:
@@ -164,8 +188,13 @@ async def serving(state: FakeState) -> AsyncIterator[str]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(fake_app(state), log_level="warning", lifespan="off", ws="websockets-sansio",
-                            ws_per_message_deflate=False)
+    config = uvicorn.Config(
+        fake_app(state),
+        log_level="warning",
+        lifespan="off",
+        ws="websockets-sansio",
+        ws_per_message_deflate=False,
+    )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -44,8 +44,9 @@ GOLDEN: dict[str, Message] = {
     "hello": Hello(v=1),
     "hello_with_client": Hello(v=1, client="web/0.1"),
     "action_keys_only": Action(seq=0, ts=1000.5, keys=()),
-    "action_full": Action(seq=42, ts=16250.25, keys=("w", "shiftleft"), mouse=(3.5, -1.25), buttons=5,
-                          axes=(0.5, -0.75)),
+    "action_full": Action(
+        seq=42, ts=16250.25, keys=("w", "shiftleft"), mouse=(3.5, -1.25), buttons=5, axes=(0.5, -0.75)
+    ),
     "direct_prompt_only": Direct(id=1, prompt="a lighthouse at dusk"),
     "direct_full": Direct(id=2, prompt="cut to the harbour, rain", seconds=4.5, seed=1234, cut=True),
     "interrupt": Interrupt(id=3),
@@ -56,15 +57,27 @@ GOLDEN: dict[str, Message] = {
     "ping": Ping(id=7, ts=12.5),
     "welcome": Welcome(
         v=1,
-        session={"session_id": "s-1", "mode": "world", "model": "tiny", "width": 2, "height": 1, "fps": 30,
-                 "action_space": {"keys": ["w", "a", "s", "d"], "mouse": True, "buttons": 0, "axes": 0},
-                 "ws_url": "/v1/sessions/s-1/ws", "webrtc_url": "/v1/sessions/s-1/webrtc"},
-        limits=Limits(max_message_bytes=65536, max_actions_per_s=240, max_prompt_chars=2000, window_frames=30),
+        session={
+            "session_id": "s-1",
+            "mode": "world",
+            "model": "tiny",
+            "width": 2,
+            "height": 1,
+            "fps": 30,
+            "action_space": {"keys": ["w", "a", "s", "d"], "mouse": True, "buttons": 0, "axes": 0},
+            "ws_url": "/v1/sessions/s-1/ws",
+            "webrtc_url": "/v1/sessions/s-1/webrtc",
+        },
+        limits=Limits(
+            max_message_bytes=65536, max_actions_per_s=240, max_prompt_chars=2000, window_frames=30
+        ),
     ),
-    "frame": Frame(pts=3000, idx=1, w=2, h=1, fmt="rgb24", data=bytes([255, 0, 0, 0, 128, 255]), segment=0,
-                   action_seq=41),
-    "frame_disc_no_action": Frame(pts=0, idx=0, w=1, h=1, fmt="rgb24", data=b"\x10\x20\x30", segment=2,
-                                  action_seq=-1, disc=True),
+    "frame": Frame(
+        pts=3000, idx=1, w=2, h=1, fmt="rgb24", data=bytes([255, 0, 0, 0, 128, 255]), segment=0, action_seq=41
+    ),
+    "frame_disc_no_action": Frame(
+        pts=0, idx=0, w=1, h=1, fmt="rgb24", data=b"\x10\x20\x30", segment=2, action_seq=-1, disc=True
+    ),
     "init": Init(codec="avc1.42C01E", data=b"\x00\x00\x00\x18ftypisom"),
     "media": Media(pts=9000, dur=3000, idx=3, n=1, segment=0, action_seq=7, data=b"\x00\x00\x00\x08moof"),
     "media_disc": Media(pts=12000, dur=9000, idx=4, n=3, segment=1, action_seq=-1, data=b"mdat", disc=True),
@@ -75,7 +88,9 @@ GOLDEN: dict[str, Message] = {
     "ack_interrupt": Ack(re=3, pts=99000),
     "pong": Pong(re=7, ts=12.5),
     "error": Error(code="invalid_field", message="`seq` must be an integer, got str", fatal=False, re=9),
-    "error_fatal": Error(code="unsupported_version", message="protocol version 2 is not supported", fatal=True),
+    "error_fatal": Error(
+        code="unsupported_version", message="protocol version 2 is not supported", fatal=True
+    ),
     "stats": Stats(fps=29.5, queue=2, gen_ms=21.25, rtf=0.75),
     "stats_empty": Stats(),
     "frames": FramesInfo(idx=30, n=6, pts=90000, segment=1, action_seq=12),
@@ -107,10 +122,12 @@ def wire_view(msg: Message) -> dict[str, Any]:
 def _write() -> None:
     from protocols.codec import encode
 
-    cases = [{"name": name, "message": wire_view(msg), "hex": encode(msg).hex()} for name, msg in GOLDEN.items()]
+    cases = [
+        {"name": name, "message": wire_view(msg), "hex": encode(msg).hex()} for name, msg in GOLDEN.items()
+    ]
     doc = {
         "about": "Session protocol v1 golden encodings (PROTOCOL.md). Each case: the wire map as JSON "
-        "(key order = wire order, bytes as {\"$bin\": hex}) and its exact msgpack bytes. Rules: one map, "
+        '(key order = wire order, bytes as {"$bin": hex}) and its exact msgpack bytes. Rules: one map, '
         "`t` first, fields in the listed order, optional fields left out when null (or false for cut/disc), "
         "smallest integer encodings, floats as float64, bytes as bin, strings as str.",
         "cases": cases,

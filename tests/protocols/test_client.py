@@ -17,11 +17,11 @@ from tests.protocols.fake_server import FakeState, serving
 Scenario = Callable[[SessionClient, str, FakeState], Awaitable[None]]
 
 
-def run(scenario: Scenario, state: FakeState | None = None, **client_options: object) -> FakeState:
+def run(scenario: Scenario, state: FakeState | None = None, *, auto_received: bool = False) -> FakeState:
     state = state or FakeState()
 
     async def main() -> None:
-        async with serving(state) as base_url, SessionClient(**client_options) as client:  # type: ignore[arg-type]
+        async with serving(state) as base_url, SessionClient(auto_received=auto_received) as client:
             await scenario(client, base_url, state)
 
     asyncio.run(main())
@@ -41,7 +41,12 @@ def test_create_posts_the_body_and_returns_the_session() -> None:
     async def scenario(client: SessionClient, url: str, state: FakeState) -> None:
         session = await client.create(url, "director", prompt="a harbour", seed=3, fps=30)
         assert (session.session_id, session.mode, session.width, session.height, session.fps) == (
-            "s-1", "director", 2, 1, 30)
+            "s-1",
+            "director",
+            2,
+            1,
+            30,
+        )
         assert state.created == [CreateSessionRequest("director", prompt="a harbour", seed=3, fps=30)]
 
     run(scenario)
@@ -106,7 +111,10 @@ def test_actions_carry_increasing_seq_and_ts_and_frames_say_which_action_they_sa
         assert sent[0].ts < sent[1].ts < sent[2].ts
         assert state.actions == sent
         assert [(f.idx, f.pts, f.action_seq, f.disc) for f in frames if isinstance(f, Frame)] == [
-            (0, 0, 0, True), (1, 3000, 1, False), (2, 6000, 2, False)]
+            (0, 0, 0, True),
+            (1, 3000, 1, False),
+            (2, 6000, 2, False),
+        ]
 
     run(scenario)
 
@@ -166,8 +174,12 @@ def test_a_direction_streams_its_segment_with_metadata() -> None:
         direct_id = await client.direct("a lighthouse", seconds=0.1)
         start, *frames, end = await take(client, 5)
         assert start == SegmentStart(segment=1, pts=0, re=direct_id)
-        assert [(f.idx, f.pts, f.segment, f.action_seq, f.w, f.h, len(f.data)) for f in frames  # type: ignore[union-attr]
-                ] == [(0, 0, 1, -1, 2, 1, 6), (1, 3000, 1, -1, 2, 1, 6), (2, 6000, 1, -1, 2, 1, 6)]
+        assert [type(f) for f in frames] == [Frame, Frame, Frame]
+        assert [
+            (f.idx, f.pts, f.segment, f.action_seq, f.w, f.h, len(f.data))
+            for f in frames
+            if isinstance(f, Frame)
+        ] == [(0, 0, 1, -1, 2, 1, 6), (1, 3000, 1, -1, 2, 1, 6), (2, 6000, 1, -1, 2, 1, 6)]
         assert end == SegmentEnd(segment=1, pts=9000, frames=3, status="done", re=direct_id)
 
     run(scenario)
@@ -229,7 +241,10 @@ def test_sending_without_a_connection_says_to_connect_first() -> None:
         await client.create(url, "world")
         with pytest.raises(ClientError) as info:
             await client.send_action(["w"])
-        assert (info.value.code, info.value.message) == ("disconnected", "not connected: call connect() first")
+        assert (info.value.code, info.value.message) == (
+            "disconnected",
+            "not connected: call connect() first",
+        )
 
     run(scenario)
 
@@ -264,5 +279,8 @@ def test_an_http_failure_without_an_error_body_is_coded_from_its_status() -> Non
 
 
 def test_close_codes_4000_plus_status_name_the_error() -> None:
-    assert (error_from_close(4401, "").code, error_from_close(4404, "gone").code) == ("unauthorized", "not_found")
+    assert (error_from_close(4401, "").code, error_from_close(4404, "gone").code) == (
+        "unauthorized",
+        "not_found",
+    )
     assert error_from_close(1006, "").code == "disconnected"

@@ -12,8 +12,17 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Direct, Hello
 
 ACTION = {"t": "action", "seq": 1, "ts": 10.5, "keys": ["w"]}
-FRAME = {"t": "frame", "pts": 0, "idx": 0, "w": 2, "h": 1, "fmt": "rgb24", "data": b"\x00" * 6, "segment": 0,
-         "action_seq": -1}
+FRAME = {
+    "t": "frame",
+    "pts": 0,
+    "idx": 0,
+    "w": 2,
+    "h": 1,
+    "fmt": "rgb24",
+    "data": b"\x00" * 6,
+    "segment": 0,
+    "action_seq": -1,
+}
 
 
 def provoke(data: Any, **kwargs: Any) -> ProtocolError:
@@ -57,7 +66,9 @@ def test_bytes_that_are_not_one_msgpack_value_are_a_bad_message(data: bytes) -> 
     assert provoke(data).code is ErrorCode.BAD_MESSAGE
 
 
-@pytest.mark.parametrize("value", [[1, 2], "hello", 7, None, b"\x81"], ids=["array", "str", "int", "nil", "bin"])
+@pytest.mark.parametrize(
+    "value", [[1, 2], "hello", 7, None, b"\x81"], ids=["array", "str", "int", "nil", "bin"]
+)
 def test_a_msgpack_value_that_is_not_a_map_is_a_bad_message(value: Any) -> None:
     assert provoke(msgpack.packb(value)).code is ErrorCode.BAD_MESSAGE
 
@@ -69,7 +80,9 @@ def test_text_instead_of_bytes_is_a_bad_message() -> None:
 # ---- unknown_type -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("t", [None, 5, b"ping", "teleport", "Ping"], ids=["missing", "int", "bin", "unknown", "case"])
+@pytest.mark.parametrize(
+    "t", [None, 5, b"ping", "teleport", "Ping"], ids=["missing", "int", "bin", "unknown", "case"]
+)
 def test_a_missing_or_unknown_t_is_an_unknown_type(t: Any) -> None:
     body = {"id": 1, "ts": 1.5} if t is None else {"t": t, "id": 1, "ts": 1.5}
     err = provoke(msgpack.packb(body))
@@ -122,8 +135,18 @@ def test_nil_for_a_required_field_counts_as_missing() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("seq", True), ("seq", 1.0), ("seq", "1"), ("ts", False), ("ts", "now"), ("keys", "w"), ("keys", ["w", 1]),
-     ("mouse", {"dx": 1}), ("buttons", 1.5), ("axes", [0.5, None])],
+    [
+        ("seq", True),
+        ("seq", 1.0),
+        ("seq", "1"),
+        ("ts", False),
+        ("ts", "now"),
+        ("keys", "w"),
+        ("keys", ["w", 1]),
+        ("mouse", {"dx": 1}),
+        ("buttons", 1.5),
+        ("axes", [0.5, None]),
+    ],
 )
 def test_a_wrong_typed_action_field_is_invalid_and_named(field: str, value: Any) -> None:
     err = provoke(packed(ACTION, **{field: value}))
@@ -170,8 +193,20 @@ def test_a_session_map_with_a_non_string_key_is_invalid() -> None:
         ({"buttons": -1}, "buttons"),
         ({"axes": [0.0] * 17}, "axes"),
     ],
-    ids=["negative_seq", "seq_beyond_2^53", "nan_ts", "inf_ts", "mouse_of_1", "mouse_of_3", "inf_mouse",
-         "empty_key", "long_key", "65_keys", "negative_buttons", "17_axes"],
+    ids=[
+        "negative_seq",
+        "seq_beyond_2^53",
+        "nan_ts",
+        "inf_ts",
+        "mouse_of_1",
+        "mouse_of_3",
+        "inf_mouse",
+        "empty_key",
+        "long_key",
+        "65_keys",
+        "negative_buttons",
+        "17_axes",
+    ],
 )
 def test_an_out_of_range_action_value_is_invalid_and_named(changes: dict[str, Any], field: str) -> None:
     err = provoke(packed(ACTION, **changes))
@@ -197,8 +232,15 @@ def test_a_client_name_over_256_characters_is_invalid() -> None:
 
 @pytest.mark.parametrize(
     ("changes", "field"),
-    [({"fmt": "rgba"}, "fmt"), ({"data": b"\x00" * 5}, "data"), ({"w": 0}, "w"), ({"h": 16385}, "h"),
-     ({"action_seq": -2}, "action_seq"), ({"pts": -3000}, "pts"), ({"disc": 1}, "disc")],
+    [
+        ({"fmt": "rgba"}, "fmt"),
+        ({"data": b"\x00" * 5}, "data"),
+        ({"w": 0}, "w"),
+        ({"h": 16385}, "h"),
+        ({"action_seq": -2}, "action_seq"),
+        ({"pts": -3000}, "pts"),
+        ({"disc": 1}, "disc"),
+    ],
 )
 def test_an_invalid_frame_value_is_invalid_and_named(changes: dict[str, Any], field: str) -> None:
     err = provoke(packed(FRAME, **changes))
@@ -212,7 +254,16 @@ def test_a_segment_end_status_outside_done_interrupted_failed_is_invalid() -> No
 
 
 def test_a_media_message_of_zero_frames_is_invalid() -> None:
-    body = {"t": "media", "pts": 0, "dur": 3000, "idx": 0, "n": 0, "segment": 0, "action_seq": -1, "data": b""}
+    body = {
+        "t": "media",
+        "pts": 0,
+        "dur": 3000,
+        "idx": 0,
+        "n": 0,
+        "segment": 0,
+        "action_seq": -1,
+        "data": b"",
+    }
     err = provoke(packed(body))
     assert (err.code, err.field) == (ErrorCode.INVALID_FIELD, "n")
 

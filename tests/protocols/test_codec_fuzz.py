@@ -40,12 +40,19 @@ def test_random_bytes_decode_to_a_message_or_a_protocol_error(data: bytes) -> No
     decodes_cleanly(data)
 
 
-PREFIXES = [b"", b"\x81\xa1t", b"\x84\xa1t\xa6action\xa3seq\x01\xa2ts\x00\xa4keys", b"\x82\xa1t\xa5frame\xa4data\xc5\xff"]
+PREFIXES = [
+    b"",
+    b"\x81\xa1t",
+    b"\x84\xa1t\xa6action\xa3seq\x01\xa2ts\x00\xa4keys",
+    b"\x82\xa1t\xa5frame\xa4data\xc5\xff",
+]
 
 
 @settings(max_examples=40, deadline=None)
 @given(st.sampled_from(PREFIXES), st.integers(0, 2**64), st.integers(KIB_64 - 1024, KIB_64))
-def test_random_64_kib_inputs_decode_to_a_message_or_a_protocol_error(prefix: bytes, seed: int, size: int) -> None:
+def test_random_64_kib_inputs_decode_to_a_message_or_a_protocol_error(
+    prefix: bytes, seed: int, size: int
+) -> None:
     data = prefix + random.Random(seed).randbytes(size - len(prefix))
     decodes_cleanly(data)
 

@@ -13,19 +13,45 @@ from protocols.timeline import pts_for
 
 def test_error_codes_are_exactly_the_thirteen_of_the_protocol() -> None:
     assert [code.value for code in ErrorCode] == [
-        "bad_message", "unknown_type", "invalid_field", "too_large", "unsupported_version", "unauthorized",
-        "not_found", "capacity", "rate_limited", "conflict", "internal", "engine_fault", "store_unavailable",
+        "bad_message",
+        "unknown_type",
+        "invalid_field",
+        "too_large",
+        "unsupported_version",
+        "unauthorized",
+        "not_found",
+        "capacity",
+        "rate_limited",
+        "conflict",
+        "internal",
+        "engine_fault",
+        "store_unavailable",
     ]
 
 
 def test_a_protocol_error_carries_code_message_and_field() -> None:
     err = ProtocolError(ErrorCode.INVALID_FIELD, "`seq` must be an integer", "seq")
     assert (err.code, err.message, err.field, str(err)) == (
-        ErrorCode.INVALID_FIELD, "`seq` must be an integer", "seq", "invalid_field: `seq` must be an integer")
+        ErrorCode.INVALID_FIELD,
+        "`seq` must be an integer",
+        "seq",
+        "invalid_field: `seq` must be an integer",
+    )
 
 
-@pytest.mark.parametrize(("n", "fps", "pts"), [(0, 30, 0), (1, 30, 3000), (30, 30, 90000), (1, 24, 3750),
-                                               (1, 7, 12857), (2, 7, 25714), (1, 32, 2813), (3, 32, 8438)])
+@pytest.mark.parametrize(
+    ("n", "fps", "pts"),
+    [
+        (0, 30, 0),
+        (1, 30, 3000),
+        (30, 30, 90000),
+        (1, 24, 3750),
+        (1, 7, 12857),
+        (2, 7, 25714),
+        (1, 32, 2813),
+        (3, 32, 8438),
+    ],
+)
 def test_pts_of_the_nth_frame_is_n_times_90000_over_fps_rounded_half_up(n: int, fps: int, pts: int) -> None:
     assert pts_for(n, fps) == pts
 

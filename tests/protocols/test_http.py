@@ -18,12 +18,27 @@ from protocols.http import (
 )
 
 RESPONSE = CreateSessionResponse(
-    session_id="s-1", token="t" * 43, mode="world", model="tiny", width=64, height=48, fps=30,
+    session_id="s-1",
+    token="t" * 43,
+    mode="world",
+    model="tiny",
+    width=64,
+    height=48,
+    fps=30,
     action_space={"keys": ["w", "a"], "mouse": True, "buttons": 0, "axes": 0},
-    ws_url="/v1/sessions/s-1/ws", webrtc_url="/v1/sessions/s-1/webrtc",
+    ws_url="/v1/sessions/s-1/ws",
+    webrtc_url="/v1/sessions/s-1/webrtc",
 )
-STATUS = SessionStatus(session_id="s-1", mode="director", state="idle", frames_sent=90, pts=270000, segment=2,
-                       created_at=1764420000.25, last_active_at=1764420010.5)
+STATUS = SessionStatus(
+    session_id="s-1",
+    mode="director",
+    state="idle",
+    frames_sent=90,
+    pts=270000,
+    segment=2,
+    created_at=1764420000.25,
+    last_active_at=1764420010.5,
+)
 
 
 def rejected(obj: Any, **kwargs: Any) -> ProtocolError:
@@ -37,7 +52,9 @@ def test_a_create_body_with_only_a_mode_is_valid() -> None:
 
 
 def test_a_full_create_body_round_trips_through_json_text() -> None:
-    req = CreateSessionRequest(mode="world", model="demo", prompt="a forest", seed=7, width=640, height=352, fps=30)
+    req = CreateSessionRequest(
+        mode="world", model="demo", prompt="a forest", seed=7, width=640, height=352, fps=30
+    )
     assert CreateSessionRequest.from_json(json.loads(json.dumps(req.to_json()))) == req
 
 
@@ -66,8 +83,19 @@ def test_a_create_body_that_is_not_an_object_is_a_bad_message(obj: Any) -> None:
         ({"mode": "world", "height": 640.0}, "height"),
         ({"mode": "world", "fps": 241}, "fps"),
     ],
-    ids=["missing_mode", "unknown_mode", "numeric_mode", "empty_model", "numeric_prompt", "string_seed",
-         "negative_seed", "bool_seed", "zero_width", "float_height", "fps_over_240"],
+    ids=[
+        "missing_mode",
+        "unknown_mode",
+        "numeric_mode",
+        "empty_model",
+        "numeric_prompt",
+        "string_seed",
+        "negative_seed",
+        "bool_seed",
+        "zero_width",
+        "float_height",
+        "fps_over_240",
+    ],
 )
 def test_an_invalid_create_field_is_named(obj: dict[str, Any], field: str) -> None:
     err = rejected(obj)
@@ -101,21 +129,27 @@ def test_session_status_round_trips_and_accepts_integer_times() -> None:
 
 def test_error_body_has_the_protocol_shape_and_round_trips() -> None:
     body = ErrorBody(code="capacity", message="the GPU is full", retry_after_s=2.5)
-    assert body.to_json() == {"error": {"code": "capacity", "message": "the GPU is full", "retry_after_s": 2.5}}
+    assert body.to_json() == {
+        "error": {"code": "capacity", "message": "the GPU is full", "retry_after_s": 2.5}
+    }
     assert ErrorBody.from_json(body.to_json()) == body
 
 
 def test_error_body_from_a_protocol_error_keeps_code_message_and_field() -> None:
     body = ErrorBody.from_error(ProtocolError(ErrorCode.INVALID_FIELD, "`fps` must be in [1, 240]", "fps"))
-    assert body.to_json() == {"error": {"code": "invalid_field", "message": "`fps` must be in [1, 240]",
-                                        "field": "fps"}}
+    assert body.to_json() == {
+        "error": {"code": "invalid_field", "message": "`fps` must be in [1, 240]", "field": "fps"}
+    }
     assert body.status() == 400
 
 
 @pytest.mark.parametrize(
     ("obj", "field"),
-    [({"code": "x"}, "error"), ({"error": {"message": "m"}}, "error.code"),
-     ({"error": {"code": "capacity", "message": "m", "retry_after_s": -1}}, "error.retry_after_s")],
+    [
+        ({"code": "x"}, "error"),
+        ({"error": {"message": "m"}}, "error.code"),
+        ({"error": {"code": "capacity", "message": "m", "retry_after_s": -1}}, "error.retry_after_s"),
+    ],
 )
 def test_an_invalid_error_body_is_named(obj: dict[str, Any], field: str) -> None:
     with pytest.raises(ProtocolError) as info:
@@ -124,9 +158,19 @@ def test_an_invalid_error_body_is_named(obj: dict[str, Any], field: str) -> None
 
 
 EXPECTED_STATUS = {
-    "bad_message": 400, "unknown_type": 400, "invalid_field": 400, "too_large": 400, "unsupported_version": 400,
-    "unauthorized": 401, "not_found": 404, "conflict": 409, "rate_limited": 429, "internal": 500,
-    "engine_fault": 500, "capacity": 503, "store_unavailable": 503,
+    "bad_message": 400,
+    "unknown_type": 400,
+    "invalid_field": 400,
+    "too_large": 400,
+    "unsupported_version": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "conflict": 409,
+    "rate_limited": 429,
+    "internal": 500,
+    "engine_fault": 500,
+    "capacity": 503,
+    "store_unavailable": 503,
 }
 
 
