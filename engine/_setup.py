@@ -99,9 +99,8 @@ def build_parts(
     with torch.device("meta"):
         model = CausalDiT(config)
     model = model.to_empty(device=device).to(dtype)
-    if checkpoint is None:
-        model.init_random(init_seed)
-    else:
+    model.init_random(init_seed)  # defined values everywhere, also where a checkpoint has no keys
+    if checkpoint is not None:
         load_dit(model, checkpoint.dit)
     model.eval().requires_grad_(False)
     decoder = build_decoder(config, device, dtype)

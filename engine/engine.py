@@ -72,6 +72,10 @@ class Engine:
             raise SessionStateError("unknown_session", f"no session {session_id!r}; open it first")
         return state
 
+    def session(self, session_id: str) -> SessionState:
+        """The session's state (read it; mutate it only through the engine)."""
+        return self._state(session_id)
+
     def has_session(self, session_id: str) -> bool:
         return session_id in self._sessions
 

@@ -60,7 +60,11 @@ class KVHandle:
         self._require_on_device()
         if chunk > self.written:
             raise SessionStateError("kv_gap", f"chunk {chunk} needs chunks up to {chunk - 1}; {self.written} written")
-        return [self.slab_of(j) for j in context_chunks(chunk, self.sink_chunks, self.window_chunks)]
+        # a write already prepared for `chunk` may have moved an evicted context chunk to the journal
+        moved = {
+            e.chunk - self.window_chunks: e.old_slab for e in self.journal if e.chunk >= chunk and e.old_slab is not None
+        }
+        return [moved.get(j, self.slab_of(j)) for j in context_chunks(chunk, self.sink_chunks, self.window_chunks)]
 
     def device_slabs(self) -> list[int]:
         return [*self.sink, *self.ring, *(e.old_slab for e in self.journal if e.old_slab is not None)]
