@@ -4,6 +4,7 @@ of outputs, and a record of what the transport submitted and marked sent."""
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ class FakePort:
     outputs: asyncio.Queue[Any] = field(default_factory=lambda: asyncio.Queue())
     submitted: list[Any] = field(default_factory=list)
     sent: list[OutFrame] = field(default_factory=list)
+    sent_at: list[float] = field(default_factory=list)  # monotonic seconds
     gen: int = 0
     closed: bool = False
 
@@ -57,6 +59,7 @@ class FakePort:
 
     def mark_sent(self, frame: OutFrame) -> None:
         self.sent.append(frame)
+        self.sent_at.append(time.monotonic())
 
     def close(self) -> None:
         self.closed = True

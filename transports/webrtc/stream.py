@@ -191,6 +191,7 @@ class SessionStream:
             packet.pts = encoded.pts
             packet.dts = encoded.pts
             packet.time_base = TIME_BASE
+            packet.is_keyframe = encoded.keyframe
             for viewer in list(self._viewers):
                 if not viewer.track.push(packet):
                     self._force_key = True

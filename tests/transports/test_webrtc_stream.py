@@ -1,0 +1,83 @@
+"""The session stream on its own: one encode per frame for every viewer, paced by pts."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from protocols.messages import Ack, FramesInfo
+from protocols.timeline import pts_for
+from tests.transports._session import FakePort, make_chunk
+from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
+
+FPS = 16
+
+
+async def _drain(track: ViewerTrack, n: int) -> list[Any]:
+    return [await asyncio.wait_for(track.recv(), 10) for _ in range(n)]
+
+
+def test_two_viewers_get_the_same_encoded_packets() -> None:
+    async def run() -> None:
+        port = FakePort(fps=FPS)
+        with ThreadPoolExecutor(1) as executor:
+            stream = SessionStream(port, executor)
+            inbox: list[list[Any]] = [[], []]
+            tracks = [ViewerTrack(), ViewerTrack()]
+            for track, box in zip(tracks, inbox, strict=True):
+                stream.add_viewer(Viewer(track, box.append))
+            stream.start()
+            port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
+            port.outputs.put_nowait(Ack(re=1))
+            first, second = await asyncio.gather(_drain(tracks[0], 3), _drain(tracks[1], 3))
+            assert [p.pts for p in first] == [pts_for(i, FPS) for i in range(3)]
+            assert all(a is b for a, b in zip(first, second, strict=True))  # encoded once
+            assert first[0].is_keyframe and not first[1].is_keyframe
+            await asyncio.sleep(0.05)
+            assert inbox[0] == inbox[1] == [FramesInfo(idx=0, n=3, pts=0, segment=0, action_seq=-1), Ack(re=1)]
+            await stream.close()
+
+    asyncio.run(run())
+
+
+def test_frames_leave_at_their_media_time_not_in_a_burst() -> None:
+    async def run() -> None:
+        port = FakePort(fps=FPS)
+        with ThreadPoolExecutor(1) as executor:
+            stream = SessionStream(port, executor)
+            track = ViewerTrack()
+            stream.add_viewer(Viewer(track, lambda message: None))
+            stream.start()
+            port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height))
+            await _drain(track, 4)
+            gaps = [b - a for a, b in zip(port.sent_at, port.sent_at[1:], strict=False)]
+            assert len(gaps) == 3 and min(gaps) > 0.045  # 62.5 ms apart, never back to back
+            await stream.close()
+
+    asyncio.run(run())
+
+
+def test_a_new_segment_and_a_disc_start_with_key_frames() -> None:
+    async def run() -> None:
+        port = FakePort(fps=FPS)
+        with ThreadPoolExecutor(1) as executor:
+            stream = SessionStream(port, executor, late_reset_s=10.0)
+            track = ViewerTrack()
+            stream.add_viewer(Viewer(track, lambda message: None))
+            stream.start()
+            port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, segment=0))
+            port.outputs.put_nowait(make_chunk(2, 2, FPS, port.width, port.height, segment=1))
+            port.outputs.put_nowait(make_chunk(4, 2, FPS, port.width, port.height, segment=1, disc_first=True))
+            packets = await _drain(track, 6)
+            assert [p.is_keyframe for p in packets] == [True, False, True, False, True, False]
+            await stream.close()
+
+    asyncio.run(run())
+
+
+def test_a_viewer_that_does_not_read_is_bounded_and_resumes_at_a_key_frame() -> None:
+    track = ViewerTrack(max_queued=2)
+    assert track.push("a") and track.push("b")  # type: ignore[arg-type]
+    assert track.push("c") is False  # type: ignore[arg-type]
+    assert track.dropped == 2
