@@ -1,0 +1,240 @@
+"""Engine benchmark: per batch size, phase times, frames/s, first-frame latency, memory, TFLOP/s.
+
+    python -m engine.bench --model tiny|wan-1.3b --batch 1,2,4,8 --json out.json
+        [--device cuda] [--chunks 7] [--window SINK,WINDOW] [--mixed-context]
+        [--profile top_ops.txt] [--plot fps.png]
+
+Drives `engine.Engine` through its public API (open_session, begin_chunk, next_phase, step,
+mark_delivered) exactly as the scheduler does; workloads are described in
+`engine.bench_workloads`, FLOP counts in `engine.bench_flops`. Needs only torch, numpy,
+safetensors and msgpack. Progress goes to stderr, a summary table to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from engine.bench_args import add_arguments
+from engine.bench_flops import DIT_FLOP_FORMULA, decoder_chunk_flops, dit_pass_flops
+from engine.bench_report import REFERENCE, check_targets, provenance
+from engine.bench_stats import Clock, progress
+from engine.bench_workloads import Driver
+from engine.config import ModelConfig, get_config, register_config
+from engine.engine import Engine
+from engine.errors import ConfigError, EngineError
+from engine.kv import SlabGeometry
+from engine.weights import parse_dtype
+
+__all__ = ["main", "run_bench"]
+
+GIB = 2**30
+TERA = 1e12
+WARMUP_CHUNKS = 2  # untimed chunks per batch size before the global workload: a first and a steady chunk
+
+
+def _variant(config: ModelConfig, sink: int, window: int) -> str:
+    """Register `config` with another sink/window under a derived name; returns the name."""
+    if (sink, window) == (config.sink_chunks, config.window_chunks):
+        return config.name
+    name = f"{config.name}@sink{sink}-window{window}"
+    register_config(name, config.with_overrides(name=name, sink_chunks=sink, window_chunks=window))
+    return name
+
+
+def _kv_budget(config: ModelConfig, dtype: torch.dtype, sessions: int, gib: float | None) -> int:
+    if gib is not None:
+        return int(gib * GIB)
+    slab = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
+    per_session = config.context_chunks + config.max_rollback_chunks
+    return slab.slab_bytes * per_session * (sessions + 1)
+
+
+def _engine(args: argparse.Namespace, model: str, device: str) -> tuple[Engine, dict[str, object]]:
+    config = get_config(model)
+    dtype = parse_dtype(args.dtype, torch.device(device))
+    budget = _kv_budget(config, dtype, max(args.batch), args.kv_budget_gib)
+    progress(f"building {model} on {device} ({dtype}), KV pool {budget / GIB:.2f} GiB")
+    start = time.perf_counter()
+    engine = Engine.create(
+        model=model,
+        device=device,
+        dtype=args.dtype,
+        weights=args.weights,
+        kv_budget_bytes=budget,
+        attention=args.attention,
+        decoder_weights=args.vae_weights,
+    )
+    built = time.perf_counter() - start
+    engine.warmup()
+    warm = time.perf_counter() - start - built
+    progress(f"engine ready: built in {built:.1f}s, warmed up in {warm:.1f}s")
+    stats = engine.kv_stats()
+    decoder = engine.parts.decoder
+    cache_bytes = getattr(decoder, "cache_bytes", None)
+    return engine, {
+        "model": config.name,
+        "info": {**engine.info.__dict__, "action_space": engine.info.action_space.to_json()},
+        "sink_chunks": config.sink_chunks,
+        "window_chunks": config.window_chunks,
+        "tokens_per_chunk": config.tokens_per_chunk,
+        "decoder": {"kind": decoder.kind, "label": decoder.label},
+        "decoder_cache_bytes_per_session": (
+            cache_bytes(config.latent_height, config.latent_width, engine.parts.dtype)
+            if cache_bytes
+            else None
+        ),
+        "kv_pool_bytes": stats.slab_bytes * stats.slabs_total,
+        "kv_slab_bytes": stats.slab_bytes,
+        "attention_backend": engine.parts.attend.name,
+        "attention_timings": getattr(engine.parts.attend, "timings", None),
+        "build_s": built,
+        "warmup_s": warm,
+    }
+
+
+def _workloads(args: argparse.Namespace) -> list[str]:
+    names = list(args.workloads)
+    if args.mixed_context and "mixed" not in names:
+        names.append("mixed")
+    return names
+
+
+def _run_engine_workloads(
+    args: argparse.Namespace, model: str, device: str, names: list[str], results: dict[str, object]
+) -> None:
+    engine, setup = _engine(args, model, device)
+    driver = Driver(engine, Clock(engine.device))
+    results.setdefault("engines", {})[model] = setup  # type: ignore[index]
+    workloads = results.setdefault("workloads", {})
+    for name in names:
+        runs: dict[int, dict[str, object]] = {}
+        for batch in args.batch:
+            progress(f"{name}: batch {batch}")
+            if name == "global":
+                driver.warm(batch, min(args.chunks, WARMUP_CHUNKS))
+                run = driver.run_global(batch, args.chunks)
+            elif name == "rolling":
+                run = driver.run_rolling(batch, args.steady_chunks)
+            else:
+                run = driver.run_mixed(batch, args.steady_chunks)
+            summary = run.summary()
+            summary["engine"] = model
+            summary["kv_bytes_per_session"] = engine.info.kv_bytes_per_session
+            if engine.device.type == "cuda":  # the KV pool is preallocated: peak includes all of it
+                summary["peak_memory_beyond_kv_pool_bytes"] = run.peak_memory_bytes - int(
+                    setup["kv_pool_bytes"]
+                )  # type: ignore[call-overload]
+            runs[batch] = summary
+            _print_row(summary)
+        workloads[name] = runs  # type: ignore[index]
+    if args.profile and "global" in names:
+        from engine.profile_ops import profile_call
+
+        batch = args.profile_batch or args.batch[0]
+        progress(f"profiling the global workload at batch {batch} -> {args.profile}")
+
+        def profiled() -> None:
+            driver.run_global(batch, args.chunks)
+
+        results["profile"] = profile_call(profiled, engine.device, args.profile)
+        results["profile"]["batch"] = batch  # type: ignore[index]
+
+
+def _print_row(s: dict[str, object]) -> None:
+    phases = s["phases"]
+    assert isinstance(phases, dict)
+
+    def p50(name: str) -> str:
+        return f"{phases.get(name, {}).get('p50_ms', float('nan')):8.1f}"
+
+    tflops = s["dit_achieved_tflops"]
+    ttff = s["ttff_ms"]
+    print(
+        f"{s['workload']:>8} b={s['batch']:<2} fps {s['fps_aggregate']:7.2f} total "
+        f"{s['fps_per_session_mean']:6.2f}/session  denoise p50{p50('denoise')} ms  cache p50{p50('cache')} ms"
+        f"  decode p50{p50('decode')} ms  DiT {tflops if tflops is None else f'{tflops:6.1f}'} TFLOP/s"
+        f"  first frames {ttff if ttff is None else f'{ttff:.0f} ms'}",
+        flush=True,
+    )
+
+
+def run_bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    threads = torch.get_num_threads()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    try:
+        return _run_bench(args, argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
+    try:
+        device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if args.chunks < 1 or args.steady_chunks < 1:
+            raise ConfigError("bad_bench_args", "--chunks and --steady-chunks must be >= 1")
+        base = get_config(args.model)
+        names = _workloads(args)
+        # the global workload keeps every chunk in context: widen the window when it would wrap
+        global_window = max(base.window_chunks, args.chunks - base.sink_chunks)
+        sink, window = args.window or (base.sink_chunks, base.window_chunks)
+        plans: dict[str, list[str]] = {}
+        if "global" in names:
+            plans.setdefault(_variant(base, base.sink_chunks, global_window), []).append("global")
+        for name in (n for n in names if n != "global"):
+            plans.setdefault(_variant(base, sink, window), []).append(name)
+        results: dict[str, object] = {"provenance": provenance(torch.device(device), argv or sys.argv[1:])}
+        results["flops"] = {
+            "dit_pass_formula": DIT_FLOP_FORMULA,
+            "dit_pass_tflop_by_chunk": [dit_pass_flops(base, k) / TERA for k in range(args.chunks)],
+            "decoder_tflop_first_chunk": _tera(decoder_chunk_flops(base, first=True)),
+            "decoder_tflop_steady_chunk": _tera(decoder_chunk_flops(base, first=False)),
+            "decoder_formula": "counted with torch.utils.flop_counter on the meta device",
+        }
+        for model, workload_names in plans.items():
+            _run_engine_workloads(args, model, device, workload_names, results)
+            if torch.device(device).type == "cuda":  # the next engine gets this one's memory
+                gc.collect()
+                torch.cuda.empty_cache()
+        workloads = results.get("workloads", {})
+        assert isinstance(workloads, dict)
+        results["reference"] = REFERENCE
+        results["targets"] = check_targets(workloads.get("global", {}))
+    except EngineError as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")
+        progress(f"wrote {args.json_path}")
+    if args.plot:
+        from engine.bench_plot import plot_fps
+
+        try:
+            plot_fps(workloads, f"{args.model} on {results['provenance']['device_name']}", args.plot)  # type: ignore[index]
+            progress(f"wrote {args.plot}")
+        except ConfigError as exc:
+            print(f"bench: {exc}", file=sys.stderr)
+    return 0
+
+
+def _tera(flops: float | None) -> float | None:
+    return None if flops is None else flops / TERA
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_bench(args, argv if argv is not None else sys.argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
