@@ -93,3 +93,25 @@ def test_control_messages_round_trip() -> None:
         assert sorted(port.submitted, key=lambda m: m.T) == [Action(seq=1, ts=1.0, keys=("w",)), Interrupt(id=5)]
 
     asyncio.run(_connected(body))
+
+
+def test_a_picture_loss_report_makes_the_next_frame_a_key_frame() -> None:
+    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
+        peer = gateway.peer(port.session_id)
+        assert peer is not None
+        port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
+        await asyncio.wait_for(client.frames.get(), 10)
+        await asyncio.wait_for(client.frames.get(), 10)
+        receiver = client.pc.getTransceivers()[0].receiver
+        sender_ssrc = peer.pc.getTransceivers()[0].sender._ssrc
+        await receiver._send_rtcp_pli(sender_ssrc)  # what a decoder that lost packets sends
+        for _ in range(200):
+            if peer.stream.keyframe_requests:
+                break
+            await asyncio.sleep(0.01)
+        assert peer.stream.keyframe_requests == 1
+        port.outputs.put_nowait(make_chunk(3, 2, FPS, port.width, port.height))
+        after = [await asyncio.wait_for(client.frames.get(), 10) for _ in range(2)]  # idx 2 (sent before), 3
+        assert [f.key_frame for f in after] == [False, True]
+
+    asyncio.run(_connected(body))

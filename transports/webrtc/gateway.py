@@ -73,6 +73,9 @@ class WebRTCGateway:
         try:
             transceiver = pc.addTransceiver(track, direction="sendonly")
             transceiver.setCodecPreferences(h264_preferences())
+            # aiortc honours PLI/FIR only for frames it encodes itself; ours arrive encoded, so
+            # a viewer's key frame request goes to the shared encoder (throttled there).
+            transceiver.sender._send_keyframe = stream.request_keyframe  # type: ignore[method-assign]
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
             answer = await pc.createAnswer()
             with peer_scope(PeerScope(host_addresses=hosts, zero_rtp_origin=True)):

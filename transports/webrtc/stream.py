@@ -28,11 +28,12 @@ from transports.encoding import EncoderSettings, H264Encoder
 from transports.interface import OutChunk, OutFrame, SessionPort
 from transports.webrtc._clock import MediaClock
 
-__all__ = ["SessionStream", "Viewer", "ViewerTrack"]
+__all__ = ["KEYFRAME_MIN_INTERVAL_S", "SessionStream", "Viewer", "ViewerTrack"]
 
 logger = logging.getLogger(__name__)
 
 TIME_BASE = fractions.Fraction(1, 90000)
+KEYFRAME_MIN_INTERVAL_S = 0.5
 
 
 class ViewerTrack(MediaStreamTrack):
@@ -99,6 +100,8 @@ class SessionStream:
         self._last_segment: int | None = None
         self._viewer_started = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._last_requested_key = float("-inf")
+        self.keyframe_requests = 0
         self.frames_sent = 0
         self.stale_dropped = 0
         self.done = asyncio.Event()  # the pump exited (session or connection closed)
@@ -117,6 +120,15 @@ class SessionStream:
             self._viewer_started.set()
 
         asyncio.get_running_loop().create_task(started())
+
+    def request_keyframe(self) -> None:
+        """A viewer lost packets (RTCP PLI/FIR): the next frame is encoded as a key frame, at
+        most once per `KEYFRAME_MIN_INTERVAL_S` so a lossy viewer cannot force all-intra."""
+        now = asyncio.get_running_loop().time()
+        if now - self._last_requested_key >= KEYFRAME_MIN_INTERVAL_S:
+            self._last_requested_key = now
+            self._force_key = True
+            self.keyframe_requests += 1
 
     def remove_viewer(self, viewer: Viewer) -> None:
         if viewer in self._viewers:
