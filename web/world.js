@@ -20,6 +20,14 @@ const sentAt = new Map(); // action seq -> performance.now() when sent
 const framesByPts = new Map(); // pts mod 2^32 (RTP timestamp) -> frames message
 let rtc = null;
 
+// PROTOCOL.md: pts of the n-th frame = round(n * 90000 / fps), ties to even (as the server's Python).
+function ptsFor(n, fps) {
+  const x = (n * 90000) / fps;
+  const f = Math.floor(x);
+  if (x - f !== 0.5) return Math.round(x);
+  return f % 2 === 0 ? f : f + 1;
+}
+
 function remember(map, key, value, limit) {
   map.set(key, value);
   if (map.size > limit) map.delete(map.keys().next().value);
@@ -30,9 +38,9 @@ function onMessage(message) {
     case "frames": {
       world.frames.push(message);
       if (world.frames.length > 256) world.frames.shift();
-      const step = 90000 / world.session.fps;
       for (let i = 0; i < message.n; i++) {
-        remember(framesByPts, (message.pts + Math.round(i * step)) % 2 ** 32, { ...message, idx: message.idx + i }, 512);
+        const pts = ptsFor(message.idx + i, world.session.fps);
+        remember(framesByPts, pts % 2 ** 32, { ...message, idx: message.idx + i, pts }, 512);
       }
       world.actionSeq = Math.max(world.actionSeq, message.action_seq);
       $("action-seq").textContent = String(world.actionSeq);

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Action, Error, Interrupt
@@ -144,3 +146,56 @@ def test_a_malformed_message_gets_a_coded_error_and_the_peer_lives_on() -> None:
             await gateway.shutdown()
 
     asyncio.run(run())
+
+
+def test_an_offer_missing_any_one_line_is_answered_or_refused_with_a_code() -> None:
+    async def run() -> list[str]:
+        offer = await _client_offer()
+        lines = offer.splitlines()
+        outcomes = []
+        for i in range(1, len(lines)):  # keep v=0
+            mutated = "\r\n".join(lines[:i] + lines[i + 1:]) + "\r\n"
+            gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+            try:
+                await gateway.answer(FakePort(session_id=f"s{i}"), mutated, "offer")
+                outcomes.append("answered")
+            except ProtocolError as exc:
+                outcomes.append(exc.code.value)
+            finally:
+                await gateway.shutdown()
+        return outcomes
+
+    outcomes = asyncio.run(run())
+    assert set(outcomes) <= {"answered", "invalid_field"}
+    assert "invalid_field" in outcomes and "answered" in outcomes
+
+
+_OFFER: list[str] = []
+
+
+def _valid_offer() -> str:
+    if not _OFFER:
+        _OFFER.append(asyncio.run(_client_offer()))
+    return _OFFER[0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_a_corrupted_offer_never_escapes_as_anything_but_a_coded_error(data: st.DataObject) -> None:
+    offer = _valid_offer()
+    start = data.draw(st.integers(0, len(offer) - 1))
+    end = data.draw(st.integers(start, min(len(offer), start + 40)))
+    junk = data.draw(st.text(max_size=20))
+    mutated = offer[:start] + junk + offer[end:]
+
+    async def run() -> str:
+        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+        try:
+            await gateway.answer(FakePort(), mutated, "offer")
+            return "answered"
+        except ProtocolError as exc:
+            return exc.code.value
+        finally:
+            await gateway.shutdown()
+
+    assert asyncio.run(run()) in {"answered", "invalid_field"}

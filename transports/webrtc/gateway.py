@@ -27,6 +27,14 @@ __all__ = ["WebRTCGateway", "h264_preferences"]
 
 logger = logging.getLogger(__name__)
 
+# What aiortc raises on an offer it cannot negotiate; an AttributeError/TypeError/IndexError
+# from inside it means a malformed offer got past parsing (e.g. a data channel m-line
+# without its mid), not a bug of ours: refuse the offer, never answer with a 500.
+_REFUSED_OFFER = (
+    ValueError, KeyError, IndexError, TypeError, AttributeError, AssertionError, StopIteration, RuntimeError,
+    InternalError, InvalidAccessError, InvalidStateError, OperationError,
+)
+
 
 def h264_preferences() -> list[RTCRtpCodecCapability]:
     """H.264 packetization-mode 1 (constrained baseline first) and its RTX, nothing else: the
@@ -80,7 +88,8 @@ class WebRTCGateway:
             answer = await pc.createAnswer()
             with peer_scope(PeerScope(host_addresses=hosts, zero_rtp_origin=True)):
                 await pc.setLocalDescription(answer)
-        except (ValueError, KeyError, InternalError, InvalidAccessError, InvalidStateError, OperationError) as exc:
+        except _REFUSED_OFFER as exc:
+            logger.info("webrtc %s: offer refused: %r", sid, exc)
             await peer.close()
             raise ProtocolError(ErrorCode.INVALID_FIELD, f"the offer cannot be answered: {exc}", field="sdp") from None
         peer.start()

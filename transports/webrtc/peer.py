@@ -167,7 +167,12 @@ class Peer:
                     await task
         await self._gate.close()
         await self.stream.close()
-        await self.pc.close()
+        try:
+            await self.pc.close()
+        except (AttributeError, ConnectionError, RuntimeError) as exc:
+            # aiortc cannot always tear down a half-negotiated connection (e.g. an offer
+            # refused mid-way); its sockets are closed by then, so log and carry on.
+            logger.info("webrtc %s: peer connection teardown: %r", self.port.session_id, exc)
         self.port.close()
         self._on_closed(self)
         self.closed.set()

@@ -46,6 +46,7 @@ class ViewerTrack(MediaStreamTrack):
         super().__init__()
         self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue(max_queued)
         self.started = asyncio.Event()  # set on the sender's first recv(): RTP is running
+        self.on_started: list[Callable[[], None]] = []
         self.dropped = 0
 
     def push(self, packet: av.Packet) -> bool:
@@ -61,7 +62,10 @@ class ViewerTrack(MediaStreamTrack):
         return True
 
     async def recv(self) -> av.Packet:  # type: ignore[override]
-        self.started.set()
+        if not self.started.is_set():
+            self.started.set()
+            for callback in self.on_started:
+                callback()
         if self.readyState != "live":
             raise MediaStreamError
         packet = await self._queue.get()
@@ -114,12 +118,10 @@ class SessionStream:
         self._viewers.append(viewer)
         self._force_key = True  # a new viewer decodes from a key frame
         viewer.track.on("ended", lambda: self.remove_viewer(viewer))
-
-        async def started() -> None:
-            await viewer.track.started.wait()
+        if viewer.track.started.is_set():
             self._viewer_started.set()
-
-        asyncio.get_running_loop().create_task(started())
+        else:
+            viewer.track.on_started.append(self._viewer_started.set)
 
     def request_keyframe(self) -> None:
         """A viewer lost packets (RTCP PLI/FIR): the next frame is encoded as a key frame, at
