@@ -52,15 +52,17 @@ def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | N
         phase = engine.next_phase(group[0])
 
 
-def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4,
+def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
               progress: Progress | None = None, model: CostModel | None = None) -> CostModel:
-    """Profile `chunks` chunks (contexts 0..chunks-1) at each batch size, after one unrecorded
-    warm-up chunk per batch, then one offload and restore. Reports progress as it goes."""
-    if not batches or min(batches) < 1 or chunks < 1:
-        raise CostModelError("invalid_sample", f"batches must be >= 1 and chunks >= 1, got {batches}, {chunks}")
+    """At each batch size: one unrecorded warm-up chunk, then `rounds` times `chunks` chunks from an
+    empty context (contexts 0..chunks-1); each bucket keeps the median of its samples. Then one
+    offload and restore. Reports progress as it goes."""
+    if not batches or min(batches) < 1 or chunks < 1 or rounds < 1:
+        raise CostModelError("invalid_sample", f"batches, chunks and rounds must be >= 1, got {batches}, "
+                             f"{chunks}, {rounds}")
     model = model or CostModel(engine.info)
     sids = [f"calibrate-{i}" for i in range(max(batches))]
-    total = len(batches) * (chunks + 1) + 1
+    total = len(set(batches)) * (rounds * chunks + 1) + 1
     done = 0
 
     def tick(what: str) -> None:
@@ -81,11 +83,12 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
             group = sids[:batch]
             _run_chunk(engine, group, None)
             tick(f"batch {batch} warm-up")
-            for i, sid in enumerate(group):
-                engine.reset(sid, seed=i, prompt=_PROMPT)
-            for c in range(chunks):
-                _run_chunk(engine, group, model)
-                tick(f"batch {batch} chunk {c}")
+            for r in range(rounds):
+                for i, sid in enumerate(group):
+                    engine.reset(sid, seed=i, prompt=_PROMPT)
+                for c in range(chunks):
+                    _run_chunk(engine, group, model)
+                    tick(f"batch {batch} round {r} chunk {c}")
         start = time.perf_counter()
         engine.offload(sids[0])
         model.record("offload", 1, 0, time.perf_counter() - start)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+import statistics
+from dataclasses import dataclass, field
 
 from engine.api import ModelInfo, StepResult
 from sessiond.admission.errors import CostModelError
@@ -41,6 +42,7 @@ class CostKey:
 class _Entry:
     seconds: float
     samples: int
+    calibration: list[float] = field(default_factory=list)  # profile samples; their median seeds `seconds`
 
 
 class CostModel:
@@ -64,14 +66,13 @@ class CostModel:
         return all(any(k.item == item for k in self._table) for item in CHUNK_ITEMS)
 
     def record(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
-        """A calibration sample: averaged with earlier calibration samples of the same bucket."""
+        """A calibration sample: the bucket holds the median of its calibration samples (robust to a
+        noisy neighbour on a shared machine)."""
         key = self._key(item, batch, context_chunks, seconds)
-        entry = self._table.get(key)
-        if entry is None:
-            self._table[key] = _Entry(seconds, 1)
-        else:
-            entry.samples += 1
-            entry.seconds += (seconds - entry.seconds) / entry.samples
+        entry = self._table.setdefault(key, _Entry(seconds, 0))
+        entry.calibration.append(seconds)
+        entry.samples += 1
+        entry.seconds = statistics.median(entry.calibration)
 
     def observe(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
         """An online measurement: tracks the prediction error, then moves the bucket by EWMA."""

@@ -52,6 +52,7 @@ class SessionDutyState:
     intervals: deque[tuple[float, float]] = field(default_factory=deque)  # closed demand intervals
     open_since: float | None = None  # demand with no planned end (world playing)
     planned: tuple[float, float] | None = None  # demand with a planned end (director segment)
+    fed: bool = False  # the daemon has reported demand for it; until then it counts at its prior
 
 
 class DutyTracker:
@@ -85,6 +86,7 @@ class DutyTracker:
         """The session starts demanding: open-ended (world playing) or for `media_s` (a segment)."""
         self.end(session_id, now)
         state = self._state(session_id)
+        state.fed = True
         if media_s is None:
             state.open_since = now
         else:
@@ -93,6 +95,7 @@ class DutyTracker:
     def end(self, session_id: str, now: float) -> None:
         """Demand stops now (pause, detach, interrupt, segment over)."""
         state = self._state(session_id)
+        state.fed = True
         if state.open_since is not None:
             state.intervals.append((state.open_since, now))
             state.open_since = None
@@ -119,8 +122,11 @@ class DutyTracker:
         return self.priors.prior(state.mode, state.paused)
 
     def measured(self, session_id: str, now: float) -> float | None:
-        """Demand over the observed part of the window; None before any time has passed."""
+        """Demand over the observed part of the window; None before any time has passed or before
+        any demand was reported for the session."""
         state = self._state(session_id)
+        if not state.fed:
+            return None
         start = max(state.added_at, now - self.window_s)
         span = now - start
         if span <= 0:
@@ -131,8 +137,8 @@ class DutyTracker:
     def duty(self, session_id: str, now: float) -> float:
         """Measurement weighted by the observed share of the window; the prior fills the rest."""
         state = self._state(session_id)
-        observed = min(self.window_s, max(0.0, now - state.added_at))
         measured = self.measured(session_id, now)
+        observed = min(self.window_s, max(0.0, now - state.added_at))
         prior = self.priors.prior(state.mode, state.paused)
         if measured is None:
             return prior

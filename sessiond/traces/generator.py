@@ -49,6 +49,7 @@ class GameParams:
     idle_s_mean: float = 2.0  # input pauses between bursts (exponential)
     menu_pause_prob: float = 0.2  # an input pause is a menu pause: `pause` ... `resume`
     interrupt_per_min: float = 1.0  # lead-discarding interrupts (Poisson)
+    flush_per_min: float = 0.5  # catch-up flushes of frames generated but not yet sent (Poisson)
     reconnect_prob: float = 0.25  # the session detaches once and re-attaches
     start_spread_s: float = 5.0
     seed: int = 0
@@ -106,8 +107,9 @@ def _game_session(key: str, p: GameParams, rng: random.Random) -> list[TraceEven
         until = min(end, t + rng.expovariate(1.0 / p.burst_s_mean))
         burst = _burst(key, t, until, rate, rng)
         events.extend(burst)
-        for _ in range(_poisson(rng, p.interrupt_per_min * (until - t) / 60.0)):
-            events.append(TraceEvent(rng.uniform(t, until), key, "interrupt", {}))
+        for ev, per_min in (("interrupt", p.interrupt_per_min), ("flush", p.flush_per_min)):
+            for _ in range(_poisson(rng, per_min * (until - t) / 60.0)):
+                events.append(TraceEvent(rng.uniform(t, until), key, ev, {}))
         t = until
         gap = max(0.3, rng.expovariate(1.0 / p.idle_s_mean))
         if t + gap >= end:

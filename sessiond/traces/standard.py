@@ -21,7 +21,7 @@ def standard_traces() -> list[Trace]:
         DirectorParams(sessions=1, duration_s=12.0, segment_s=2.0, think_s_mean=2.0, first_direct_s=1.0,
                        interrupt_prob=0.5, start_spread_s=0.5, seed=7),
         GameParams(sessions=1, duration_s=12.0, burst_s_mean=3.0, idle_s_mean=1.0, menu_pause_prob=0.5,
-                   interrupt_per_min=10.0, reconnect_prob=1.0, start_spread_s=0.5, seed=8),
+                   interrupt_per_min=10.0, flush_per_min=10.0, reconnect_prob=1.0, start_spread_s=0.5, seed=12),
         name="smoke-2"))
     return out
 

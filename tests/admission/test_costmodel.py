@@ -72,7 +72,8 @@ def test_context_buckets_are_powers_of_two() -> None:
 def test_calibration_measures_every_phase_at_each_batch_and_reports_progress() -> None:
     engine = FakeEngine()
     seen: list[tuple[int, int, str]] = []
-    cost = calibrate(engine, batches=(1, 2, 4), chunks=3, progress=lambda d, t, w: seen.append((d, t, w)))
+    cost = calibrate(engine, batches=(1, 2, 4), chunks=3, rounds=1,
+                     progress=lambda d, t, w: seen.append((d, t, w)))
     assert cost.calibrated()
     for batch in (1, 2, 4):
         for context in (0, 1, 2):
@@ -91,6 +92,13 @@ def test_calibration_refuses_clearly_when_the_pool_cannot_hold_the_profile() -> 
     assert info.value.code == "uncalibrated"
     assert "lower the largest calibration batch (4)" in str(info.value)
     assert engine.closed == ["calibrate-0", "calibrate-1"]
+
+
+def test_a_bucket_keeps_the_median_of_its_calibration_samples() -> None:
+    cost = CostModel(model_info())
+    for seconds in (0.010, 0.011, 0.500):  # one sample hit by a noisy neighbour
+        cost.record("cache", 1, 0, seconds)
+    assert cost.predict("cache") == 0.011
 
 
 def test_a_chunk_costs_its_denoise_steps_plus_cache_plus_decode() -> None:

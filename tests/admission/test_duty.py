@@ -17,6 +17,13 @@ def test_a_new_session_has_the_prior_of_its_mode() -> None:
     assert tracker.duty("d", 0.0) == 0.3
 
 
+def test_a_session_never_reported_on_keeps_its_prior() -> None:
+    tracker = DutyTracker(DutyPriors(director=0.3), window_s=60)
+    tracker.add("d", "director", 0.0)
+    assert tracker.measured("d", 600.0) is None
+    assert tracker.duty("d", 600.0) == 0.3
+
+
 def test_the_measurement_replaces_the_prior_as_the_window_fills() -> None:
     tracker = DutyTracker(DutyPriors(director=0.3), window_s=60)
     tracker.add("d", "director", 0.0)

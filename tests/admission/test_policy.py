@@ -71,8 +71,16 @@ def test_measured_duty_below_the_prior_admits_more() -> None:
     policy = _duty(known_cost(0.5))
     for i in range(6):
         _ask(policy, f"d{i}", now=0.0)
+        policy.tracker.end(f"d{i}", 0.0)  # the daemon reports: not generating
     # a minute of watching: none of them directed anything, measured duty 0
     assert _ask(policy, "late", now=60.0).admitted
+
+
+def test_sessions_the_daemon_never_reports_on_keep_counting_at_their_prior() -> None:
+    policy = _duty(known_cost(0.5))
+    for i in range(6):
+        _ask(policy, f"d{i}", now=0.0)
+    assert not _ask(policy, "late", now=600.0).admitted
 
 
 def test_a_world_session_costs_its_full_rate() -> None:
