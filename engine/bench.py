@@ -84,7 +84,12 @@ def _engine(args: argparse.Namespace, model: str, device: str) -> tuple[Engine, 
         "sink_chunks": config.sink_chunks,
         "window_chunks": config.window_chunks,
         "tokens_per_chunk": config.tokens_per_chunk,
-        "decoder": {"kind": decoder.kind, "label": decoder.label},
+        "decoder": {
+            "kind": decoder.kind,
+            "label": decoder.label,
+            "layout": getattr(decoder, "layout", None),
+            "layout_timings_s": getattr(decoder, "layout_timings", None),
+        },
         "decoder_cache_bytes_per_session": (
             cache_bytes(config.latent_height, config.latent_width, engine.parts.dtype)
             if cache_bytes

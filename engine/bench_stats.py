@@ -127,6 +127,9 @@ class BatchRun:
             "dit_tflop": dit_tflop,
             "dit_achieved_tflops": None if dit_tflop is None or not dit_seconds else dit_tflop / dit_seconds,
             "seconds_outside_steps": self.wall_s - sum(p.total_seconds for p in self.phases.values()),
+            "wall_share": {
+                name: samples.total_seconds / self.wall_s for name, samples in sorted(self.phases.items())
+            },
             "engine_reported_seconds": self.engine_seconds,
             "peak_memory_bytes": self.peak_memory_bytes,
             "peak_memory_kind": self.peak_memory_kind,

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, layout_of
 
 __all__ = ["AttentionBlock", "ResidualBlock", "SpatialUpsample", "TemporalSpatialUpsample"]
 
@@ -69,7 +69,7 @@ class AttentionBlock(nn.Module):
         out = F.linear(attended, self.proj.weight.flatten(1), self.proj.bias)
         # (B*T, h*w, C) -> (B, C, T, h, w)
         out = out.reshape(batch, frames, height, width, channels).permute(0, 4, 1, 2, 3)
-        return out + x
+        return (x + out).contiguous(memory_format=layout_of(x))
 
 
 def _upsample_2x(x: torch.Tensor) -> torch.Tensor:
@@ -79,7 +79,8 @@ def _upsample_2x(x: torch.Tensor) -> torch.Tensor:
 
 def _conv2d_per_frame(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
     """Apply a 3x3 Conv2d to every frame of (B, C, T, h, w) as a (1, 3, 3) Conv3d."""
-    return F.conv3d(x, conv.weight.unsqueeze(2), conv.bias, padding=(0, 1, 1))
+    weight = conv.weight.unsqueeze(2).contiguous(memory_format=layout_of(x))
+    return F.conv3d(x, weight, conv.bias, padding=(0, 1, 1))
 
 
 class SpatialUpsample(nn.Module):
@@ -105,6 +106,7 @@ class TemporalSpatialUpsample(nn.Module):
         self.time_conv = CausalConv3d(channels, channels * 2, (3, 1, 1))
 
     def forward(self, x: torch.Tensor, cursor: HistoryCursor | None, first: bool) -> torch.Tensor:
+        layout = layout_of(x) if cursor is None else cursor.memory_format
         lead = x[:, :, :1] if first else x[:, :, :0]
         rest = x[:, :, 1:] if first else x
         if rest.shape[2] == 0:
@@ -118,5 +120,5 @@ class TemporalSpatialUpsample(nn.Module):
             # (B, 2, C, T, h, w) -> (B, C, T, 2, h, w) -> (B, C, 2T, h, w): frame t yields 2t, 2t+1
             y = y.reshape(batch, 2, channels, frames, height, width).permute(0, 2, 3, 1, 4, 5)
             doubled = y.reshape(batch, channels, 2 * frames, height, width)
-        x = torch.cat([lead, doubled], dim=2) if first else doubled
+        x = (torch.cat([lead, doubled], dim=2) if first else doubled).contiguous(memory_format=layout)
         return _conv2d_per_frame(cast(nn.Conv2d, self.resample[1]), _upsample_2x(x))

@@ -17,10 +17,17 @@ from torch import nn
 
 from engine.errors import EngineError
 
-__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm"]
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "layout_of"]
 
 # frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
 HISTORY_FRAMES = 2
+
+
+def layout_of(x: torch.Tensor) -> torch.memory_format:
+    """channels_last_3d when a 5-D activation is laid out channels-last, else the default layout."""
+    if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last_3d):
+        return torch.channels_last_3d
+    return torch.contiguous_format
 
 
 class RMSNorm(nn.Module):
@@ -70,7 +77,12 @@ class HistoryCursor:
     ``kt - 1`` frames of each slot's padded input, copied out per session.
     """
 
-    def __init__(self, sessions: Sequence[tuple[torch.Tensor, ...] | None]) -> None:
+    def __init__(
+        self,
+        sessions: Sequence[tuple[torch.Tensor, ...] | None],
+        memory_format: torch.memory_format = torch.contiguous_format,
+    ) -> None:
+        self.memory_format = memory_format  # layout of every conv input this cursor builds
         self._sessions = list(sessions)
         self._slot = 0
         self._new: list[list[torch.Tensor]] = [[] for _ in self._sessions]
@@ -78,7 +90,8 @@ class HistoryCursor:
     def extend(self, x: torch.Tensor, context: int) -> torch.Tensor:
         """x: (B, C, T, h, w) -> (B, C, context + T, h, w): history then x; records the new history."""
         batch, channels, frames, height, width = x.shape
-        padded = x.new_empty((batch, channels, context + frames, height, width))
+        shape = (batch, channels, context + frames, height, width)
+        padded = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=self.memory_format)
         for b, history in enumerate(self._sessions):
             if history is None:
                 padded[b, :, :context].zero_()

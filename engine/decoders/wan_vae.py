@@ -20,82 +20,11 @@ from torch import nn
 from engine.config import ModelConfig
 from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
 from engine.decoders._wan_decoder3d import Decoder3d
-from engine.errors import ConfigError, EngineError
+from engine.decoders._wan_layout import LAYOUTS, memory_format, time_layouts
+from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
+from engine.errors import EngineError
 
-__all__ = ["WanVAECache", "WanVAEConfig", "WanVAEDecoder", "build_decoder", "vae_config_for"]
-
-# per-channel latent statistics of Wan2.1_VAE (manifest `vae.latent_mean` / `vae.latent_std`)
-WAN21_LATENT_MEAN = (
-    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
-    0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
-)  # fmt: skip
-WAN21_LATENT_STD = (
-    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
-    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class WanVAEConfig:
-    """Shapes of a Wan-style VAE decoder; `wan21()` is the official Wan2.1 VAE."""
-
-    base_channels: int
-    z_channels: int
-    channel_multipliers: tuple[int, ...]
-    res_blocks: int
-    temporal_upsample: tuple[bool, ...]  # per upsampling stage, deepest first
-    latent_mean: tuple[float, ...]
-    latent_std: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        problems = []
-        stages = len(self.channel_multipliers)
-        if stages < 2:
-            problems.append("channel_multipliers needs at least 2 entries")
-        if len(self.temporal_upsample) != stages - 1:
-            problems.append(f"temporal_upsample needs {stages - 1} entries (one per upsampling stage)")
-        if len(self.latent_mean) != self.z_channels or len(self.latent_std) != self.z_channels:
-            problems.append(f"latent_mean and latent_std need {self.z_channels} entries (z_channels)")
-        if any(s <= 0 for s in self.latent_std):
-            problems.append("latent_std entries must be > 0")
-        if self.base_channels < 1 or self.base_channels * min(self.channel_multipliers, default=1) % 2:
-            problems.append("base_channels * each multiplier must be even (upsampling halves channels)")
-        if problems:
-            raise ConfigError("bad_vae_config", "Wan VAE config: " + "; ".join(problems))
-
-    @property
-    def temporal_stride(self) -> int:
-        return 2 ** sum(self.temporal_upsample)
-
-    @property
-    def spatial_stride(self) -> int:
-        return 2 ** (len(self.channel_multipliers) - 1)
-
-    @classmethod
-    def wan21(cls) -> WanVAEConfig:
-        """Wan2.1_VAE: dim 96, z 16, multipliers (1, 2, 4, 4), 2 res blocks, temporal (T, T, F)."""
-        return cls(
-            base_channels=96,
-            z_channels=16,
-            channel_multipliers=(1, 2, 4, 4),
-            res_blocks=2,
-            temporal_upsample=(True, True, False),
-            latent_mean=WAN21_LATENT_MEAN,
-            latent_std=WAN21_LATENT_STD,
-        )
-
-    @classmethod
-    def tiny(cls, z_channels: int = 4) -> WanVAEConfig:
-        """Same topology with few channels, for fast CPU tests."""
-        return cls(
-            base_channels=4,
-            z_channels=z_channels,
-            channel_multipliers=(1, 2, 4, 4),
-            res_blocks=2,
-            temporal_upsample=(True, True, False),
-            latent_mean=tuple(0.1 * i for i in range(z_channels)),
-            latent_std=tuple(1.0 + 0.25 * i for i in range(z_channels)),
-        )
+__all__ = ["LAYOUTS", "WanVAECache", "WanVAEConfig", "WanVAEDecoder", "build_decoder", "vae_config_for"]
 
 
 @dataclass(frozen=True)
@@ -143,6 +72,24 @@ class WanVAEDecoder(nn.Module):
         shape = (1, config.z_channels, 1, 1, 1)
         self.register_buffer("latent_mean", torch.tensor(config.latent_mean).view(shape), persistent=False)
         self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
+        self.layout = "ncdhw"  # activation layout, see set_layout
+        self.layout_timings: dict[str, float] = {}
+
+    def set_layout(self, layout: str) -> None:
+        """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last"."""
+        if layout not in LAYOUTS:
+            raise EngineError("bad_vae_layout", f"Wan VAE layout {layout!r} is not one of {list(LAYOUTS)}")
+        fmt = memory_format(layout)
+        with torch.no_grad():
+            for param in self.parameters():
+                if param.dim() == 5:
+                    param.data = param.data.contiguous(memory_format=fmt)
+        self.layout = layout
+
+    def choose_layout(self, latent_frames: int, latent_height: int, latent_width: int) -> dict[str, float]:
+        """Time each layout on a first + steady decode of one session and keep the fastest."""
+        self.layout_timings = time_layouts(self, latent_frames, latent_height, latent_width)
+        return self.layout_timings
 
     # the StreamingDecoder protocol ----------------------------------------------------------
     def new_cache(self) -> WanVAECache:
@@ -209,7 +156,10 @@ class WanVAEDecoder(nn.Module):
         """Like `decode`, but returns the unclamped decoder output (B, 3, F, H, W) in the module dtype."""
         self._check(latents, caches)
         first = self.is_first(caches[0])
-        cursor = HistoryCursor([c.histories if c is not None and c.histories else None for c in caches])
+        cursor = HistoryCursor(
+            [c.histories if c is not None and c.histories else None for c in caches],
+            memory_format(self.layout),
+        )
         with torch.no_grad():
             rgb = self._trunk(latents, cursor, first)
         for cache in caches:
@@ -225,6 +175,7 @@ class WanVAEDecoder(nn.Module):
         """(B, z, T, h, w) normalised latents -> (B, 3, F, H, W) float in the module dtype."""
         weight = self.conv2.weight
         z = (latents.float() * self.latent_std.float() + self.latent_mean.float()).to(weight.dtype)
+        z = z.contiguous(memory_format=memory_format(self.layout))
         return self.decoder(self.conv2(z), cursor, first)
 
     @staticmethod
@@ -257,26 +208,6 @@ class WanVAEDecoder(nn.Module):
             )
 
 
-def vae_config_for(config: ModelConfig) -> WanVAEConfig:
-    """The Wan VAE of a model config: `extra["wan_vae"]` when given, else the Wan2.1 VAE."""
-    override = config.extra.get("wan_vae")
-    if isinstance(override, WanVAEConfig):
-        vae = override
-    elif override is None:
-        vae = WanVAEConfig.wan21()
-    else:
-        raise ConfigError("bad_vae_config", f"model {config.name!r}: extra['wan_vae'] must be a WanVAEConfig")
-    strides = (vae.temporal_stride, vae.spatial_stride, vae.spatial_stride)
-    if vae.z_channels != config.out_dim or strides != tuple(config.vae_stride):
-        raise ConfigError(
-            "bad_vae_config",
-            f"model {config.name!r} has out_dim {config.out_dim} and vae_stride {tuple(config.vae_stride)}, "
-            f"but its Wan VAE takes {vae.z_channels} channels with strides {strides}: set extra['wan_vae'] "
-            "to a matching WanVAEConfig or use decoder_kind 'tiny'",
-        )
-    return vae
-
-
 def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> WanVAEDecoder:
     """A random-init Wan VAE decoder for `config` on `device` in `dtype` (load weights after)."""
     with torch.device("meta"):
@@ -288,4 +219,9 @@ def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype)
     shape = (1, vae.z_channels, 1, 1, 1)  # statistics stay float32 whatever the weights' dtype
     decoder.latent_mean = torch.tensor(vae.latent_mean, device=device).view(shape)
     decoder.latent_std = torch.tensor(vae.latent_std, device=device).view(shape)
+    layout = config.extra.get("wan_vae_layout", "auto" if device.type == "cuda" else "ncdhw")
+    if layout == "auto":
+        decoder.choose_layout(config.latent_frames_per_chunk, config.latent_height, config.latent_width)
+    else:
+        decoder.set_layout(str(layout))
     return decoder

@@ -72,6 +72,7 @@ def test_the_global_workload_counts_frames_and_first_frames(results: dict) -> No
     assert run["phases"]["denoise"]["batch_sizes"] == [2]
     assert 0 < run["ttff_ms"] < run["wall_s"] * 1e3
     assert run["fps_aggregate"] == pytest.approx(26 / run["wall_s"])
+    assert 0.5 < sum(run["wall_share"].values()) <= 1.0
 
 
 def test_the_mixed_workload_batches_sessions_at_different_context_lengths(results: dict) -> None:

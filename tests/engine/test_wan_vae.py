@@ -211,3 +211,36 @@ def test_a_model_whose_latents_do_not_fit_the_wan_vae_is_a_config_error() -> Non
 
 def test_the_wan_13b_model_gets_the_wan21_vae() -> None:
     assert vae_config_for(get_config("wan-1.3b")) == WanVAEConfig.wan21()
+
+
+def test_channels_last_activations_decode_the_same_stream_as_ncdhw() -> None:
+    reference, channels_last = _tiny_decoder(), _tiny_decoder()
+    channels_last.set_layout("channels_last")
+    latents = _latents(batch=2, frames=5)
+    expected = _stream(reference, latents, [3, 2])
+    assert _max_rel_err(_stream(channels_last, latents, [3, 2]), expected) <= 1e-5
+    assert channels_last.conv2.weight.is_contiguous(memory_format=torch.channels_last_3d)
+
+
+def test_a_cache_made_in_one_layout_continues_in_the_other() -> None:
+    reference, channels_last = _tiny_decoder(), _tiny_decoder()
+    channels_last.set_layout("channels_last")
+    latents = _latents(batch=1, frames=4)
+    _, caches = reference.decode_rgb(latents[:, :, :2], [None])
+    mixed, _ = channels_last.decode_rgb(latents[:, :, 2:], list(caches))
+    _, same_caches = reference.decode_rgb(latents[:, :, :2], [None])
+    expected, _ = reference.decode_rgb(latents[:, :, 2:], list(same_caches))
+    assert _max_rel_err(mixed, expected) <= 1e-5
+
+
+def test_choose_layout_times_both_layouts_and_keeps_the_faster() -> None:
+    decoder = _tiny_decoder()
+    timings = decoder.choose_layout(latent_frames=2, latent_height=LATENT_H, latent_width=LATENT_W)
+    assert set(timings) == {"ncdhw", "channels_last"} and min(timings.values()) > 0
+    assert decoder.layout == min(timings, key=lambda name: timings[name])
+
+
+def test_an_unknown_layout_is_rejected() -> None:
+    with pytest.raises(EngineError) as err:
+        _tiny_decoder().set_layout("nhwc")
+    assert err.value.code == "bad_vae_layout"
