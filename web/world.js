@@ -116,6 +116,7 @@ async function main() {
       onMessage,
     });
     $("status").textContent = "connected";
+    world.pc = rtc.pc;
     rtc.pc.addEventListener("connectionstatechange", () => { $("status").textContent = rtc.pc.connectionState; });
   } catch (err) {
     $("status").textContent = String(err.message || err);

@@ -54,3 +54,18 @@ def test_keypresses_arrive_as_actions_and_change_action_seq(page: Page, daemon_u
     page.wait_for_function(f"world.actionSeq > {held_seq}", timeout=30_000)
     page.keyboard.up("KeyD")
     assert page.evaluate("world.errors") == []
+
+
+def test_media_flows_only_between_loopback_addresses(page: Page, daemon_url: str) -> None:
+    _open_world(page, daemon_url)
+    pairs = page.evaluate("""async () => {
+      const report = await world.pc.getStats();
+      const out = [];
+      report.forEach((s) => {
+        if (s.type === "candidate-pair" && s.state === "succeeded") {
+          out.push([report.get(s.localCandidateId).address, report.get(s.remoteCandidateId).address]);
+        }
+      });
+      return out;
+    }""")
+    assert pairs and {address for pair in pairs for address in pair} == {"127.0.0.1"}

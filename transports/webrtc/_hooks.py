@@ -3,7 +3,10 @@
 1. Host candidates restricted to given addresses (our documented local-only mode). aioice
    gathers host candidates from every interface EXCEPT loopback, so on a loopback-only network
    it gathers nothing, and on a real one a local test would leak onto the LAN. Inside the
-   scope, `aioice.ice.get_host_addresses` returns exactly the configured addresses.
+   scope, `aioice.ice.get_host_addresses` returns exactly the configured addresses, and
+   datagrams from any other source address are dropped before ICE sees them (a browser pairs
+   its other interface addresses with our 127.0.0.1 candidate and would otherwise win
+   nomination with them; the gateway also strips such candidates from the offer).
 2. RTP timestamps equal to the session pts. aiortc adds a random origin to every RTP
    timestamp; inside the scope the origin is 0, so the 90 kHz pts we stamp on each encoded
    frame is the RTP timestamp on the wire (PROTOCOL.md: "the video track's RTP timestamps are
@@ -25,6 +28,7 @@ import contextvars
 import ipaddress
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import aioice.ice
 import aiortc.rtcrtpsender
@@ -81,10 +85,27 @@ def _wrap_random32(original: Callable[[], int]) -> Callable[[], int]:
     return random32
 
 
+def _wrap_datagram_received(original: Callable[..., None]) -> Callable[..., None]:
+    def datagram_received(self: Any, data: bytes | str, addr: tuple[Any, ...]) -> None:
+        scope = _SCOPE.get()
+        if scope is not None and scope.host_addresses is not None and addr[0] not in scope.host_addresses:
+            return  # local-only mode: nothing from another address reaches ICE
+        original(self, data, addr)
+
+    setattr(datagram_received, _MARK, True)
+    return datagram_received
+
+
 def install() -> None:
-    """Wrap aioice's host enumeration and aiortc's RTP sender origin (once per process)."""
+    """Wrap aioice's host enumeration and inbound datagrams, and aiortc's RTP sender origin
+    (once per process). aioice's sockets are created while gathering, inside the scope, and
+    asyncio runs their read callbacks in a copy of that context, so the filter follows them."""
     if not getattr(aioice.ice.get_host_addresses, _MARK, False):
         aioice.ice.get_host_addresses = _wrap_host_addresses(aioice.ice.get_host_addresses)  # type: ignore[assignment]
+    if not getattr(aioice.ice.StunProtocol.datagram_received, _MARK, False):
+        aioice.ice.StunProtocol.datagram_received = _wrap_datagram_received(  # type: ignore[method-assign]
+            aioice.ice.StunProtocol.datagram_received
+        )
     if not getattr(aiortc.rtcrtpsender.random32, _MARK, False):
         aiortc.rtcrtpsender.random32 = _wrap_random32(aiortc.rtcrtpsender.random32)  # type: ignore[attr-defined]
 
