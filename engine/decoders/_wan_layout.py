@@ -1,13 +1,16 @@
-"""Choosing the Wan VAE decoder's activation layout (NCDHW or channels-last) by measurement.
+"""Choosing how the Wan VAE decoder runs its convolutions, by measurement.
 
-Which layout the convolution library runs fastest depends on the GPU, the library version and
-the shapes, so it is timed, not assumed: one first-chunk and one steady-chunk decode of a
-single session per layout, after an untimed run of each.
+Activation layout (NCDHW or channels-last) and, on CUDA, whether cuDNN benchmarks its conv
+algorithms: which is fastest depends on the GPU, the library version and the shapes, so it is
+timed, not assumed: a first-chunk and a steady-chunk decode of one session per candidate, after
+an untimed run of each (allocations, algorithm search).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import torch
@@ -15,13 +18,25 @@ import torch
 if TYPE_CHECKING:
     from engine.decoders.wan_vae import WanVAEDecoder
 
-__all__ = ["LAYOUTS", "memory_format", "time_layouts"]
+__all__ = ["BENCHMARK_SUFFIX", "LAYOUTS", "cudnn_benchmark", "memory_format", "time_layouts"]
 
 LAYOUTS = ("ncdhw", "channels_last")
+BENCHMARK_SUFFIX = "+cudnn_benchmark"
 
 
 def memory_format(layout: str) -> torch.memory_format:
     return torch.channels_last_3d if layout == "channels_last" else torch.contiguous_format
+
+
+@contextmanager
+def cudnn_benchmark(enabled: bool) -> Iterator[None]:
+    """cuDNN algorithm benchmarking on or off for the duration of one decode, then as before."""
+    previous = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = enabled
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = previous
 
 
 def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
@@ -38,14 +53,17 @@ def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
 
 
 def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, float]:
-    """Seconds per layout for a first + steady decode at this latent size; leaves the decoder in
-    the fastest layout."""
+    """Seconds per candidate for a first + steady decode at this latent size; leaves the decoder
+    on the fastest. Candidates: each layout, and on CUDA each layout with cuDNN benchmarking."""
     device = decoder.conv2.weight.device
     latents = torch.zeros(1, decoder.config.z_channels, latent_frames, height, width, device=device)
+    benchmark_options = (False, True) if device.type == "cuda" else (False,)
     timings: dict[str, float] = {}
     for layout in LAYOUTS:
-        decoder.set_layout(layout)
-        _decode_pair(decoder, latents)  # untimed: allocations, kernel selection
-        timings[layout] = _decode_pair(decoder, latents)
-    decoder.set_layout(min(timings, key=lambda name: timings[name]))
+        for benchmark in benchmark_options:
+            decoder.set_layout(layout, cudnn_benchmark=benchmark)
+            _decode_pair(decoder, latents)
+            timings[layout + (BENCHMARK_SUFFIX if benchmark else "")] = _decode_pair(decoder, latents)
+    best = min(timings, key=lambda name: timings[name])
+    decoder.set_layout(best.removesuffix(BENCHMARK_SUFFIX), cudnn_benchmark=best.endswith(BENCHMARK_SUFFIX))
     return timings

@@ -20,7 +20,7 @@ from torch import nn
 from engine.config import ModelConfig
 from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
 from engine.decoders._wan_decoder3d import Decoder3d
-from engine.decoders._wan_layout import LAYOUTS, memory_format, time_layouts
+from engine.decoders._wan_layout import LAYOUTS, cudnn_benchmark, memory_format, time_layouts
 from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
 from engine.errors import EngineError
 
@@ -73,10 +73,12 @@ class WanVAEDecoder(nn.Module):
         self.register_buffer("latent_mean", torch.tensor(config.latent_mean).view(shape), persistent=False)
         self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
         self.layout = "ncdhw"  # activation layout, see set_layout
+        self.cudnn_benchmark = False
         self.layout_timings: dict[str, float] = {}
 
-    def set_layout(self, layout: str) -> None:
-        """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last"."""
+    def set_layout(self, layout: str, cudnn_benchmark: bool = False) -> None:
+        """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last";
+        `cudnn_benchmark` lets cuDNN time its conv algorithms during this decoder's calls."""
         if layout not in LAYOUTS:
             raise EngineError("bad_vae_layout", f"Wan VAE layout {layout!r} is not one of {list(LAYOUTS)}")
         fmt = memory_format(layout)
@@ -85,6 +87,7 @@ class WanVAEDecoder(nn.Module):
                 if param.dim() == 5:
                     param.data = param.data.contiguous(memory_format=fmt)
         self.layout = layout
+        self.cudnn_benchmark = cudnn_benchmark
 
     def choose_layout(self, latent_frames: int, latent_height: int, latent_width: int) -> dict[str, float]:
         """Time each layout on a first + steady decode of one session and keep the fastest."""
@@ -160,7 +163,7 @@ class WanVAEDecoder(nn.Module):
             [c.histories if c is not None and c.histories else None for c in caches],
             memory_format(self.layout),
         )
-        with torch.no_grad():
+        with torch.no_grad(), cudnn_benchmark(self.cudnn_benchmark):
             rgb = self._trunk(latents, cursor, first)
         for cache in caches:
             if cache is not None and cache.histories and len(cache.histories) != cursor.slots_used:

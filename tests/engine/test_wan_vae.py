@@ -244,3 +244,12 @@ def test_an_unknown_layout_is_rejected() -> None:
     with pytest.raises(EngineError) as err:
         _tiny_decoder().set_layout("nhwc")
     assert err.value.code == "bad_vae_layout"
+
+
+def test_cudnn_benchmarking_applies_only_during_a_decode_call() -> None:
+    decoder = _tiny_decoder()
+    decoder.set_layout("ncdhw", cudnn_benchmark=True)
+    before = torch.backends.cudnn.benchmark
+    frames, _ = decoder.decode(_latents(batch=1, frames=1), [None])
+    assert torch.backends.cudnn.benchmark == before
+    assert tuple(frames.shape) == (1, 1, 32, 48, 3)
