@@ -121,25 +121,19 @@ def _run_engine_workloads(
     workloads = results.setdefault("workloads", {})
     for name in names:
         runs: dict[int, dict[str, object]] = {}
+        workloads[name] = runs  # type: ignore[index]
         for batch in args.batch:
             progress(f"{name}: batch {batch}")
-            if name == "global":
-                driver.warm(batch, min(args.chunks, WARMUP_CHUNKS))
-                run = driver.run_global(batch, args.chunks)
-            elif name == "rolling":
-                run = driver.run_rolling(batch, args.steady_chunks)
+            try:
+                runs[batch] = _run_one(args, driver, name, batch, setup)
+            except EngineError as exc:  # e.g. out of memory at a large batch: keep what was measured
+                progress(f"{name} batch {batch} failed: {exc}")
+                runs[batch] = {"workload": name, "batch": batch, "error": str(exc)}
+                if engine.device.type == "cuda":
+                    torch.cuda.empty_cache()
             else:
-                run = driver.run_mixed(batch, args.steady_chunks)
-            summary = run.summary()
-            summary["engine"] = model
-            summary["kv_bytes_per_session"] = engine.info.kv_bytes_per_session
-            if engine.device.type == "cuda":  # the KV pool is preallocated: peak includes all of it
-                summary["peak_memory_beyond_kv_pool_bytes"] = run.peak_memory_bytes - int(
-                    setup["kv_pool_bytes"]
-                )  # type: ignore[call-overload]
-            runs[batch] = summary
-            _print_row(summary)
-        workloads[name] = runs  # type: ignore[index]
+                _print_row(runs[batch])
+            _write(args, results)
     if args.profile and "global" in names:
         from engine.profile_ops import profile_call
 
@@ -149,8 +143,35 @@ def _run_engine_workloads(
         def profiled() -> None:
             driver.run_global(batch, args.chunks)
 
-        results["profile"] = profile_call(profiled, engine.device, args.profile)
-        results["profile"]["batch"] = batch  # type: ignore[index]
+        try:
+            results["profile"] = {"batch": batch, **profile_call(profiled, engine.device, args.profile)}
+        except EngineError as exc:
+            results["profile"] = {"batch": batch, "error": str(exc)}
+
+
+def _run_one(
+    args: argparse.Namespace, driver: Driver, name: str, batch: int, setup: dict[str, object]
+) -> dict[str, object]:
+    if name == "global":
+        driver.warm(batch, min(args.chunks, WARMUP_CHUNKS))
+        run = driver.run_global(batch, args.chunks)
+    elif name == "rolling":
+        run = driver.run_rolling(batch, args.steady_chunks)
+    else:
+        run = driver.run_mixed(batch, args.steady_chunks)
+    summary = run.summary()
+    summary["engine"] = setup["model"]
+    summary["kv_bytes_per_session"] = driver.engine.info.kv_bytes_per_session
+    if driver.engine.device.type == "cuda":  # the KV pool is preallocated: peak includes all of it
+        summary["peak_memory_beyond_kv_pool_bytes"] = run.peak_memory_bytes - int(setup["kv_pool_bytes"])  # type: ignore[call-overload]
+    return summary
+
+
+def _write(args: argparse.Namespace, results: dict[str, object]) -> None:
+    """(Re)write the results file: after every batch, so an interrupted run keeps what it measured."""
+    if args.json_path:
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")
 
 
 def _print_row(s: dict[str, object]) -> None:
@@ -192,14 +213,17 @@ def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
         global_window = max(base.window_chunks, args.chunks - base.sink_chunks)
         sink, window = args.window or (base.sink_chunks, base.window_chunks)
         plans: dict[str, list[str]] = {}
+        global_model = _variant(base, base.sink_chunks, global_window)
         if "global" in names:
-            plans.setdefault(_variant(base, base.sink_chunks, global_window), []).append("global")
+            plans.setdefault(global_model, []).append("global")
         for name in (n for n in names if n != "global"):
             plans.setdefault(_variant(base, sink, window), []).append(name)
         results: dict[str, object] = {"provenance": provenance(torch.device(device), argv or sys.argv[1:])}
         results["flops"] = {
             "dit_pass_formula": DIT_FLOP_FORMULA,
-            "dit_pass_tflop_by_chunk": [dit_pass_flops(base, k) / TERA for k in range(args.chunks)],
+            "dit_pass_tflop_by_chunk_global": [
+                dit_pass_flops(get_config(global_model), k) / TERA for k in range(args.chunks)
+            ],
             "decoder_tflop_first_chunk": _tera(decoder_chunk_flops(base, first=True)),
             "decoder_tflop_steady_chunk": _tera(decoder_chunk_flops(base, first=False)),
             "decoder_formula": "counted with torch.utils.flop_counter on the meta device",
@@ -217,8 +241,7 @@ def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
         print(f"bench: {exc}", file=sys.stderr)
         return 2
     if args.json_path:
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(json.dumps(results, indent=2, default=str) + "\n")
+        _write(args, results)
         progress(f"wrote {args.json_path}")
     if args.plot:
         from engine.bench_plot import plot_fps

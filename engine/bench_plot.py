@@ -24,7 +24,8 @@ def plot_fps(workloads: dict[str, dict[int, dict[str, object]]], title: str, pat
             "plot_unavailable", f"--plot needs matplotlib installed ({exc}); drop --plot"
         ) from exc
     fig, ax = plt.subplots(figsize=FIGSIZE, dpi=DPI)
-    for name, runs in workloads.items():
+    for name, all_runs in workloads.items():
+        runs = {b: run for b, run in all_runs.items() if "error" not in run}
         batches = sorted(runs)
         aggregate = [float(runs[b]["fps_aggregate"]) for b in batches]  # type: ignore[arg-type]
         per_session = [float(runs[b]["fps_per_session_mean"]) for b in batches]  # type: ignore[arg-type]

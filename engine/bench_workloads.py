@@ -13,6 +13,8 @@ a device synchronize, and `mark_delivered` once frames come back.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -59,6 +61,7 @@ class Driver:
             if not self.engine.open_session(
                 sid, seed=self._opened, prompt=PROMPTS[self._opened % len(PROMPTS)]
             ):
+                self.close(ids)
                 raise BenchError("kv_full", f"the KV pool has no room for session {len(ids) + 1} of {count}")
             self._opened += 1
             ids.append(sid)
@@ -108,42 +111,40 @@ class Driver:
         return None if any(c is None for c in counts) else sum(c or 0.0 for c in counts)
 
     # workloads ------------------------------------------------------------------------------
+    @contextmanager
+    def sessions(self, count: int) -> Iterator[list[str]]:
+        """Fresh sessions for one run, closed afterwards even when the run fails."""
+        ids = self.open(count)
+        try:
+            yield ids
+        finally:
+            self.close(ids)
+
     def warm(self, batch: int, chunks: int) -> None:
         """Untimed chunks at this batch size (first and steady shapes), so allocations and
         kernel choices for the batch are not billed to the first measured chunk."""
-        ids = self.open(batch)
-        for index in range(chunks):
-            self.chunk(ids, None)
-            progress(f"warm-up b={batch} chunk {index + 1}/{chunks} (untimed)")
-        self.close(ids)
+        with self.sessions(batch) as ids:
+            for index in range(chunks):
+                self.chunk(ids, None)
+                progress(f"warm-up b={batch} chunk {index + 1}/{chunks} (untimed)")
 
     def run_global(self, batch: int, chunks: int) -> BatchRun:
         run = BatchRun("global", batch, chunks)
-        ids = self.open(batch)
         run.context_chunks = [attended_chunks(self.engine.config, chunks - 1)] * batch
-        self.clock.reset_peak()
-        start = self.clock.now()
-        totals = dict.fromkeys(ids, 0)
-        for index in range(chunks):
-            for sid, count in self.chunk(ids, run).items():
-                totals[sid] += count
-            if index == 0:
-                run.ttff_s = self.clock.now() - start
-            progress(f"global b={batch} chunk {index + 1}/{chunks} t={self.clock.now() - start:.2f}s")
-        run.wall_s = self.clock.now() - start
-        self._finish(run, ids, totals)
+        with self.sessions(batch) as ids:
+            self._measure(run, ids, chunks)
         return run
 
     def run_rolling(self, batch: int, chunks: int) -> BatchRun:
         config = self.engine.config
         fill = config.sink_chunks + config.window_chunks
         run = BatchRun("rolling", batch, chunks)
-        ids = self.open(batch)
-        for index in range(fill):
-            self.chunk(ids, None)
-            progress(f"rolling b={batch} filling context {index + 1}/{fill} (untimed)")
         run.context_chunks = [attended_chunks(config, fill)] * batch
-        self._measure(run, ids, chunks)
+        with self.sessions(batch) as ids:
+            for index in range(fill):
+                self.chunk(ids, None)
+                progress(f"rolling b={batch} filling context {index + 1}/{fill} (untimed)")
+            self._measure(run, ids, chunks)
         return run
 
     def run_mixed(self, batch: int, chunks: int) -> BatchRun:
@@ -151,29 +152,29 @@ class Driver:
         span = config.sink_chunks + config.window_chunks
         offsets = [round(i * span / (batch - 1)) for i in range(batch)] if batch > 1 else [span // 2]
         run = BatchRun("mixed", batch, chunks)
-        ids = self.open(batch)
-        for sid, offset in zip(ids, offsets, strict=True):
-            for _ in range(offset):
-                self.chunk([sid], None)
-            progress(f"mixed b={batch} {sid} advanced to chunk {offset} (untimed)")
         run.context_chunks = [attended_chunks(config, k) for k in offsets]
-        self._measure(run, ids, chunks)
+        with self.sessions(batch) as ids:
+            for sid, offset in zip(ids, offsets, strict=True):
+                for _ in range(offset):
+                    self.chunk([sid], None)
+                progress(f"mixed b={batch} {sid} advanced to chunk {offset} (untimed)")
+            self._measure(run, ids, chunks)
         return run
 
     def _measure(self, run: BatchRun, ids: list[str], chunks: int) -> None:
+        """Time `chunks` chunks of every session in lock-step; the first chunk's end is the time
+        to first frames when the sessions are fresh."""
+        fresh = run.workload == "global"
         self.clock.reset_peak()
         start = self.clock.now()
         totals = dict.fromkeys(ids, 0)
         for index in range(chunks):
             for sid, count in self.chunk(ids, run).items():
                 totals[sid] += count
-            progress(
-                f"{run.workload} b={run.batch} chunk {index + 1}/{chunks} t={self.clock.now() - start:.2f}s"
-            )
+            elapsed = self.clock.now() - start
+            if fresh and index == 0:
+                run.ttff_s = elapsed
+            progress(f"{run.workload} b={run.batch} chunk {index + 1}/{chunks} t={elapsed:.2f}s")
         run.wall_s = self.clock.now() - start
-        self._finish(run, ids, totals)
-
-    def _finish(self, run: BatchRun, ids: list[str], totals: dict[str, int]) -> None:
         run.frames_per_session = [totals[sid] for sid in ids]
         run.peak_memory_bytes, run.peak_memory_kind = self.clock.peak_memory()
-        self.close(ids)

@@ -87,7 +87,9 @@ def test_the_mixed_workload_batches_sessions_at_different_context_lengths(result
 def test_the_flop_formula_and_counts_are_recorded(results: dict) -> None:
     flops = results["flops"]
     assert "4*q*kv*d" in flops["dit_pass_formula"]
-    assert flops["dit_pass_tflop_by_chunk"] == [dit_pass_flops(get_config("tiny"), k) / 1e12 for k in (0, 1)]
+    assert flops["dit_pass_tflop_by_chunk_global"] == [
+        dit_pass_flops(get_config("tiny"), k) / 1e12 for k in (0, 1)
+    ]
     assert flops["decoder_tflop_first_chunk"] > 0 and flops["decoder_tflop_steady_chunk"] > 0
     assert results["engines"]["tiny"]["info"]["kv_bytes_per_session"] > 0
 
@@ -132,3 +134,13 @@ def test_sessiond_bench_parses_the_same_options() -> None:
     assert (args.model, args.batch, args.window, args.chunks) == ("wan-1.3b", [1, 2, 4], (1, 6), 7)
     with pytest.raises(SystemExit):
         parser.parse_args(["bench", "--batch", "0,2"])
+
+
+def test_a_batch_that_does_not_fit_is_recorded_as_an_error_and_the_rest_is_kept(tmp_path: Path) -> None:
+    one_session = 5 * 4096 / 2**30  # tiny: a session holds 3 KV slabs of 4,096 bytes
+    out = tmp_path / "r.json"
+    argv = ["--model", "tiny", "--batch", "1,2", "--chunks", "1", "--workloads", "global", "--threads", "1"]
+    assert main([*argv, "--kv-budget-gib", str(one_session), "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["workloads"]["global"]
+    assert runs["1"]["fps_aggregate"] > 0
+    assert "[kv_full]" in runs["2"]["error"]
