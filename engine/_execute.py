@@ -71,7 +71,8 @@ class PhaseRunner:
                 work.clean = clean[i]
 
     def cache(self, states: list[SessionState]) -> None:
-        """The clean pass at t=0 that writes each chunk's K/V (context read before the write)."""
+        """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and
+        finishes the chunk."""
         works = self._works(states)
         clean = torch.stack([w.clean for w in works])  # type: ignore[misc]
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
@@ -80,9 +81,9 @@ class PhaseRunner:
         self.forward(clean, [0.0] * len(works), works, contexts, slabs, writes)
         for state, work in zip(states, works, strict=True):
             state.handle.mark_written(self.pool, work.index)
-            work.cached = True
             assert work.clean is not None
             state.records[work.index] = ChunkRecord(work.index, work.clean, work.actions, work.prompt)
+            state.work = None  # the chunk is finished
 
     def decode(self, states: list[SessionState]) -> list[ChunkFrames]:
         works = self._works(states)
@@ -94,7 +95,7 @@ class PhaseRunner:
             state.cache_before[work.index] = state.decoder_cache
             state.decoder_cache = caches[i]
             state.decoded = work.index + 1
-            state.work = None
+            work.decoded = True
             chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
         return chunks
 

@@ -21,7 +21,7 @@ from engine.sampling import Schedule
 from engine.text import EmbeddingCache, HashTextEncoder, T5TextEncoder, TextEncoder
 from engine.weights import Checkpoint, load_checkpoint, load_dit, parse_dtype
 
-__all__ = ["EngineParts", "build_parts", "parse_device"]
+__all__ = ["COMPILE_CHOICES", "EngineParts", "build_parts", "parse_device"]
 
 
 @dataclass
@@ -66,6 +66,15 @@ def _text_encoder(
     return encoder.to(device).eval()
 
 
+COMPILE_CHOICES = ("auto", "on", "off")
+
+
+def _compile_wanted(mode: str, device: torch.device) -> bool:
+    if mode not in COMPILE_CHOICES:
+        raise ConfigError("bad_compile", f"compile {mode!r} is not one of {list(COMPILE_CHOICES)}")
+    return mode == "on" or (mode == "auto" and device.type == "cuda")
+
+
 def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None) -> int:
     if budget is None:
         if device.type == "cuda":
@@ -90,6 +99,7 @@ def build_parts(
     decoder_weights: str | Path | None,
     text_encoder_path: str | None,
     init_seed: int,
+    compile_mode: str = "auto",
 ) -> EngineParts:
     config = get_config(model_name)
     device = parse_device(device_name)
@@ -103,6 +113,8 @@ def build_parts(
     if checkpoint is not None:
         load_dit(model, checkpoint.dit)
     model.eval().requires_grad_(False)
+    if _compile_wanted(compile_mode, device):
+        model.compile_blocks()
     decoder = build_decoder(config, device, dtype)
     if checkpoint is not None and checkpoint.decoder:
         decoder.load_weights(checkpoint.decoder)

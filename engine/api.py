@@ -3,8 +3,9 @@
 The scheduler never touches tensors. It opens sessions, tells the engine what conditioning
 the next chunk of each session should use, and then drives one *phase* at a time for a batch
 of sessions through :meth:`Engine.step`. A chunk goes through ``denoise_steps`` DENOISE
-phases, one CACHE phase (the clean pass at t=0 that writes the chunk's K/V) and one DECODE
-phase (latents -> uint8 RGB frames). The scheduler may stop any session between phases.
+phases, one DECODE phase (latents -> uint8 RGB frames, as early as possible) and one CACHE
+phase (the clean pass at t=0 that writes the chunk's K/V and finishes the chunk); always ask
+``next_phase``. The scheduler may stop any session between phases.
 """
 
 from __future__ import annotations

@@ -57,11 +57,13 @@ class Engine:
         decoder_weights: str | Path | None = None,
         text_encoder_path: str | None = None,
         init_seed: int = 0,
+        compile: str = "auto",
     ) -> Engine:
+        """compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off"."""
         return cls(
             build_parts(
                 model, device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
-                init_seed,
+                init_seed, compile,
             )
         )
 
@@ -216,8 +218,12 @@ class Engine:
 
     def rollback(self, session_id: str) -> int:
         state = self._state(session_id)
+        work = state.work
+        kv_target = state.handle.rollback(self.pool)
+        if work is not None and work.decoded and work.index <= state.delivered:
+            return state.next_chunk  # the viewer saw this chunk: only its cache pass is left to run
         state.work = None
-        target = min(state.handle.rollback(self.pool), state.decoded)
+        target = min(kv_target, state.decoded)
         if target < state.decoded:
             state.decoder_cache = state.cache_before[target]
         state.decoded = target
@@ -263,10 +269,12 @@ class Engine:
 
     # snapshots ---------------------------------------------------------------------------------
     def snapshot(self, session_id: str) -> bytes:
-        """Finished chunks' latents + conditioning (the context and rollback margin) as safetensors."""
+        """Finished (cached) chunks' latents + conditioning (context and rollback margin) as safetensors."""
         state = self._state(session_id)
-        records = [state.records[i] for i in sorted(state.records) if i < state.decoded]
-        return encode_snapshot(Snapshot(self.config.name, state.seed, state.decoded, state.delivered, records))
+        written = state.handle.written
+        records = [state.records[i] for i in sorted(state.records) if i < written]
+        delivered = min(state.delivered, written - 1)
+        return encode_snapshot(Snapshot(self.config.name, state.seed, written, delivered, records))
 
     def open_from_snapshot(self, session_id: str, data: bytes, *, seed: int, prompt: str) -> bool:
         snap = decode_snapshot(data)

@@ -35,13 +35,14 @@ class ChunkWork:
     steps: int
     step: int = 0  # denoise steps done
     clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
-    cached: bool = False  # the cache pass wrote this chunk's K/V
+    decoded: bool = False  # frames are out (decode runs before the cache pass: first frames sooner)
 
     @property
     def phase(self) -> Phase:
+        """DENOISE x steps, then DECODE, then CACHE (which finishes the chunk)."""
         if self.step < self.steps:
             return Phase.DENOISE
-        return Phase.DECODE if self.cached else Phase.CACHE
+        return Phase.CACHE if self.decoded else Phase.DECODE
 
 
 @dataclass

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from engine.attention import AttentionBackend
-from engine.model.layers import AffineLayerNorm, RMSNorm, gate, layer_norm, modulate
-from engine.rope import apply_rope
+from engine.model._fused import BlockKernels
+from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
 __all__ = ["AttnContext", "Block", "Head"]
 
@@ -35,53 +35,17 @@ class AttnContext:
     mask: torch.Tensor | None = None
 
 
-class SelfAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, eps: float) -> None:
+class _Projections(nn.Module):
+    """q, k, v, o linears with RMS norms on q and k (Wan's self_attn / cross_attn names)."""
+
+    def __init__(self, dim: int, eps: float) -> None:
         super().__init__()
-        self.num_heads = num_heads
         self.q = nn.Linear(dim, dim)
         self.k = nn.Linear(dim, dim)
         self.v = nn.Linear(dim, dim)
         self.o = nn.Linear(dim, dim)
         self.norm_q = RMSNorm(dim, eps)
         self.norm_k = RMSNorm(dim, eps)
-
-    def forward(
-        self, x: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend
-    ) -> torch.Tensor:
-        b, length, _ = x.shape
-        heads = (self.num_heads, -1)
-        q = apply_rope(self.norm_q(self.q(x)).view(b, length, *heads), ctx.cos, ctx.sin)
-        k = apply_rope(self.norm_k(self.k(x)).view(b, length, *heads), ctx.cos, ctx.sin)
-        v = self.v(x).view(b, length, *heads)
-        k_new, v_new = k, v
-        if ctx.gather is not None:  # read the context before writing: the write may reuse its slab
-            k_ctx, v_ctx = ctx.gather(layer)
-            k = torch.cat([k_ctx, k], dim=1)
-            v = torch.cat([v_ctx, v], dim=1)
-        if ctx.write is not None:
-            ctx.write(layer, k_new, v_new)
-        out = attend(q, k, v, ctx.mask)  # (B, Lq, heads, d)
-        return self.o(out.flatten(2))  # type: ignore[no-any-return]
-
-
-class CrossAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, eps: float) -> None:
-        super().__init__()
-        self.num_heads = num_heads
-        self.q = nn.Linear(dim, dim)
-        self.k = nn.Linear(dim, dim)
-        self.v = nn.Linear(dim, dim)
-        self.o = nn.Linear(dim, dim)
-        self.norm_q = RMSNorm(dim, eps)
-        self.norm_k = RMSNorm(dim, eps)
-
-    def forward(self, x: torch.Tensor, context: torch.Tensor, attend: AttentionBackend) -> torch.Tensor:
-        b, length, _ = x.shape
-        q = self.norm_q(self.q(x)).view(b, length, self.num_heads, -1)
-        k = self.norm_k(self.k(context)).view(b, context.shape[1], self.num_heads, -1)
-        v = self.v(context).view(b, context.shape[1], self.num_heads, -1)
-        return self.o(attend(q, k, v, None).flatten(2))  # type: ignore[no-any-return]
 
 
 class Block(nn.Module):
@@ -90,11 +54,20 @@ class Block(nn.Module):
     def __init__(self, dim: int, ffn_dim: int, num_heads: int, eps: float) -> None:
         super().__init__()
         self.eps = eps
-        self.self_attn = SelfAttention(dim, num_heads, eps)
+        self.num_heads = num_heads
+        self.self_attn = _Projections(dim, eps)
         self.norm3 = AffineLayerNorm(dim, eps)
-        self.cross_attn = CrossAttention(dim, num_heads, eps)
+        self.cross_attn = _Projections(dim, eps)
         self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(ffn_dim, dim))
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
+
+    def cross_kv(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-attention K, V of prompt embeddings (B, text_len, dim) -> (B, text_len, heads, d)."""
+        b, length, _ = context.shape
+        ca = self.cross_attn
+        k = ca.norm_k(ca.k(context)).view(b, length, self.num_heads, -1)
+        v = ca.v(context).view(b, length, self.num_heads, -1)
+        return k, v
 
     def forward(
         self,
@@ -104,15 +77,28 @@ class Block(nn.Module):
         layer: int,
         ctx: AttnContext,
         attend: AttentionBackend,
+        kernels: BlockKernels,
     ) -> torch.Tensor:
-        frames = e.shape[1]
-        dtype = context.dtype
-        mod = (self.modulation.float().unsqueeze(1) + e).unbind(dim=2)  # 6 x (B, frames, dim)
-        h = modulate(layer_norm(x, self.eps), mod[0], mod[1], frames).to(dtype)
-        x = x + gate(self.self_attn(h, layer, ctx, attend), mod[2], frames)
-        x = x + self.cross_attn(self.norm3(x).to(dtype), context, attend).float()
-        h = modulate(layer_norm(x, self.eps), mod[3], mod[4], frames).to(dtype)
-        return x + gate(self.ffn(h), mod[5], frames)
+        sa, ca, ffn = self.self_attn, self.cross_attn, self.ffn
+        mod = self.modulation.float().unsqueeze(1) + e  # (B, frames, 6, dim)
+        q, k, v = kernels.pre(
+            x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
+            sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
+        )
+        k_all, v_all = k, v
+        if ctx.gather is not None:  # read the context before writing: the write may reuse its slab
+            k_ctx, v_ctx = ctx.gather(layer)
+            k_all = torch.cat([k_ctx, k], dim=1)
+            v_all = torch.cat([v_ctx, v], dim=1)
+        if ctx.write is not None:
+            ctx.write(layer, k, v)
+        out = attend(q, k_all, v_all, ctx.mask)  # (B, Lq, heads, d)
+        ck, cv = self.cross_kv(context)
+        return kernels.post(
+            x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,
+            ca.q.weight, ca.q.bias, ca.norm_q.weight, ck, cv, ca.o.weight, ca.o.bias,
+            ffn[0].weight, ffn[0].bias, ffn[2].weight, ffn[2].bias, self.num_heads, self.eps,
+        )
 
 
 class Head(nn.Module):

@@ -14,6 +14,7 @@ from torch import nn
 
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
+from engine.model._fused import BlockKernels
 from engine.model.blocks import AttnContext, Block, Head
 from engine.model.layers import sinusoidal_embedding
 from engine.model.masks import block_causal_mask
@@ -41,6 +42,11 @@ class CausalDiT(nn.Module):
         self.action_embedding = nn.Sequential(
             nn.Linear(c.action_features, c.action_hidden_dim), nn.SiLU(), nn.Linear(c.action_hidden_dim, c.dim)
         )
+        self.kernels = BlockKernels()  # eager; `compile_blocks()` swaps in compiled versions
+
+    def compile_blocks(self) -> None:
+        """Use torch.compile'd block halves (one graph serves every block); warm up before serving."""
+        self.kernels = BlockKernels.compiled_versions()
 
     # initialisation ----------------------------------------------------------------------
     @torch.no_grad()
@@ -102,7 +108,7 @@ class CausalDiT(nn.Module):
         x = x.flatten(2).transpose(1, 2).float()  # (B, L, dim), frame-major tokens
         e, e0 = self.modulation(t, actions)
         for layer, block in enumerate(self.blocks):
-            x = block(x, e0, context, layer, ctx, attend)
+            x = block(x, e0, context, layer, ctx, attend, self.kernels)
         out = self.head(x, e, self.dtype)  # (B, L, ph*pw*C)
         c = self.config.out_dim
         out = out.view(b, frames, h // ph, w // pw, ph, pw, c)

@@ -20,7 +20,7 @@ def test_info_describes_the_tiny_model() -> None:
     assert (info.device, info.dtype) == ("cpu", "float32")
 
 
-def test_a_chunk_goes_through_four_denoise_steps_a_cache_pass_and_a_decode() -> None:
+def test_a_chunk_goes_through_four_denoise_steps_a_decode_and_a_cache_pass() -> None:
     engine = make_engine()
     assert engine.open_session("s", seed=1, prompt="a meadow")
     assert engine.next_phase("s") is None
@@ -29,7 +29,8 @@ def test_a_chunk_goes_through_four_denoise_steps_a_cache_pass_and_a_decode() -> 
     while (phase := engine.next_phase("s")) is not None:
         phases.append(phase)
         engine.step(StepPlan((StepItem("s", phase),)))
-    assert phases == [Phase.DENOISE] * 4 + [Phase.CACHE, Phase.DECODE]
+    assert phases == [Phase.DENOISE] * 4 + [Phase.DECODE, Phase.CACHE]
+    assert engine.next_phase("s") is None
 
 
 def test_first_chunk_decodes_to_fewer_frames_than_steady_chunks() -> None:
@@ -67,7 +68,7 @@ def test_asking_for_the_wrong_phase_is_an_item_error() -> None:
     engine = make_engine()
     engine.open_session("s", seed=1, prompt="p")
     engine.begin_chunk("s", [W])
-    result = engine.step(StepPlan((StepItem("s", Phase.DECODE),))).results[0]
+    result = engine.step(StepPlan((StepItem("s", Phase.CACHE),))).results[0]
     assert result.error is not None and "[wrong_phase]" in result.error
     assert engine.next_phase("s") is Phase.DENOISE
 

@@ -83,9 +83,11 @@ def test_offload_then_restore_reproduces_the_next_chunk_exactly() -> None:
     assert result.error is not None and "[offloaded]" in result.error
     assert moved.restore("s")
     assert moved.kv_stats().per_session["s"][1] == 0
+    chunks = []
     while (phase := moved.next_phase("s")) is not None:
-        chunk = moved.step(StepPlan((StepItem("s", phase),))).results[0].chunk
-    assert np.array_equal(chunk.frames, run_chunk(stayed, "s", [W]).frames)  # type: ignore[union-attr]
+        chunks.append(moved.step(StepPlan((StepItem("s", phase),))).results[0].chunk)
+    frames = next(c.frames for c in chunks if c is not None)
+    assert np.array_equal(frames, run_chunk(stayed, "s", [W]).frames)
     assert torch.equal(_latents(moved, "s")["latents.4"], _latents(stayed, "s")["latents.4"])
 
 
@@ -213,3 +215,28 @@ def test_close_returns_every_slab_including_offloaded_ones() -> None:
     engine.close_session("b")
     stats = engine.kv_stats()
     assert (stats.slabs_in_use, stats.slabs_offloaded, stats.per_session) == (0, 0, {})
+
+
+def test_rollback_keeps_a_delivered_chunk_whose_cache_pass_is_pending() -> None:
+    engine = make_engine()
+    engine.open_session("s", seed=4, prompt="p")
+    _run_and_deliver(engine, "s", 1)
+    engine.begin_chunk("s", [W])
+    while engine.next_phase("s") is not Phase.CACHE:
+        engine.step(StepPlan((StepItem("s", engine.next_phase("s")),)))  # type: ignore[arg-type]
+    engine.mark_delivered("s", 1)
+    assert engine.rollback("s") == 2
+    assert engine.next_phase("s") is Phase.CACHE
+
+
+def test_rollback_drops_a_decoded_but_undelivered_chunk_and_its_decoder_state() -> None:
+    engine, reference = make_engine(), make_engine()
+    for e in (engine, reference):
+        e.open_session("s", seed=4, prompt="p")
+        _run_and_deliver(e, "s", 1)
+    engine.begin_chunk("s", [A])
+    while engine.next_phase("s") is not Phase.CACHE:
+        engine.step(StepPlan((StepItem("s", engine.next_phase("s")),)))  # type: ignore[arg-type]
+    assert engine.rollback("s") == 1
+    assert engine.next_phase("s") is None
+    assert np.array_equal(run_chunk(engine, "s", [W]).frames, run_chunk(reference, "s", [W]).frames)
