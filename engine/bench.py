@@ -205,6 +205,10 @@ def run_bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
 def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
     try:
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if torch.device(device).type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(
+                "bad_device", "--device cuda asked for, but CUDA is not available here; use --device cpu"
+            )
         if args.chunks < 1 or args.steady_chunks < 1:
             raise ConfigError("bad_bench_args", "--chunks and --steady-chunks must be >= 1")
         base = get_config(args.model)

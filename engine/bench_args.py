@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["WORKLOADS", "add_arguments", "parse_batches", "parse_window"]
+__all__ = ["WORKLOADS", "add_arguments", "parse_batches", "parse_device", "parse_window", "parse_workloads"]
 
 WORKLOADS = ("global", "rolling", "mixed")
 
@@ -19,6 +19,13 @@ def parse_batches(text: str) -> list[int]:
     if not batches or min(batches) < 1:
         raise argparse.ArgumentTypeError(f"--batch wants positive integers like 1,2,4; got {text!r}")
     return batches
+
+
+def parse_device(text: str) -> str:
+    kind, _, index = text.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
+        raise argparse.ArgumentTypeError(f"--device wants cpu, cuda or cuda:N; got {text!r}")
+    return text
 
 
 def parse_window(text: str) -> tuple[int, int]:
@@ -46,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="tiny", help="model config name: tiny, wan-1.3b, demo")
     parser.add_argument("--batch", type=parse_batches, default=[1, 2, 4], help="batch sizes, e.g. 1,2,4,8")
     parser.add_argument("--json", dest="json_path", default=None, help="write the results JSON here")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    parser.add_argument(
+        "--device", type=parse_device, default=None, help="cpu or cuda (default: cuda when available)"
+    )
     parser.add_argument(
         "--dtype", default=None, help="bf16, fp16 or fp32 (default: bf16 on cuda, fp32 on cpu)"
     )

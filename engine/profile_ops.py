@@ -36,7 +36,7 @@ def profile_call(
         if cuda:
             torch.cuda.synchronize(device)
     averages = prof.key_averages()
-    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
     table = averages.table(sort_by=sort_by, row_limit=TOP_OPS, max_name_column_width=70)
     Path(table_path).write_text(table + "\n")
 

@@ -144,3 +144,13 @@ def test_a_batch_that_does_not_fit_is_recorded_as_an_error_and_the_rest_is_kept(
     runs = json.loads(out.read_text())["workloads"]["global"]
     assert runs["1"]["fps_aggregate"] > 0
     assert "[kv_full]" in runs["2"]["error"]
+
+
+def test_a_device_this_machine_lacks_is_a_coded_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert main(["--model", "tiny", "--device", "cuda", "--batch", "1"]) == 2
+    assert "[bad_device]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--device", "tpu"])
