@@ -45,7 +45,7 @@ class RMSNorm(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x: (B, C, T, h, w) -> same shape."""
         gamma = self.gamma.reshape(-1, 1, 1, 1)
-        return F.normalize(x, dim=1) * (gamma * self.scale)
+        return F.normalize(x, dim=1).mul_(gamma * self.scale)  # in place: one full-size tensor less
 
 
 class CausalConv3d(nn.Conv3d):
