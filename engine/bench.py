@@ -134,19 +134,31 @@ def _run_engine_workloads(
             else:
                 _print_row(runs[batch])
             _write(args, results)
-    if args.profile and "global" in names:
+    table = _profile_path(args, engine.device)
+    if table and "global" in names:
         from engine.profile_ops import profile_call
 
         batch = args.profile_batch or args.batch[0]
-        progress(f"profiling the global workload at batch {batch} -> {args.profile}")
+        progress(f"profiling the global workload at batch {batch} -> {table}")
 
         def profiled() -> None:
             driver.run_global(batch, args.chunks)
 
         try:
-            results["profile"] = {"batch": batch, **profile_call(profiled, engine.device, args.profile)}
+            results["profile"] = {"batch": batch, **profile_call(profiled, engine.device, table)}
         except EngineError as exc:
             results["profile"] = {"batch": batch, "error": str(exc)}
+
+
+def _profile_path(args: argparse.Namespace, device: torch.device) -> str | None:
+    """--profile, or on CUDA by default a table next to the results JSON: a GPU results file
+    always says where the time goes."""
+    if args.profile:
+        return str(args.profile)
+    if device.type == "cuda" and args.json_path:
+        path = Path(args.json_path)
+        return str(path.with_name(path.stem + "_top_ops.txt"))
+    return None
 
 
 def _run_one(

@@ -91,7 +91,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kv-budget-gib", type=float, default=None, help="KV pool size (default: fits the batches)"
     )
-    parser.add_argument("--profile", default=None, help="write a torch.profiler table of the top ops here")
+    parser.add_argument(
+        "--profile",
+        default=None,
+        help="write a torch.profiler table of the top ops here (on CUDA default: next to --json)",
+    )
     parser.add_argument(
         "--profile-batch", type=int, default=None, help="batch to profile (default: the first)"
     )
