@@ -1,8 +1,9 @@
 """Assembling one batched forward over sessions at different chunk indices and context lengths.
 
-Context slab ids are padded per sample to the longest context (pad entries point at a real slab
-and are masked out), so one gather per layer reads every sample's context and one SDPA call
-attends; when all samples have the same context length no mask is built at all.
+Linear layers run over the whole batch; self-attention runs once per group of samples with the
+same number of context chunks (keys = the current chunk + that many slabs gathered from the
+pool), so no padding and no mask: a padded, masked batch measured slower on the GPU than the
+samples one by one.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from engine.kv import ChunkKVPool
-from engine.model import AttnContext
+from engine.model import AttnContext, ContextGroup
 from engine.rope import RopeTable
 
 __all__ = ["attn_context"]
@@ -26,22 +27,16 @@ def attn_context(
 ) -> AttnContext:
     device = pool.device
     cos, sin = rope.for_frames(frame_starts, frames)
-    ctx = AttnContext(cos=cos, sin=sin)
-    tokens = pool.geometry.tokens
-    counts = [len(slabs) for slabs in context_slabs]
-    longest = max(counts)
-    if longest:
-        pad = next(s[0] for s in context_slabs if s)
-        rows = [slabs + [pad] * (longest - len(slabs)) for slabs in context_slabs]
-        index = torch.tensor(rows, device=device, dtype=torch.long)  # (B, N)
-        ctx.gather = lambda layer: pool.gather(layer, index)
-        if min(counts) != longest:
-            q_len = cos.shape[1]  # current tokens
-            key_chunk = torch.arange(longest, device=device).repeat_interleave(tokens)  # (N*T,)
-            valid = key_chunk[None, :] < torch.tensor(counts, device=device)[:, None]  # (B, N*T)
-            valid = torch.cat([valid, valid.new_ones(len(counts), q_len)], dim=1)  # + current tokens
-            ctx.mask = valid[:, None, None, :].expand(-1, 1, q_len, -1)
+    ctx = AttnContext(cos=cos, sin=sin, read=pool.read)
+    by_count: dict[int, list[int]] = {}
+    for row, slabs in enumerate(context_slabs):
+        by_count.setdefault(len(slabs), []).append(row)
+    whole = len(by_count) == 1
+    for count, rows in by_count.items():
+        slab_ids = [context_slabs[r] for r in rows] if count else None
+        index = None if whole else torch.tensor(rows, device=device, dtype=torch.long)
+        ctx.groups.append(ContextGroup(rows=index, slabs=slab_ids))
     if write_slabs is not None:
-        slabs = torch.tensor(write_slabs, device=device, dtype=torch.long)
-        ctx.write = lambda layer, k, v: pool.write(layer, slabs, k, v)
+        slab_index = torch.tensor(write_slabs, device=device, dtype=torch.long)
+        ctx.write = lambda layer, k, v: pool.write(layer, slab_index, k, v)
     return ctx

@@ -129,13 +129,24 @@ class ChunkKVPool:
             self._offloaded.pop(owner, None)
 
     # attention I/O -------------------------------------------------------------------------
-    def gather(self, layer: int, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """index (B, N) slab ids -> K and V (B, N*tokens, heads, d) for `layer`."""
-        b, n = index.shape
-        g = self.geometry
-        k = self.storage[layer, 0][index].view(b, n * g.tokens, g.heads, g.head_dim)
-        v = self.storage[layer, 1][index].view(b, n * g.tokens, g.heads, g.head_dim)
-        return k, v
+    def read(
+        self, layer: int, slabs: list[list[int]], k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values for attention: per sample, the current chunk's k, v (B, T, heads, d)
+        followed by its N context slabs of `layer` -> (B, (N+1)*T, heads, d) each. Slab ids are
+        host ints, so this is one concatenation kernel over contiguous slab views (no gather, no
+        host sync)."""
+        b, t = k.shape[:2]
+        n = len(slabs[0])
+        out = []
+        for which, current in ((0, k), (1, v)):
+            source = self.storage[layer, which]  # (slabs, T, heads, d)
+            parts = []
+            for row in range(b):
+                parts.append(current[row])
+                parts.extend(source[slab] for slab in slabs[row])
+            out.append(torch.cat(parts, dim=0).view(b, (n + 1) * t, *current.shape[2:]))
+        return out[0], out[1]
 
     def write(self, layer: int, slabs: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """In place: slabs (B,) <- k, v (B, tokens, heads, d) for `layer`."""

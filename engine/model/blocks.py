@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
@@ -12,27 +12,57 @@ from engine.attention import AttentionBackend
 from engine.model._fused import BlockKernels
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
-__all__ = ["AttnContext", "Block", "Head"]
+__all__ = ["AttnContext", "Block", "ContextGroup", "Head"]
 
-KVGather = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
+KVRead = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 KVWrite = Callable[[int, torch.Tensor, torch.Tensor], None]
+
+
+@dataclass
+class ContextGroup:
+    """Samples of a batch with the same number of context chunks (attended together, no mask)."""
+
+    rows: torch.Tensor | None  # (Bg,) batch positions; None = the whole batch, in order
+    slabs: list[list[int]] | None  # (Bg x N) slab ids of the context chunks; None = no context
 
 
 @dataclass
 class AttnContext:
     """What self-attention reads and writes besides the current tokens.
 
-    gather(layer) -> (k, v) of the context tokens (B, Lc, heads, d), RoPE already applied, as a
-    copy (the gather runs before the write, which may overwrite a slab the context read);
+    groups: empty -> attend the current tokens only, under `mask` (the full-sequence forward);
+    else one attention call per group, keys = [current chunk | the group's context chunks];
+    read(layer, slabs, k, v) -> (K, V) (Bg, (N+1)*T, heads, d): the current k, v followed by the
+    context slabs' (RoPE already applied), as a copy, so the write may then reuse a slab;
     write(layer, k, v) stores the current tokens' roped K/V (the cache pass);
-    mask: bool (B, 1, Lq, Lc + Lq), True = attend; None = attend to everything.
+    mask: bool (B, 1, Lq, Lk), True = attend (only without groups).
     """
 
     cos: torch.Tensor  # (B, Lq, 1, d/2)
     sin: torch.Tensor
-    gather: KVGather | None = None
+    groups: list[ContextGroup] = field(default_factory=list)
+    read: KVRead | None = None
     write: KVWrite | None = None
     mask: torch.Tensor | None = None
+
+
+def _self_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend
+) -> torch.Tensor:
+    if not ctx.groups:
+        return attend(q, k, v, ctx.mask)
+    out = q if len(ctx.groups) == 1 else torch.empty_like(q)
+    for group in ctx.groups:
+        rows = group.rows
+        qg, kg, vg = (q, k, v) if rows is None else (q.index_select(0, rows), k.index_select(0, rows), v.index_select(0, rows))
+        if group.slabs is not None and ctx.read is not None:
+            kg, vg = ctx.read(layer, group.slabs, kg, vg)
+        result = attend(qg, kg, vg, None)
+        if rows is None:
+            out = result
+        else:
+            out.index_copy_(0, rows, result)
+    return out
 
 
 class _Projections(nn.Module):
@@ -85,14 +115,9 @@ class Block(nn.Module):
             x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
             sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
         )
-        k_all, v_all = k, v
-        if ctx.gather is not None:  # read the context before writing: the write may reuse its slab
-            k_ctx, v_ctx = ctx.gather(layer)
-            k_all = torch.cat([k_ctx, k], dim=1)
-            v_all = torch.cat([v_ctx, v], dim=1)
+        out = _self_attention(q, k, v, layer, ctx, attend)  # (B, Lq, heads, d); reads before the write
         if ctx.write is not None:
             ctx.write(layer, k, v)
-        out = attend(q, k_all, v_all, ctx.mask)  # (B, Lq, heads, d)
         ck, cv = self.cross_kv(context)
         return kernels.post(
             x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,
