@@ -1,0 +1,61 @@
+"""The `demo` model: the small world model the project trains on its procedural world.
+
+Sizing arithmetic (2-core CPU, fp32, 128x128 at 16 fps): latents 8 x 16 x 16 per frame, patch
+(1, 2, 2) -> 64 tokens per frame, 4 latent frames per chunk -> 256 tokens. A chunk costs 4
+denoise passes + 1 cache pass over 256 tokens attending to <= 768 (window of 2 chunks + itself).
+dim 256, 6 layers, ffn 768: ~6.1 M DiT parameters, ~1.6 GFLOP of matmuls + ~0.5 GFLOP of
+attention per pass -> measured ~33 ms per pass on this CPU, ~165 ms per chunk, plus ~15 ms to
+decode 4 frames: ~22 frames/s for 16 fps playback. fp16 weights: ~13.5 MB with the decoder and
+the text table (<= 15 MB).
+
+No sink chunk: RoPE positions are absolute latent frames, so a sink would sit hundreds of frames
+away from the current chunk after a minute, a distance never seen in training; a pure sliding
+window keeps every query-key distance inside the trained range for endless sessions.
+"""
+
+from __future__ import annotations
+
+from engine.api import ActionSpace
+from engine.config import ModelConfig
+from engine.demo.actions import DEMO_AXES, DEMO_KEYS
+from engine.demo.autoencoder import AEConfig
+
+__all__ = ["AE_CONFIG", "CONFIG", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
+
+AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
+MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
+TRAIN_CHUNKS = 6  # chunks per training sequence: the window rolls over 4 times
+
+CONFIG = ModelConfig(
+    name="demo",
+    dim=256,
+    num_heads=4,
+    num_layers=6,
+    ffn_dim=768,
+    freq_dim=64,
+    in_dim=AE_CONFIG.latent_channels,
+    out_dim=AE_CONFIG.latent_channels,
+    patch_size=(1, 2, 2),
+    text_dim=64,
+    text_len=16,
+    eps=1e-6,
+    rope_theta=10000.0,
+    rope_max_frames=256,
+    latent_height=16,
+    latent_width=16,
+    latent_frames_per_chunk=4,
+    vae_stride=(1, AE_CONFIG.downsample, AE_CONFIG.downsample),
+    fps=16,
+    denoise_timesteps=(1000.0, 750.0, 500.0, 250.0),
+    num_train_timesteps=1000,
+    timestep_shift=1.0,
+    sink_chunks=0,
+    window_chunks=2,
+    max_rollback_chunks=2,
+    action_space=ActionSpace(keys=DEMO_KEYS, mouse=True, buttons=0, axes=DEMO_AXES),
+    action_hidden_dim=64,
+    decoder_kind="demo_ae",
+    mouse_scale=1.0 / MOUSE_PIXELS_PER_UNIT,
+    text_vocab_buckets=1024,
+    text_cache_entries=64,
+)

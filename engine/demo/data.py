@@ -1,0 +1,130 @@
+"""Training data generated on the fly: batched episodes of the demo world.
+
+A pool of terrains lives on the training device and is refreshed with new seeds now and
+then; every batch draws maps, start points, structured random play and themes (with
+occasional prompt switches at chunk boundaries), and renders the frames on the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.demo.actions import ActionBatch, random_play
+from engine.demo.terrain import Terrain, generate_terrain
+from engine.demo.themes import THEME_NAMES
+from engine.demo.world import (
+    WorldParams,
+    WorldState,
+    initial_state,
+    render,
+    render_tables,
+    stack_terrains,
+    step_dynamics,
+)
+
+__all__ = ["PROMPTS", "EpisodeSource", "Episodes", "SourceParams"]
+
+# phrasings the trainer samples for each theme; the world reads the theme from the words
+PROMPTS: dict[str, tuple[str, ...]] = {
+    "meadow": ("", "meadow", "a green meadow", "grass fields in spring", "a quiet landscape", "explore the world"),
+    "snow": ("snow", "a snowy landscape", "winter with snow", "icy frozen land", "snow covered hills"),
+    "desert": ("desert", "a sandy desert", "desert dunes", "arid desert land", "hot desert at noon"),
+    "night": ("night", "the land at night", "a dark moonlit night", "midnight", "night time landscape"),
+    "autumn": ("autumn", "autumn forest", "fall leaves", "an orange autumn landscape", "harvest season in fall"),
+    "rain": ("rain", "a rainy day", "stormy weather with rain", "heavy rain", "drizzle over the land"),
+}
+
+
+@dataclass(frozen=True)
+class SourceParams:
+    pool_size: int = 64  # terrains held on the device
+    refresh_every: int = 50  # batches between replacing a quarter of the pool
+    seed_base: int = 1_000  # training seeds are seed_base + n; evaluation uses seeds far above
+    warmup_frames: int = 6  # unrecorded play before the first frame, so episodes start in motion
+    switch_probability: float = 0.35  # chance an episode changes theme at one chunk boundary
+
+
+@dataclass(frozen=True)
+class Episodes:
+    """frames (B, T, 3, H, W) in [-1, 1]; actions over T frames; theme per chunk (B, n_chunks);
+    prompt text per chunk."""
+
+    frames: torch.Tensor
+    actions: ActionBatch
+    themes: torch.Tensor
+    prompts: list[list[str]]
+
+
+class EpisodeSource:
+    """Draws batches of episodes; all randomness from one CPU generator seeded at construction."""
+
+    def __init__(self, world: WorldParams, device: torch.device, seed: int = 0,
+                 params: SourceParams | None = None) -> None:
+        self.world = world
+        self.device = device
+        self.params = params or SourceParams()
+        self.gen = torch.Generator().manual_seed(seed)
+        self._next_seed = self.params.seed_base + seed * 1_000_000
+        self._pool = [self._new_terrain() for _ in range(self.params.pool_size)]
+        self._batches = 0
+        self._tables = render_tables(world, device)
+
+    def _new_terrain(self) -> Terrain:
+        seed = self._next_seed
+        self._next_seed += 1
+        return generate_terrain(seed, self.world.map_size, self.device)
+
+    def _refresh(self) -> None:
+        for _ in range(max(1, self.params.pool_size // 4)):
+            i = int(torch.randint(0, self.params.pool_size, (1,), generator=self.gen))
+            self._pool[i] = self._new_terrain()
+
+    def sample(self, batch: int, frames: int, frames_per_chunk: int) -> Episodes:
+        p = self.params
+        self._batches += 1
+        if self._batches % p.refresh_every == 0:
+            self._refresh()
+        n_chunks = frames // frames_per_chunk
+        picks = torch.randint(0, p.pool_size, (batch,), generator=self.gen).tolist()
+        maps = stack_terrains([self._pool[i] for i in picks])
+        start = torch.rand(batch, 2, generator=self.gen) * self.world.map_size
+        play = random_play(batch, p.warmup_frames + frames, self.gen)
+        state: WorldState = initial_state(start.round().to(self.device))
+        for t in range(p.warmup_frames):
+            state = step_dynamics(state, play.frame(t).to(self.device), self.world)
+
+        themes = self._themes(batch, n_chunks)
+        theme_per_frame = themes.repeat_interleave(frames_per_chunk, dim=1).to(self.device)
+        out = []
+        for t in range(frames):
+            state = step_dynamics(state, play.frame(p.warmup_frames + t).to(self.device), self.world)
+            out.append(render(maps, state, theme_per_frame[:, t], self.world, self._tables))
+        video = torch.stack(out, dim=1).permute(0, 1, 4, 2, 3) * 2.0 - 1.0  # (B, T, 3, H, W)
+        actions = ActionBatch(play.keys[:, p.warmup_frames:], play.mouse[:, p.warmup_frames:],
+                              play.axes[:, p.warmup_frames:])
+        prompts = self._prompts(themes)
+        return Episodes(video, actions.to(self.device), themes, prompts)
+
+    def _themes(self, batch: int, n_chunks: int) -> torch.Tensor:
+        n = len(THEME_NAMES)
+        first = torch.randint(0, n, (batch,), generator=self.gen)
+        second = (first + torch.randint(1, n, (batch,), generator=self.gen)) % n
+        switches = torch.rand(batch, generator=self.gen) < self.params.switch_probability
+        at = torch.randint(1, max(2, n_chunks), (batch,), generator=self.gen)
+        chunk = torch.arange(n_chunks)[None, :]
+        later = switches[:, None] & (chunk >= at[:, None])
+        return torch.where(later, second[:, None], first[:, None])  # (B, n_chunks)
+
+    def _prompts(self, themes: torch.Tensor) -> list[list[str]]:
+        """One phrasing per episode and theme, repeated over that theme's chunks."""
+        out = []
+        for row in themes.tolist():
+            chosen: dict[int, str] = {}
+            for theme in row:
+                if theme not in chosen:
+                    options = PROMPTS[THEME_NAMES[theme]]
+                    chosen[theme] = options[int(torch.randint(0, len(options), (1,), generator=self.gen))]
+            out.append([chosen[theme] for theme in row])
+        return out

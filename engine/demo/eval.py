@@ -1,0 +1,142 @@
+"""Evaluate the demo model against its ground-truth world:
+``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``.
+
+Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
+over as a continuation snapshot) under the same seeds, actions and prompts as the world.
+Reports: autoencoder reconstruction; PSNR/SSIM of the first chunks; direction-of-motion accuracy
+over 64-frame rollouts (phase correlation vs the held keys' direction); theme accuracy after a
+prompt change (nearest-centroid classifier fitted on ground-truth frames); drift per 5 s window
+over 30 s; collapse statistics over 60 s; single-session streaming speed on the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import sys
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+
+from engine.demo._eval_parts import (
+    EvalParams,
+    Worlds,
+    autoencoder_quality,
+    fit_classifier,
+    long_rollouts,
+    motion_and_fidelity,
+    sample_sheet,
+    streaming_speed,
+    theme_switches,
+)
+from engine.demo.config import AE_CONFIG
+from engine.demo.errors import DemoError
+from engine.demo.export import ENCODER_FILE, load_encoder
+from engine.demo.world import WorldParams
+from engine.engine import Engine
+from engine.errors import EngineError
+
+__all__ = ["QUICK", "TARGETS", "TRAINING_CHECK", "evaluate", "main", "save_sheet"]
+
+TARGETS = {"direction_accuracy": 0.9, "theme_accuracy": 0.9}
+# a short run: the regression guard's rollouts
+QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity_chunks=2, theme_pairs=3,
+                   theme_chunks=2, classifier_seeds=1, classifier_frames=16)
+
+
+def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
+             speed: bool = True) -> dict[str, object]:
+    started = time.monotonic()
+    engine = Engine.create(model="demo", device=device, weights=weights, attention="sdpa", compile="off")
+    encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
+    cfg = engine.config
+    worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
+    classifier, classifier_accuracy = fit_classifier(params, worlds)
+    report: dict[str, object] = {
+        "weights": str(weights),
+        "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        "device": device,
+        "torch": torch.__version__,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "params": asdict(params),
+        "classifier_ground_truth_accuracy": classifier_accuracy,
+        "autoencoder": autoencoder_quality(encoder, engine, params, worlds),
+    }
+    with torch.inference_mode():
+        report["motion"] = motion_and_fidelity(engine, encoder, params, worlds)
+        report["theme"] = theme_switches(engine, encoder, classifier, params, worlds)
+        if long:
+            report["long"] = long_rollouts(engine, encoder, classifier, params, worlds)
+        if speed:
+            report["speed"] = streaming_speed(engine, params)
+    motion, theme = report["motion"], report["theme"]
+    assert isinstance(motion, dict) and isinstance(theme, dict)
+    report["targets"] = {
+        name: {"target": target, "measured": (motion | theme)[name], "met": (motion | theme)[name] >= target}
+        for name, target in TARGETS.items()
+    }
+    report["eval_seconds"] = round(time.monotonic() - started, 1)
+    return report
+
+
+# run by the trainer on its own device right after training: every direction, every theme pair
+TRAINING_CHECK = EvalParams(direction_chunks=8, theme_chunks=2, classifier_seeds=2)
+
+
+def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path) -> None:
+    """Ground truth vs model, one frame per chunk, per theme (see ``sample_sheet``), as a PNG."""
+    from PIL import Image
+
+    engine = Engine.create(model="demo", device=device, weights=weights, attention="sdpa", compile="off")
+    encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
+    worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
+    with torch.inference_mode():
+        sheet = sample_sheet(engine, encoder, EvalParams(), worlds)
+    Image.fromarray(sheet).save(path)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine.demo.eval", description=__doc__.split("\n\n")[0])
+    p.add_argument("--weights", required=True, type=Path, help="the demo model's demo.safetensors")
+    p.add_argument("--encoder", type=Path, default=None, help=f"default: {ENCODER_FILE} next to --weights")
+    p.add_argument("--json", type=Path, default=None, help="write the report here")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    p.add_argument("--quick", action="store_true", help="short rollouts only (the regression guard's)")
+    p.add_argument("--no-long", action="store_true", help="skip the 30 s / 60 s rollouts")
+    p.add_argument("--no-speed", action="store_true", help="skip the streaming speed measurement")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--sheet", type=Path, default=None, help="also save a ground truth vs model PNG here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads is not None:
+        if args.threads < 1:
+            print("error: --threads must be at least 1", file=sys.stderr)
+            return 2
+        torch.set_num_threads(args.threads)
+    encoder = args.encoder or args.weights.parent / ENCODER_FILE
+    params = replace(QUICK) if args.quick else EvalParams()
+    try:
+        report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
+                          speed=not (args.quick or args.no_speed))
+        if args.sheet is not None:
+            save_sheet(args.weights, encoder, args.device, args.sheet)
+    except (DemoError, EngineError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    text = json.dumps(report, indent=2)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Train the demo world model: ``python -m engine.demo.train --out DIR [--minutes M] [--device cuda] [--steps N]``.
+
+Stage 1 trains the autoencoder on rendered frames, stage 2 the causal DiT (with its action
+and prompt conditioning and the built-in text encoder) on the frozen encoder's latents. Data is
+generated on the fly on the training device. ``--minutes`` bounds the whole run (default 13,
+for one H200 in under 15 minutes); ``--steps N`` instead runs N steps per stage (a CPU smoke
+run: ``--steps 3``). Writes demo.safetensors, demo_encoder.safetensors, demo.json and
+losses.png into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from engine.demo._progress import Budget, LossLog, save_loss_plot
+from engine.demo._train_ae import AETrainParams, train_autoencoder
+from engine.demo._train_dit import DiTTrainParams, train_dit
+from engine.demo.config import AE_CONFIG, CONFIG, TRAIN_CHUNKS
+from engine.demo.data import EpisodeSource, SourceParams
+from engine.demo.errors import DemoError
+from engine.demo.export import write_model
+from engine.demo.world import WorldParams
+from engine.model import CausalDiT
+from engine.text import HashTextEncoder
+
+__all__ = ["build_parser", "main"]
+
+_RESERVE_S = 25.0  # kept back from --minutes for export and plots
+_CHECK_S = 70.0  # ... and for the evaluation on the training device (cuda)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine.demo.train", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="directory for weights, metadata and loss plot")
+    p.add_argument("--minutes", type=float, default=13.0, help="wall-clock budget for the whole run (default 13)")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    p.add_argument("--steps", type=int, default=None, help="run exactly this many steps per stage (smoke runs)")
+    p.add_argument("--batch", type=int, default=None, help="DiT sequences per step (default 64 on cuda, 2 on cpu)")
+    p.add_argument("--ae-batch", type=int, default=None, help="AE episodes of 4 frames per step (32 cuda, 2 cpu)")
+    p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
+    p.add_argument("--ae-fraction", type=float, default=0.2, help="share of the time budget for the autoencoder")
+    p.add_argument("--chunks", type=int, default=TRAIN_CHUNKS, help=f"chunks per DiT training sequence (default {TRAIN_CHUNKS})")
+    p.add_argument("--no-check", action="store_true", help="skip the evaluation on the training device at the end")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _check(args: argparse.Namespace) -> torch.device:
+    if args.minutes <= 1.0:
+        raise DemoError("bad_minutes", f"--minutes must be more than 1, got {args.minutes}")
+    if args.steps is not None and args.steps < 1:
+        raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
+    if not 0.05 <= args.ae_fraction <= 0.8:
+        raise DemoError("bad_ae_fraction", f"--ae-fraction must lie in [0.05, 0.8], got {args.ae_fraction}")
+    if args.chunks < CONFIG.window_chunks + 1:
+        raise DemoError("bad_chunks", f"--chunks must be at least {CONFIG.window_chunks + 1} so the window rolls")
+    for name in ("batch", "ae_batch", "pool"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise DemoError(f"bad_{name}", f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise DemoError("bad_device", f"--device {name!r} is not a torch device: use cpu or cuda") from exc
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise DemoError("no_cuda", "--device cuda asked but CUDA is not available here; use --device cpu")
+    if device.type not in ("cuda", "cpu"):
+        raise DemoError("bad_device", f"--device {name!r}: use cpu or cuda")
+    return device
+
+
+def _meta(args: argparse.Namespace, device: torch.device, started: float, stages: dict[str, object],
+          log: LossLog, partial: bool) -> dict[str, object]:
+    return {
+        "model": CONFIG.name,
+        "partial": partial,
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "wall_seconds": round(time.monotonic() - started, 1),
+        "args": {k: str(v) for k, v in vars(args).items()},
+        **stages,
+        "final_losses": {name: sum(v[-50:]) / len(v[-50:]) for name, v in log.series.items()},
+    }
+
+
+def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device) -> None:
+    """Evaluate the fresh weights on the training device and draw a sample sheet (quick feedback)."""
+    from engine.demo.eval import TRAINING_CHECK, evaluate, save_sheet
+
+    report = evaluate(paths["weights"], paths["encoder"], str(device), TRAINING_CHECK, long=False, speed=False)
+    (out / "check.json").write_text(json.dumps(report, indent=2) + "\n")
+    save_sheet(paths["weights"], paths["encoder"], str(device), out / "samples.png")
+    motion, theme = report["motion"], report["theme"]
+    assert isinstance(motion, dict) and isinstance(theme, dict)
+    print(f"[check] direction accuracy {motion['direction_accuracy']:.3f} (ground truth "
+          f"{motion['ground_truth_direction_accuracy']:.3f}), theme accuracy {theme['theme_accuracy']:.3f}, "
+          f"PSNR by chunk {[round(v, 2) for v in motion['psnr_db_by_chunk']]}", flush=True)
+
+
+def run(args: argparse.Namespace) -> dict[str, Path]:
+    device = _check(args)
+    started = time.monotonic()
+    cuda = device.type == "cuda"
+    check = cuda and not args.no_check and args.steps is None
+    total_s = args.minutes * 60.0 - (_CHECK_S if check else 0.0)
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    torch.manual_seed(args.seed)
+    world = WorldParams(width=CONFIG.width, height=CONFIG.height)
+    source_params = SourceParams(pool_size=args.pool or (64 if cuda else 2))
+    print(f"[setup] device {device}, building {source_params.pool_size} terrains", flush=True)
+    source = EpisodeSource(world, device, seed=args.seed, params=source_params)
+    log = LossLog()
+
+    left = total_s - (time.monotonic() - started) - _RESERVE_S
+    ae_params = AETrainParams(batch=args.ae_batch or (32 if cuda else 2))
+    ae_budget = Budget("autoencoder", left * args.ae_fraction, steps=args.steps)
+    encoder, decoder = train_autoencoder(source, AE_CONFIG, ae_budget, ae_params, log)
+
+    left = total_s - (time.monotonic() - started) - _RESERVE_S
+    dit_params = DiTTrainParams(batch=args.batch or (64 if cuda else 2), chunks=args.chunks, seed=args.seed)
+    dit_budget = Budget("dit", left, steps=args.steps)
+
+    def stages() -> dict[str, object]:
+        return {
+            "autoencoder": {"steps": ae_budget.step, "params": dataclasses.asdict(ae_params),
+                            "config": dataclasses.asdict(AE_CONFIG)},
+            "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params)},
+            "data": {"world": dataclasses.asdict(world), "source": dataclasses.asdict(source_params)},
+        }
+
+    def checkpoint(dit: CausalDiT, text: HashTextEncoder, step: int) -> None:
+        write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, True))
+        print(f"[checkpoint] step {step} written to {args.out}", flush=True)
+
+    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint)
+    paths = write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, False))
+    paths["plot"] = args.out / "losses.png"
+    save_loss_plot(log, paths["plot"])
+    print(f"[done] {time.monotonic() - started:.0f}s; wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    if check:
+        _check_on_device(args.out, paths, device)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        run(args)
+    except DemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The demo autoencoder: 8x spatial, one latent frame per video frame, the engine's demo_ae decoder."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from engine.decoders import build_decoder
+from engine.demo.autoencoder import DemoCache, DemoDecoder, DemoEncoder
+from engine.demo.config import AE_CONFIG, CONFIG
+from engine.errors import ConfigError
+
+
+def test_the_encoder_compresses_8x_spatially_into_the_configured_channels() -> None:
+    z = DemoEncoder(AE_CONFIG)(torch.zeros(2, 3, 128, 128))
+    assert z.shape == (2, CONFIG.in_dim, 16, 16)
+
+
+def test_the_engine_builds_the_demo_decoder_for_kind_demo_ae() -> None:
+    decoder = build_decoder(CONFIG, torch.device("cpu"), torch.float32)
+    assert isinstance(decoder, DemoDecoder)
+    assert decoder.kind == "demo_ae"
+
+
+@torch.no_grad()
+def test_decode_gives_one_uint8_frame_per_latent_frame_and_counts_them_in_the_cache() -> None:
+    decoder = DemoDecoder(AE_CONFIG).eval()
+    frames, caches = decoder.decode(torch.randn(2, 8, 4, 16, 16), [None, DemoCache(8)])
+    assert frames.shape == (2, 4, 128, 128, 3)
+    assert frames.dtype == torch.uint8
+    assert caches == [DemoCache(4), DemoCache(12)]
+    assert decoder.frames_for(4, first=True) == decoder.frames_for(4, first=False) == 4
+    assert decoder.is_first(None) and decoder.is_first(DemoCache(0)) and not decoder.is_first(DemoCache(4))
+
+
+@torch.no_grad()
+def test_decoding_a_chunk_equals_decoding_its_frames_one_by_one() -> None:
+    decoder = DemoDecoder(AE_CONFIG).eval()
+    z = torch.randn(1, 8, 4, 16, 16, generator=torch.Generator().manual_seed(0))
+    whole, _ = decoder.decode(z, [None])
+    single = [decoder.decode(z[:, :, i:i + 1], [None])[0] for i in range(4)]
+    assert torch.equal(whole, torch.cat(single, dim=1))
+
+
+def test_a_config_with_another_stride_is_refused_with_a_coded_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        build_decoder(CONFIG.with_overrides(vae_stride=(4, 8, 8)), torch.device("cpu"), torch.float32)
+    assert err.value.code == "bad_config"

@@ -1,0 +1,58 @@
+"""The trainer runs a few steps on CPU and its checkpoint loads into the Engine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.api import FrameAction
+from engine.demo.eval import main as eval_main
+from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE
+from engine.demo.rollout import run_chunks
+from engine.demo.train import main as train_main
+from engine.engine import Engine
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("demo-train")
+    args = ["--steps", "1", "--pool", "1", "--batch", "1", "--ae-batch", "1", "--chunks", "3", "--device", "cpu"]
+    assert train_main(["--out", str(out), *args]) == 0
+    return out
+
+
+def test_a_smoke_run_writes_weights_encoder_metadata_and_loss_plot(trained: Path) -> None:
+    names = sorted(p.name for p in trained.iterdir())
+    assert names == sorted([WEIGHTS_FILE, ENCODER_FILE, META_FILE, "losses.png"])
+    meta = json.loads((trained / META_FILE).read_text())
+    assert meta["autoencoder"]["steps"] == 1
+    assert meta["dit"]["steps"] == 1
+    assert meta["model"] == "demo"
+
+
+def test_the_weights_file_stays_within_15_mb(trained: Path) -> None:
+    assert (trained / WEIGHTS_FILE).stat().st_size <= 15 * 1024 * 1024
+
+
+def test_the_checkpoint_loads_into_the_engine_and_streams_a_chunk(trained: Path) -> None:
+    engine = Engine.create(model="demo", device="cpu", weights=trained / WEIGHTS_FILE)
+    assert engine.open_session("s", seed=3, prompt="snow")
+    frames = run_chunks(engine, {"s": [FrameAction(keys=("d",))] * 4})["s"]
+    assert frames.shape == (4, 128, 128, 3)
+    assert str(frames.dtype) == "uint8"
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--steps", "0"), ("--minutes", "0.5"), ("--device", "tpu"),
+                                              ("--pool", "0"), ("--ae-fraction", "0.95"),
+                                              ("--chunks", "2")])
+def test_bad_arguments_exit_2_with_a_coded_message(flag: str, value: str, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert train_main(["--out", str(tmp_path), flag, value]) == 2
+    assert "error: bad_" in capsys.readouterr().err
+
+
+def test_eval_refuses_missing_weights_with_a_coded_message(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert eval_main(["--weights", str(tmp_path / "none.safetensors"), "--quick"]) == 2
+    assert "weights_not_found" in capsys.readouterr().err
