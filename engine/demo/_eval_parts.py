@@ -106,15 +106,16 @@ def autoencoder_quality(encoder: DemoEncoder, engine: Engine, p: EvalParams, wor
 
 
 def motion_and_fidelity(engine: Engine, encoder: DemoEncoder, p: EvalParams, worlds: Worlds) -> dict[str, object]:
-    """Hold each direction for 64 frames after ground-truth context: direction-of-motion accuracy
-    (model and ground truth) and PSNR/SSIM of the first chunks."""
+    """Stand still for the ground-truth context, then hold each direction for 64 frames: direction-of-
+    motion accuracy (model and ground truth) and PSNR/SSIM of the first chunks. Starting at rest
+    means the motion has to come from the actions, not from momentum seen in the context."""
     fpc = engine.config.latent_frames_per_chunk
-    total = p.context_chunks + p.direction_chunks
     gt: dict[str, np.ndarray] = {}
     model: dict[str, list[np.ndarray]] = {}
     for i, name in enumerate(p.directions):
         seed, prompt = p.seed_base + i, THEME_NAMES[i % len(THEME_NAMES)]
-        actions = [FrameAction(keys=DIRECTIONS[name][0])] * (total * fpc)
+        actions = [FrameAction()] * (p.context_chunks * fpc) + [FrameAction(keys=DIRECTIONS[name][0])] * (
+            p.direction_chunks * fpc)
         gt[name] = worlds.make(seed, prompt).rollout(actions)
         context = _chunks(gt[name][: p.context_chunks * fpc], actions, [prompt] * p.context_chunks, p.context_chunks)
         open_with_context(engine, f"dir-{name}", encoder, context, seed, prompt)

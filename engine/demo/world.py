@@ -75,11 +75,8 @@ def initial_state(pos: torch.Tensor) -> WorldState:
 
 def _direction_matrix(device: torch.device) -> torch.Tensor:
     """(K, 2): the (dy, dx) push of each key; zero for space and shift."""
-    m = torch.zeros(len(DEMO_KEYS), 2, device=device)
-    for i, key in enumerate(DEMO_KEYS):
-        if key in DIRECTION_KEYS:
-            m[i] = torch.tensor(DIRECTION_KEYS[key], dtype=torch.float32)
-    return m
+    rows = [DIRECTION_KEYS.get(key, (0, 0)) for key in DEMO_KEYS]
+    return torch.tensor(rows, dtype=torch.float32).to(device)
 
 
 def step_dynamics(state: WorldState, action: ActionBatch, params: WorldParams) -> WorldState:
