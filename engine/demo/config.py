@@ -15,16 +15,20 @@ window keeps every query-key distance inside the trained range for endless sessi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from engine.api import ActionSpace
 from engine.config import ModelConfig
 from engine.demo.actions import DEMO_AXES, DEMO_KEYS
 from engine.demo.autoencoder import AEConfig
 
-__all__ = ["AE_CONFIG", "CONFIG", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
+__all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
 
 AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
 MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
 TRAIN_CHUNKS = 6  # chunks per training sequence: the window rolls over 4 times
+# the shipped weights: what `Engine.create(model="demo")` should load when given no weights
+DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "demo.safetensors"
 
 CONFIG = ModelConfig(
     name="demo",
@@ -58,4 +62,5 @@ CONFIG = ModelConfig(
     mouse_scale=1.0 / MOUSE_PIXELS_PER_UNIT,
     text_vocab_buckets=1024,
     text_cache_entries=64,
+    extra={"default_weights": str(DEFAULT_WEIGHTS)},
 )
