@@ -28,6 +28,14 @@ CHROMIUM_ARGS = [
 ]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Browser tests run last: Playwright's sync API keeps its own event loop running in the
+    main thread for as long as the session-scoped Chromium lives, and every asyncio.run()
+    elsewhere would then fail."""
+    browser_dir = Path(__file__).resolve().parent
+    items.sort(key=lambda item: Path(str(item.path)).resolve().is_relative_to(browser_dir))
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -16,9 +16,7 @@ from engine.convert import convert_selfforcing, main
 from engine.convert_keys import KeyShapes, manifest_key_shapes, wan_dit_key_shapes
 from engine.errors import WeightsError
 
-MANIFEST = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
-)
+MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
 
 
 def _tiny_layout() -> KeyShapes:

@@ -10,7 +10,7 @@ import torch
 from engine.config import get_config
 from engine.model import ACTION_PREFIX, CausalDiT
 
-MANIFEST = Path("/work/shared/fixtures/wan2.1_t2v_1.3b_manifest.json")
+MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
 
 
 def _meta_state() -> dict[str, torch.Tensor]:

@@ -13,9 +13,7 @@ from engine.config import get_config
 from engine.decoders.wan_vae import WanVAECache, WanVAEConfig, WanVAEDecoder, build_decoder, vae_config_for
 from engine.errors import ConfigError, EngineError
 
-MANIFEST = (
-    Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
-)
+MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
 LATENT_H, LATENT_W = 4, 6
 
 
