@@ -77,6 +77,20 @@ def _step_isolating(engine: EngineProtocol, items: list[StepItem]) -> tuple[Step
     return StepResult(results=tuple(results)), errors
 
 
+def _finish_leftover(engine: EngineProtocol, sid: str) -> None:
+    """A rollback keeps a chunk the viewer already saw when only its cache pass is left: run what
+    is left of it alone before the next chunk begins."""
+    for _ in range(16):
+        phase = engine.next_phase(sid)
+        if phase is None:
+            return
+        result = engine.step(StepPlan((StepItem(sid, phase),)))
+        for item in result.results:
+            if item.error is not None:
+                raise RuntimeError(f"finishing chunk {item.chunk_index}: {item.error}")
+    raise RuntimeError("a chunk kept after rollback did not finish in 16 phases")
+
+
 def run_step(engine: EngineProtocol, entries: tuple[Entry, ...]) -> StepOutcome:
     items: list[StepItem] = []
     errors: dict[str, str] = {}
@@ -85,6 +99,7 @@ def run_step(engine: EngineProtocol, entries: tuple[Entry, ...]) -> StepOutcome:
         sid = entry.session_id
         try:
             if entry.begin is not None:
+                _finish_leftover(engine, sid)
                 chunk[sid] = engine.begin_chunk(sid, list(entry.begin))
             phase = engine.next_phase(sid)
         except Exception as exc:

@@ -121,8 +121,9 @@ class Scheduler:
         ready: list[tuple[float, int, Session, bool]] = []
         next_at: float | None = None
         for order, session in enumerate(self.sessions.values()):
-            if session.state.terminal:
-                continue
+            if session.state.terminal or session.ops:
+                continue  # ops that arrived during this round run first (a rollback must not
+                # land on a chunk begun after it was asked for)
             if session.job is not None:
                 ready.append((session.job.deadline, order, session, False))
                 continue
