@@ -1,24 +1,28 @@
-"""Warmup: run every shape once before ready — a first chunk, a steady chunk with context, the
-cache pass, both decode kinds, and a batch of two sessions at different context lengths (so
-compiled kernels have seen batch 1 and a dynamic batch) — and pick the attention backend by
-measurement when asked to ("auto")."""
+"""Warmup: run every shape once before the engine reports ready, so no request pays for a compile
+or a kernel-plan build: one session through every context length (first chunk, growing context,
+full window; first and steady decodes; cache passes), then every batch size up to `max_batch`
+through the fused block kernels and the decoder. Also picks the attention backend by measurement
+when asked to ("auto")."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+import torch
+
 from engine.api import FrameAction, StepItem, StepPlan
 from engine.attention import measure_backends
+from engine.session import ChunkRecord
 
 if TYPE_CHECKING:
     from engine.engine import Engine
 
-__all__ = ["WARMUP_SESSIONS", "run_warmup"]
+__all__ = ["WARMUP_SESSION", "run_warmup"]
 
 logger = logging.getLogger(__name__)
 
-WARMUP_SESSIONS = ("__warmup_a__", "__warmup_b__")
+WARMUP_SESSION = "__warmup__"
 
 
 def _choose_attention(engine: Engine) -> None:
@@ -36,29 +40,41 @@ def _choose_attention(engine: Engine) -> None:
     logger.info("attention backend %s chosen by measurement %s", best, timings)
 
 
-def _chunk(engine: Engine, sessions: tuple[str, ...]) -> None:
-    for sid in sessions:
-        engine.begin_chunk(sid, [FrameAction()])
-    while (phase := engine.next_phase(sessions[0])) is not None:
-        result = engine.step(StepPlan(tuple(StepItem(sid, phase) for sid in sessions)))
-        errors = [r.error for r in result.results if r.error]
-        if errors:
-            raise RuntimeError(f"warmup failed: {errors}")
+def _every_context_length(engine: Engine) -> None:
+    for _ in range(engine.config.context_chunks + 1):
+        engine.begin_chunk(WARMUP_SESSION, [FrameAction()])
+        while (phase := engine.next_phase(WARMUP_SESSION)) is not None:
+            result = engine.step(StepPlan((StepItem(WARMUP_SESSION, phase),)))
+            errors = [r.error for r in result.results if r.error]
+            if errors:
+                raise RuntimeError(f"warmup failed: {errors}")
+
+
+@torch.no_grad()
+def _every_batch_size(engine: Engine) -> None:
+    c, runner, decoder = engine.config, engine.runner, engine.parts.decoder
+    latents = torch.zeros(c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width, device=engine.device)
+    record = ChunkRecord(0, latents, torch.zeros(c.latent_frames_per_chunk, c.action_features), "warmup")
+    context = engine._embed("warmup")
+    for batch in range(2, c.max_batch + 1):
+        runner.forward(
+            latents.expand(batch, -1, -1, -1, -1), [0.0] * batch, [record] * batch,
+            context.expand(batch, -1, -1), [[] for _ in range(batch)], None,
+        )
+        decoded = torch.zeros(batch, c.out_dim, *latents.shape[1:], device=engine.device)
+        _, caches = decoder.decode(decoded, [None] * batch)
+        decoder.decode(decoded, caches)
 
 
 def run_warmup(engine: Engine) -> None:
     _choose_attention(engine)
-    first, second = WARMUP_SESSIONS
-    if not engine.open_session(first, seed=0, prompt="warmup"):
+    if not engine.open_session(WARMUP_SESSION, seed=0, prompt="warmup"):
         logger.warning("warmup skipped: the KV pool has no room for one session")
         return
     try:
-        for _ in range(engine.config.sink_chunks + 2):  # first chunk, then steady chunks with context
-            _chunk(engine, (first,))
-        if engine.open_session(second, seed=1, prompt="warmup"):
-            _chunk(engine, (first, second))  # batch of two, different context lengths and decode kinds
-        else:
-            logger.warning("warmup ran batch 1 only: the KV pool has no room for two sessions")
+        _every_context_length(engine)
     finally:
-        for sid in WARMUP_SESSIONS:
-            engine.close_session(sid)
+        engine.close_session(WARMUP_SESSION)
+    _every_batch_size(engine)
+    if engine.device.type == "cuda":
+        torch.cuda.synchronize(engine.device)

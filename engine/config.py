@@ -69,6 +69,7 @@ class ModelConfig:
     action_hidden_dim: int
     decoder_kind: str
     # tiny decoder hidden width (used when decoder_kind == "tiny")
+    max_batch: int = 8  # warmup runs every batch size up to this (no first-request compile stall)
     default_kv_sessions: int = 16  # KV budget when none is given (CPU): this many sessions
     cuda_kv_memory_fraction: float = 0.5  # KV budget when none is given (CUDA): of free memory
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
@@ -151,7 +152,7 @@ def _tiny() -> ModelConfig:
         sink_chunks=1, window_chunks=2, max_rollback_chunks=4,
         action_space=ActionSpace(keys=_WASD_KEYS, mouse=True, buttons=2, axes=2),
         action_hidden_dim=16, decoder_kind="tiny", tiny_decoder_hidden=8,
-        text_vocab_buckets=512, text_cache_entries=16,
+        text_vocab_buckets=512, text_cache_entries=16, max_batch=3,
     )
 
 

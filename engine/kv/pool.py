@@ -130,22 +130,16 @@ class ChunkKVPool:
 
     # attention I/O -------------------------------------------------------------------------
     def read(
-        self, layer: int, slabs: list[list[int]], k: torch.Tensor, v: torch.Tensor
+        self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values for attention: per sample, the current chunk's k, v (B, T, heads, d)
-        followed by its N context slabs of `layer` -> (B, (N+1)*T, heads, d) each. Slab ids are
+        """Keys and values of one sample for attention: its current chunk's k, v (1, T, heads, d)
+        followed by the N context `slabs` of `layer` -> (1, (N+1)*T, heads, d) each. Slab ids are
         host ints, so this is one concatenation kernel over contiguous slab views (no gather, no
         host sync)."""
-        b, t = k.shape[:2]
-        n = len(slabs[0])
         out = []
         for which, current in ((0, k), (1, v)):
             source = self.storage[layer, which]  # (slabs, T, heads, d)
-            parts = []
-            for row in range(b):
-                parts.append(current[row])
-                parts.extend(source[slab] for slab in slabs[row])
-            out.append(torch.cat(parts, dim=0).view(b, (n + 1) * t, *current.shape[2:]))
+            out.append(torch.cat([current[0], *(source[slab] for slab in slabs)], dim=0).unsqueeze(0))
         return out[0], out[1]
 
     def write(self, layer: int, slabs: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:

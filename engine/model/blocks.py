@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -12,35 +12,29 @@ from engine.attention import AttentionBackend
 from engine.model._fused import BlockKernels
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
-__all__ = ["AttnContext", "Block", "ContextGroup", "Head"]
+__all__ = ["AttnContext", "Block", "Head"]
 
-KVRead = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+KVRead = Callable[[int, list[int], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 KVWrite = Callable[[int, torch.Tensor, torch.Tensor], None]
-
-
-@dataclass
-class ContextGroup:
-    """Samples of a batch with the same number of context chunks (attended together, no mask)."""
-
-    rows: torch.Tensor | None  # (Bg,) batch positions; None = the whole batch, in order
-    slabs: list[list[int]] | None  # (Bg x N) slab ids of the context chunks; None = no context
 
 
 @dataclass
 class AttnContext:
     """What self-attention reads and writes besides the current tokens.
 
-    groups: empty -> attend the current tokens only, under `mask` (the full-sequence forward);
-    else one attention call per group, keys = [current chunk | the group's context chunks];
-    read(layer, slabs, k, v) -> (K, V) (Bg, (N+1)*T, heads, d): the current k, v followed by the
-    context slabs' (RoPE already applied), as a copy, so the write may then reuse a slab;
-    write(layer, k, v) stores the current tokens' roped K/V (the cache pass);
-    mask: bool (B, 1, Lq, Lk), True = attend (only without groups).
+    contexts: None -> attend the current tokens only, under `mask` (the full-sequence forward);
+    else one slab-id list per sample (its context chunks) and one attention call per sample, keys
+    = [current chunk | its context], so attention shapes depend on the context length only (one
+    attention plan per length, whatever the batch) and no padding or mask is needed;
+    read(layer, slabs, k, v) -> (K, V) (1, (N+1)*T, heads, d): the current k, v (1, T, heads, d)
+    followed by the slabs' (RoPE already applied), as a copy, so the write may then reuse a slab;
+    write(layer, k, v) stores the current tokens' roped K/V of the whole batch (the cache pass);
+    mask: bool (B, 1, Lq, Lk), True = attend (only without contexts).
     """
 
     cos: torch.Tensor  # (B, Lq, 1, d/2)
     sin: torch.Tensor
-    groups: list[ContextGroup] = field(default_factory=list)
+    contexts: list[list[int]] | None = None
     read: KVRead | None = None
     write: KVWrite | None = None
     mask: torch.Tensor | None = None
@@ -49,20 +43,15 @@ class AttnContext:
 def _self_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend
 ) -> torch.Tensor:
-    if not ctx.groups:
+    if ctx.contexts is None:
         return attend(q, k, v, ctx.mask)
-    out = q if len(ctx.groups) == 1 else torch.empty_like(q)
-    for group in ctx.groups:
-        rows = group.rows
-        qg, kg, vg = (q, k, v) if rows is None else (q.index_select(0, rows), k.index_select(0, rows), v.index_select(0, rows))
-        if group.slabs is not None and ctx.read is not None:
-            kg, vg = ctx.read(layer, group.slabs, kg, vg)
-        result = attend(qg, kg, vg, None)
-        if rows is None:
-            out = result
-        else:
-            out.index_copy_(0, rows, result)
-    return out
+    outs = []
+    for row, slabs in enumerate(ctx.contexts):
+        qs, ks, vs = q[row : row + 1], k[row : row + 1], v[row : row + 1]
+        if slabs and ctx.read is not None:
+            ks, vs = ctx.read(layer, slabs, ks, vs)
+        outs.append(attend(qs, ks, vs, None))
+    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=0)
 
 
 class _Projections(nn.Module):
