@@ -11,6 +11,7 @@ from sessiond.admission.decision import (
     Objectives,
     OverrunAction,
 )
+from sessiond.admission.demand import DemandState, DemandSync
 from sessiond.admission.duty import DutyPriors, DutyTracker
 from sessiond.admission.errors import AdmissionConfigError, CostModelError
 from sessiond.admission.factory import POLICIES, make_policy
@@ -26,6 +27,8 @@ __all__ = [
     "CostModel",
     "CostModelError",
     "Decision",
+    "DemandState",
+    "DemandSync",
     "DutyPolicy",
     "DutyPriors",
     "DutyTracker",

@@ -8,6 +8,7 @@ duty-cycle admission. Both still publish the predicted load so that reports can 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import OrderedDict
 from typing import Any
 
@@ -15,6 +16,8 @@ from sessiond.admission.decision import AdmissionRequest, Decision
 from sessiond.admission.policy import PolicyBase
 
 __all__ = ["FifoPolicy", "OnePerGpuPolicy"]
+
+logger = logging.getLogger(__name__)
 
 
 class FifoPolicy(PolicyBase):
@@ -32,7 +35,9 @@ class FifoPolicy(PolicyBase):
 
 
 class OnePerGpuPolicy(PolicyBase):
-    """``gpus`` slots; a refused request joins the wait list and can ``wait`` for its turn."""
+    """``gpus`` slots. A request finding them taken is refused as ``queued`` with its place; a daemon
+    that keeps the request open awaits :meth:`wait`, which joins the FIFO wait list and returns
+    once a release hands it a slot. Requests nobody waits for never hold a place."""
 
     name = "one-per-gpu"
     scheduling = "fifo"
@@ -51,8 +56,7 @@ class OnePerGpuPolicy(PolicyBase):
         if len(self.tracker.sessions()) < self.gpus and not self._waiting:
             self._register(request)
             return self._decision(True, "ok", load)
-        self._waiting.setdefault(request.session_id, request)
-        position = list(self._waiting).index(request.session_id) + 1
+        position = len(self._waiting) + (0 if request.session_id in self._waiting else 1)
         return self._decision(False, "queued", load, queue_position=position,
                               retry_after_s=self._retry(self.kv_retry_s * position),
                               detail=f"all {self.gpus} GPU slot(s) are taken; place {position} in the wait list")
@@ -71,20 +75,22 @@ class OnePerGpuPolicy(PolicyBase):
                 event.set()
         return admitted
 
-    async def wait(self, session_id: str, timeout_s: float) -> bool:
-        """Wait for a queued request's slot; False (and out of the list) when it times out."""
-        if session_id in self.tracker:
+    async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
+        """Join the wait list (FIFO) and wait for a slot; False, and out of the list, on timeout."""
+        sid = request.session_id
+        if sid in self.tracker:
             return True
-        if session_id not in self._waiting:
-            return False
-        event = self._events.setdefault(session_id, asyncio.Event())
+        self._waiting.setdefault(sid, request)
+        event = self._events.setdefault(sid, asyncio.Event())
         try:
             await asyncio.wait_for(event.wait(), timeout_s)
         except TimeoutError:
-            self._waiting.pop(session_id, None)
-            self._events.pop(session_id, None)
-            return session_id in self.tracker
-        return True
+            logger.info("session %s left the wait list after %.1f s", sid, timeout_s)
+        finally:  # timed out or cancelled (the client went away): leave the list
+            if sid not in self.tracker:
+                self._waiting.pop(sid, None)
+                self._events.pop(sid, None)
+        return sid in self.tracker
 
     def waiting(self) -> list[str]:
         return list(self._waiting)

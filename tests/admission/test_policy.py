@@ -158,30 +158,36 @@ def test_fifo_admits_past_the_load_budget_while_kv_holds() -> None:
     assert policy.snapshot(0.0)["predicted_load"] == 2.5
 
 
-def test_one_per_gpu_queues_in_fifo_order_and_admits_on_release() -> None:
+def test_one_per_gpu_admits_one_and_names_the_place_in_line() -> None:
     policy = make_policy("one-per-gpu", known_cost(0.1), gpus=1)
-    assert isinstance(policy, OnePerGpuPolicy)
     assert _ask(policy, "a").admitted
-    b, c = _ask(policy, "b"), _ask(policy, "c")
-    assert (b.reason, b.queue_position, c.queue_position) == ("queued", 1, 2)
-    assert policy.release("a", 5.0) == ["b"]
-    assert policy.waiting() == ["c"]
-    assert policy.tracker.sessions() == ["b"]
+    refused = _ask(policy, "b")
+    assert (refused.admitted, refused.reason, refused.queue_position) == (False, "queued", 1)
+    assert policy.release("a", 5.0) == []  # nobody waited: the slot is simply free again
+    assert _ask(policy, "c").admitted
 
 
-def test_a_queued_request_waits_for_its_slot() -> None:
-    async def scenario() -> tuple[bool, bool]:
+def test_one_per_gpu_hands_slots_to_waiters_in_fifo_order() -> None:
+    async def scenario() -> tuple[list[str], bool, bool, list[str], list[str]]:
         policy = OnePerGpuPolicy(known_cost(0.1), DutyTracker(), gpus=1)
         _ask(policy, "a")
-        _ask(policy, "b")
-        _ask(policy, "c")
-        waiter = asyncio.ensure_future(policy.wait("b", 5.0))
+        b = asyncio.ensure_future(policy.wait(AdmissionRequest("b", "world", "create", 0.0), 5.0))
+        c = asyncio.ensure_future(policy.wait(AdmissionRequest("c", "world", "create", 0.0), 5.0))
         await asyncio.sleep(0)
-        policy.release("a", 1.0)
-        timed_out = await policy.wait("c", 0.01)
-        return await waiter, timed_out
+        late = _ask(policy, "d")
+        assert (late.reason, late.queue_position) == ("queued", 3)
+        handed = policy.release("a", 1.0)
+        got_b = await b
+        timed_out = await policy.wait(AdmissionRequest("e", "world", "create", 1.0), 0.01)
+        waiting = policy.waiting()
+        c.cancel()
+        await asyncio.gather(c, return_exceptions=True)
+        return handed, got_b, timed_out, waiting, policy.waiting()
 
-    assert asyncio.run(scenario()) == (True, False)
+    handed, got_b, timed_out, waiting, after_cancel = asyncio.run(scenario())
+    assert (handed, got_b, timed_out) == (["b"], True, False)
+    assert waiting == ["c"]
+    assert after_cancel == []  # a waiter that goes away leaves the list
 
 
 def test_an_unknown_policy_or_bad_margin_names_the_option() -> None:

@@ -1,0 +1,92 @@
+"""A daemon with a given admission policy, in a thread of this process, for policy comparisons.
+
+It runs the real app under uvicorn on its own event loop; the policy's cost model is fed by the
+scheduler's measured steps and its duty tracker by polling session states on that loop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from engine.api import EngineProtocol
+from sessiond.admission.demand import DemandState, DemandSync
+from sessiond.admission.policy import PolicyBase
+
+__all__ = ["free_port", "policy_daemon"]
+
+_POLL_S = 0.25
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _states(daemon: Any) -> dict[str, DemandState]:
+    fpc, out = daemon.engine.info.frames_per_chunk, {}
+    for sid, session in list(daemon.sessions.items()):
+        segment = getattr(session, "segment", None)
+        media = segment.chunks_target * fpc / session.record.fps if segment is not None else None
+        out[sid] = DemandState(active=session.state.label == "active", paused=bool(session.paused),
+                               segment=segment.id if segment is not None else None, segment_media_s=media)
+    return out
+
+
+async def _feed(daemon: Any, policy: PolicyBase) -> None:
+    sync = DemandSync(policy.tracker)
+    while True:
+        sync.update(_states(daemon), time.monotonic())
+        await asyncio.sleep(_POLL_S)
+
+
+@contextlib.contextmanager
+def policy_daemon(engine: EngineProtocol, policy: PolicyBase, *, model: str, max_batch: int,
+                  ready_timeout_s: float = 120.0) -> Iterator[str]:
+    """Yields the daemon's URL; stops it (its sessions closed) on exit."""
+    import uvicorn
+
+    from sessiond.app import create_app
+    from sessiond.config import ServeConfig
+    from sessiond.server import uvicorn_config
+
+    config = ServeConfig.from_mapping({"model": model, "port": free_port(), "policy": policy.name,
+                                       "max_batch": max_batch})
+    app = create_app(config, engine, admission=policy)
+    server = uvicorn.Server(uvicorn_config(app, config, log_level="warning"))
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_until_complete, args=(server.serve(),), name=f"daemon-{policy.name}",
+                              daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{config.port}"
+    feeder = None
+    try:
+        deadline = time.monotonic() + ready_timeout_s
+        while not _ready(url):
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError(f"the {policy.name} daemon at {url} did not become ready")
+            time.sleep(0.1)
+        daemon = app.state.daemon
+        daemon.scheduler.step_listeners.append(policy.cost.observe_step)
+        feeder = asyncio.run_coroutine_threadsafe(_feed(daemon, policy), loop)
+        yield url
+    finally:
+        if feeder is not None:
+            feeder.cancel()
+        server.should_exit = True
+        thread.join(60)
+        if not thread.is_alive():
+            loop.close()
+
+
+def _ready(url: str) -> bool:
+    with contextlib.suppress(httpx.HTTPError):
+        return httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200
+    return False

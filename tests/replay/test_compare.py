@@ -1,0 +1,34 @@
+"""The policy comparison: one trace, one engine (tiny, CPU), a daemon per policy in turn."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiond.replay.compare import CompareConfig, run_comparison
+from sessiond.traces import Trace, TraceEvent, TraceHeader
+
+
+def _three_directors() -> Trace:
+    events: list[TraceEvent] = []
+    for i in range(3):
+        key = f"d{i}"
+        events += [TraceEvent(0.1 * i, key, "create", {"mode": "director", "prompt": "a harbour"}),
+                   TraceEvent(0.5 + 0.1 * i, key, "direct", {"prompt": "boats at dawn", "seconds": 1.0}),
+                   TraceEvent(3.0, key, "close", {})]
+    return Trace(TraceHeader("three-directors", "synthesized"), tuple(sorted(events, key=lambda e: e.t)))
+
+
+def test_each_policy_serves_the_same_trace_and_reports_a_row(tmp_path: Path) -> None:
+    said: list[str] = []
+    result = run_comparison(_three_directors(), CompareConfig(max_batch=2, out_dir=str(tmp_path)), said.append)
+    rows = {row["policy"]: row for row in result["rows"]}
+    assert list(rows) == ["duty", "one-per-gpu", "fifo"]
+    assert (rows["one-per-gpu"]["admitted"], rows["one-per-gpu"]["rejected"]) == (1, 2)
+    assert (rows["fifo"]["admitted"], rows["fifo"]["rejected"]) == (3, 0)
+    assert rows["duty"]["admitted"] + rows["duty"]["rejected"] == 3
+    assert rows["duty"]["admitted"] >= 1
+    assert all(row["stale_frames_after_ack"] == 0 and row["failed"] == 0 for row in rows.values())
+    assert (tmp_path / "compare.json").exists()
+    assert sorted(p.name for p in (tmp_path / "duty").iterdir()) == ["admissions.png", "latency_cdf.png", "load.png",
+                                                                     "report.json"]
+    assert "policy" in said[-1] and "in-obj" in said[-1]
