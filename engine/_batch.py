@@ -8,8 +8,6 @@ than this), and attention kernels see one shape per context length whatever the 
 
 from __future__ import annotations
 
-import torch
-
 from engine.kv import ChunkKVPool
 from engine.model import AttnContext
 from engine.rope import RopeTable
@@ -28,6 +26,6 @@ def attn_context(
     cos, sin = rope.for_frames(frame_starts, frames)
     ctx = AttnContext(cos=cos, sin=sin, contexts=context_slabs, read=pool.read)
     if write_slabs is not None:
-        slab_index = torch.tensor(write_slabs, device=pool.device, dtype=torch.long)
-        ctx.write = lambda layer, k, v: pool.write(layer, slab_index, k, v)
+        slabs = list(write_slabs)
+        ctx.write = lambda layer, k, v: pool.write(layer, slabs, k, v)
     return ctx

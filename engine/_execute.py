@@ -48,7 +48,8 @@ class PhaseRunner:
         write_slabs: list[int] | None,
     ) -> torch.Tensor:
         frames = self.config.latent_frames_per_chunk
-        t = torch.tensor(sigmas_t, device=self.device, dtype=torch.float32)[:, None].expand(-1, frames)
+        # per-sample timesteps filled on the device (no host-to-device copy in the per-pass path)
+        t = torch.stack([torch.full((frames,), value, device=self.device) for value in sigmas_t])
         actions = torch.stack([w.actions.to(self.device) for w in works])
         starts = [w.index * frames for w in works]
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
@@ -60,15 +61,14 @@ class PhaseRunner:
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
         timesteps = [self.schedule.timestep(w.step) for w in works]
         flow = self.forward(x, timesteps, works, torch.stack([w.context for w in works]), slabs, None)
-        sigma = torch.tensor([self.schedule.sigmas[w.step] for w in works], device=self.device)
-        clean = x - sigma.view(-1, 1, 1, 1, 1) * flow
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
+            clean = self.schedule.clean_estimate(x[i], flow[i], work.step)
             work.step += 1
             if work.step < work.steps:
                 noise = seeded_noise(tuple(work.x.shape), state.seed, work.index, work.step, self.device)
-                work.x = self.schedule.renoise(clean[i], noise, work.step)
+                work.x = self.schedule.renoise(clean, noise, work.step)
             else:
-                work.clean = clean[i]
+                work.clean = clean
 
     def cache(self, states: list[SessionState]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and

@@ -69,12 +69,10 @@ class RopeTable:
         if need > self.max_frames:
             self._build_frames(max(need, 2 * self.max_frames))
         hw = self._hw_cos.shape[0]
-        index = torch.tensor(
-            [[start + f for f in range(frames)] for start in frame_starts], device=self.device
-        )  # (B, frames)
         parts = []
         for frame_tab, hw_tab in ((self._frame_cos, self._hw_cos), (self._frame_sin, self._hw_sin)):
-            ft = frame_tab[index]  # (B, frames, dt/2)
+            # slices of the device table (no host-to-device copy, no sync)
+            ft = torch.stack([frame_tab[start : start + frames] for start in frame_starts])  # (B, frames, dt/2)
             ft = ft[:, :, None, :].expand(-1, -1, hw, -1)
             st = hw_tab[None, None].expand(len(frame_starts), frames, -1, -1)
             table = torch.cat([ft, st], dim=-1)  # (B, frames, hw, d/2)

@@ -142,10 +142,11 @@ class ChunkKVPool:
             out.append(torch.cat([current[0], *(source[slab] for slab in slabs)], dim=0).unsqueeze(0))
         return out[0], out[1]
 
-    def write(self, layer: int, slabs: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-        """In place: slabs (B,) <- k, v (B, tokens, heads, d) for `layer`."""
-        self.storage[layer, 0].index_copy_(0, slabs, k.to(self.storage.dtype))
-        self.storage[layer, 1].index_copy_(0, slabs, v.to(self.storage.dtype))
+    def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
+        """In place: slab slabs[i] <- k[i], v[i] (tokens, heads, d) for `layer` (host ids: no sync)."""
+        for row, slab in enumerate(slabs):
+            self.storage[layer, 0, slab].copy_(k[row])
+            self.storage[layer, 1, slab].copy_(v[row])
 
     # accounting ----------------------------------------------------------------------------
     def stats(self) -> KVStats:
