@@ -75,6 +75,7 @@ def run_warmup(engine: Engine) -> None:
         _every_context_length(engine)
     finally:
         engine.close_session(WARMUP_SESSION)
-    _every_batch_size(engine)
+    if engine.device.type == "cuda" or engine.parts.model.kernels.compiled:  # plans / compiles per shape
+        _every_batch_size(engine)
     if engine.device.type == "cuda":
         torch.cuda.synchronize(engine.device)
