@@ -19,7 +19,7 @@ from engine._setup import EngineParts, build_parts
 from engine._snapshot import Snapshot, decode_snapshot, encode_snapshot
 from engine.actions import encode_actions
 from engine.api import FrameAction, ItemResult, KVStats, ModelInfo, Phase, StepPlan, StepResult
-from engine.errors import EngineError, SessionStateError
+from engine.errors import ConfigError, EngineError, SessionStateError
 from engine.kv import KVHandle
 from engine.sampling import seeded_noise
 from engine.session import ChunkWork, SessionState
@@ -58,8 +58,15 @@ class Engine:
         text_encoder_path: str | None = None,
         init_seed: int = 0,
         compile: str = "auto",
+        cpu_threads: int | None = None,
     ) -> Engine:
-        """compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off"."""
+        """compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off".
+        cpu_threads: set torch's intra-op threads (process-wide); on a shared 2-core box 1 thread
+        measured 7x faster than 2 for the demo model. None leaves torch's setting alone."""
+        if cpu_threads is not None:
+            if cpu_threads < 1:
+                raise ConfigError("bad_cpu_threads", f"cpu_threads must be >= 1, got {cpu_threads}")
+            torch.set_num_threads(cpu_threads)
         return cls(
             build_parts(
                 model, device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
