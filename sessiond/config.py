@@ -15,7 +15,7 @@ __all__ = ["ServeConfig"]
 
 _POSITIVE = (
     "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
-    "director_ttff_s",
+    "director_ttff_s", "director_lead_s",
 )
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
                  "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s")
@@ -38,6 +38,7 @@ class ServeConfig:
     idle_close_s: float = 600.0  # idle this long: the session is closed
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
     director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
+    director_lead_s: float = 10.0  # director: most media generated ahead of the segment's playback
     max_sessions: int = 64
     # scheduler
     max_batch: int = 8

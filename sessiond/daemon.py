@@ -178,7 +178,7 @@ class Daemon:
             frames_per_chunk=info.frames_per_chunk, lead_chunks=c.lead_chunks, outbox_chunks=c.outbox_chunks,
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
-            director_ttff_s=c.director_ttff_s, wake=self._wake, log_event=self.writer.log,
+            director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, wake=self._wake, log_event=self.writer.log,
             persist=self.writer.persist, metrics=self.metrics)
 
     def check_ready(self) -> None:

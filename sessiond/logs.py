@@ -6,14 +6,29 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from typing import Any
 
-__all__ = ["JsonFormatter", "configure_logging", "log_event"]
+__all__ = ["JsonFormatter", "RedactTokens", "configure_logging", "log_event"]
 
 logger = logging.getLogger("sessiond.lifecycle")
 
 _STD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
+
+
+_SECRET = re.compile(r"(token=|[Bb]earer\s+)[^&\s\"']+")
+
+
+class RedactTokens(logging.Filter):
+    """Last line of defence: a token that reaches a log line anyway (a URL with ?token=, an
+    Authorization header) is replaced before the line is written."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _SECRET.search(message):
+            record.msg, record.args = _SECRET.sub(r"\1<redacted>", message), None
+        return True
 
 
 class JsonFormatter(logging.Formatter):
@@ -38,6 +53,7 @@ def configure_logging(json_lines: bool, level: int = logging.INFO) -> None:
         handler.setFormatter(JsonFormatter())
     else:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactTokens())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

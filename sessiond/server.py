@@ -36,7 +36,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.Config:
     max_ws = max(1 << 20, 4 * config.max_message_bytes)
     return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
-                          ws_max_size=max_ws, log_config=None, lifespan="on", **overrides)
+                          ws_max_size=max_ws, log_config=None, lifespan="on",
+                          access_log=False, **overrides)  # access lines would carry ?token= query strings
 
 
 def serve(args: argparse.Namespace) -> int:

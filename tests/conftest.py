@@ -95,6 +95,9 @@ class RunningDaemon:
         self.server.should_exit = True
         self.thread.join(30)
 
+    def wait_ready(self) -> None:
+        wait_ready(self.url)
+
 
 _ENGINE: dict[str, Any] = {}
 
@@ -105,14 +108,15 @@ def tiny_engine() -> Any:
     if "tiny" not in _ENGINE:
         from engine.engine import Engine
 
-        engine = Engine.create(model="tiny", device="cpu")
+        engine = Engine.create(model="tiny", device="cpu", kv_budget_bytes=4 << 20)  # room for 300 sessions
         engine.warmup()
         _ENGINE["tiny"] = engine
     return _ENGINE["tiny"]
 
 
 @contextlib.contextmanager
-def running_daemon(engine: Any = None, *, fresh_engine: bool = False, **options: Any) -> Iterator[RunningDaemon]:
+def running_daemon(engine: Any = None, *, fresh_engine: bool = False, wait: bool = True,
+                   **options: Any) -> Iterator[RunningDaemon]:
     """The real app under a real uvicorn server on a free port, in a thread of this process."""
     import uvicorn
 
@@ -132,7 +136,10 @@ def running_daemon(engine: Any = None, *, fresh_engine: bool = False, **options:
     url = f"http://127.0.0.1:{config.port}"
     running = RunningDaemon(url, app, server, thread)
     try:
-        wait_ready(url)
+        if wait:
+            wait_ready(url)
+        else:
+            wait_listening(config.port)
         yield running
     finally:
         running.stop()
@@ -146,6 +153,15 @@ def wait_ready(url: str, timeout_s: float = 60.0) -> None:
                 return
         time.sleep(0.05)
     raise RuntimeError(f"daemon at {url} not ready within {timeout_s} s")
+
+
+def wait_listening(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
 
 
 @pytest.fixture(scope="session")

@@ -122,6 +122,7 @@ class OutputStream:
         return reached
 
     def received(self, idx: int) -> None:
-        if self.acked is None or idx > self.acked:
-            self.acked = min(idx, self.sent - 1) if self.sent > 0 else None
+        clamped = min(idx, self.sent - 1)  # -1: nothing received yet, but the window now applies
+        if self.acked is None or clamped > self.acked:
+            self.acked = clamped
             self.event.set()

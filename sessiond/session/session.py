@@ -193,7 +193,7 @@ class Session:
         if seg is None or seg.chunks_begun >= seg.chunks_target:
             return None
         deadline = seg.started_at + self.env.director_ttff_s + seg.chunks_begun * f / self.record.fps
-        return deadline, now
+        return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
 
     def ops_pending_restore(self) -> bool:
         return any(op.kind == Op.RESTORE for op in self.ops)

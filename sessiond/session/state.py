@@ -83,6 +83,7 @@ class SessionEnv:
     max_pending_messages: int
     default_segment_s: float
     director_ttff_s: float
+    director_lead_s: float
     wake: Callable[[], None]  # the scheduler has work
     log_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> event log
     persist: Callable[[str], None]  # the durable record changed

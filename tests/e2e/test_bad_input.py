@@ -1,0 +1,200 @@
+"""Every bad input of PROTOCOL.md's error list gets its code, and the session goes on."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import msgpack
+
+from protocols.client import SessionClient
+from protocols.messages import Action, Error, Frame, Hello, Interrupt
+from tests.conftest import running_daemon
+from tests.e2e._raw import RawConn
+from tests.e2e._util import collect_frames
+
+
+async def _world(url: str) -> SessionClient:
+    client = SessionClient(timeout_s=20.0)
+    await client.create(url, "world")
+    return client
+
+
+def _error_after(conn: RawConn, data: bytes | str | object) -> object:
+    async def run() -> Error:
+        if isinstance(data, bytes | str):
+            await conn.send_raw(data)
+        else:
+            await conn.send(data)
+        return await conn.next_of(Error)
+
+    return run()
+
+
+def test_each_malformed_message_gets_its_code_and_the_session_goes_on(daemon) -> None:
+    cases = [
+        (b"\xc1", "bad_message"),  # not msgpack
+        (msgpack.packb([1, 2, 3]), "bad_message"),  # not a map
+        ("a text frame", "bad_message"),
+        (msgpack.packb({"t": "teleport"}), "unknown_type"),
+        (msgpack.packb({"seq": 1}), "unknown_type"),  # no t
+        (msgpack.packb({"t": "action", "seq": "one", "ts": 0.0, "keys": []}), "invalid_field"),
+        (msgpack.packb({"t": "interrupt"}), "invalid_field"),  # missing id
+        (msgpack.packb({"t": "direct", "id": 5, "prompt": "x" * 2001}), "invalid_field"),  # prompt too long
+        (msgpack.packb({"t": "ping", "id": 1, "ts": 0.0, "pad": b"\0" * 70_000}), "too_large"),
+        (Action(seq=1, ts=0.0, keys=("z",)), "invalid_field"),  # not in the model's action space
+        (Action(seq=2, ts=0.0, keys=("w",), axes=(0.1, 0.2, 0.3)), "invalid_field"),  # 3 axes, model has 2
+        (Hello(v=1), "conflict"),  # a second hello
+    ]
+
+    async def run() -> None:
+        client = await _world(daemon.url)
+        conn = await RawConn.open(client.session.ws_url, client.session.token)
+        try:
+            for data, code in cases:
+                err = await _error_after(conn, data)
+                assert (err.code, err.fatal) == (code, False), data
+                assert await conn.alive()
+            frames = [m for m in conn.messages if isinstance(m, Frame)]
+            frames += [await conn.next_of(Frame) for _ in range(3)]
+            assert [f.idx for f in frames] == list(range(len(frames)))  # the stream never broke
+        finally:
+            await conn.close()
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_failed_request_error_names_the_request_id(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        conn = await RawConn.open(client.session.ws_url, client.session.token)
+        try:
+            err = await _error_after(conn, msgpack.packb({"t": "direct", "id": 41, "prompt": 3}))
+            assert (err.code, err.re) == ("invalid_field", 41) and "prompt" in err.message
+        finally:
+            await conn.close()
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_unsupported_version_closes_the_connection_but_not_the_session(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        try:
+            conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False)
+            err = await _error_after(conn, Hello(v=2))
+            assert (err.code, err.fatal) == ("unsupported_version", True)
+            assert await conn.closed_with() == 4400
+            assert (await client.status()).state in ("idle", "active")
+            await client.connect()  # the session survives
+            assert len(await collect_frames(client, 2)) == 2
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_message_before_hello_is_an_error_and_hello_still_works(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False)
+        try:
+            err = await _error_after(conn, Interrupt(id=1))
+            assert (err.code, err.fatal) == ("invalid_field", False)
+            await conn.send(Hello(v=1))
+            assert await conn.alive()
+        finally:
+            await conn.close()
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_wrong_token_and_unknown_session_close_with_4401_and_4404(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        try:
+            conn = await RawConn.open(client.session.ws_url, "not-the-token", hello=False)
+            err = await conn.next_of(Error)
+            assert (err.code, err.fatal) == ("unauthorized", True)
+            assert await conn.closed_with() == 4401
+            other = client.session.ws_url.replace(client.session.session_id, "s_0000000000000000")
+            conn = await RawConn.open(other, client.session.token, hello=False)
+            err = await conn.next_of(Error)
+            assert (err.code, await conn.closed_with()) == ("not_found", 4404)
+            conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False, query="media=gif")
+            err = await conn.next_of(Error)
+            assert err.code == "invalid_field" and "media" in err.message
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_an_action_flood_is_coalesced_latest_wins_and_counted(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        await client.connect()
+        coalesced = daemon.daemon.metrics.actions_coalesced
+        before = coalesced._value.get()
+        try:
+            for _ in range(1000):  # ~4x the 240/s limit in one burst
+                last = await client.send_action(["d"], mouse=(0.5, 0.0))
+            await client.ping()
+            frames = []
+            while not frames or frames[-1].action_seq < last.seq:
+                frames += await collect_frames(client, 1)
+            assert coalesced._value.get() - before >= 1000 - 240
+            assert frames[-1].action_seq == last.seq  # the newest state won
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_repeated_bad_messages_are_fatal_to_the_connection_only() -> None:
+    async def run(url: str) -> None:
+        client = await _world(url)
+        conn = await RawConn.open(client.session.ws_url, client.session.token)
+        try:
+            for _ in range(6):
+                await conn.send_raw(b"\xc1")
+            codes = []
+            while True:
+                err = await conn.next_of(Error)
+                codes.append(err.code)
+                if err.fatal:
+                    break
+            assert codes == ["bad_message"] * 5 + ["rate_limited"]
+            assert await conn.closed_with() == 1008
+            await client.connect()
+            assert len(await collect_frames(client, 2)) == 2  # the session goes on
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    with running_daemon(abuse_errors_per_10s=5) as d:
+        asyncio.run(run(d.url))
+
+
+def test_creating_over_capacity_is_503_with_retry_after() -> None:
+    with running_daemon(max_sessions=1) as d:
+        first = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
+        assert first.status_code == 201
+        second = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
+        assert second.status_code == 503
+        body = second.json()["error"]
+        assert body["code"] == "capacity" and body["retry_after_s"] == 5.0
+        assert second.headers["retry-after"] == "5"
+        sid, token = first.json()["session_id"], first.json()["token"]
+        gone = httpx.delete(f"{d.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+        assert gone.status_code == 204
+        assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"}).status_code == 201

@@ -1,0 +1,163 @@
+"""The HTTP API of PROTOCOL.md against a live daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import httpx
+
+from tests.conftest import running_daemon, tiny_engine
+
+
+def _auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_create_returns_201_with_the_session_and_its_urls(daemon) -> None:
+    r = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "director", "prompt": "a lake", "seed": 3})
+    assert r.status_code == 201
+    body = r.json()
+    sid = body["session_id"]
+    assert set(body) == {"session_id", "token", "mode", "model", "width", "height", "fps", "action_space",
+                         "ws_url", "webrtc_url"}
+    assert (body["mode"], body["model"], body["width"], body["height"], body["fps"]) == ("director", "tiny", 32, 32, 16)
+    assert body["ws_url"] == f"ws://127.0.0.1:{daemon.url.rsplit(':', 1)[1]}/v1/sessions/{sid}/ws"
+    assert body["webrtc_url"] == f"{daemon.url}/v1/sessions/{sid}/webrtc"
+    assert len(body["token"]) >= 43  # 256 random bits, url-safe base64
+    assert body["action_space"]["keys"][:4] == ["w", "a", "s", "d"]
+    other = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
+    assert other["token"] != body["token"]
+    for b in (body, other):
+        assert httpx.delete(f"{daemon.url}/v1/sessions/{b['session_id']}", headers=_auth(b["token"])).status_code == 204
+
+
+def test_status_then_delete_then_404(daemon) -> None:
+    body = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
+    url = f"{daemon.url}/v1/sessions/{body['session_id']}"
+    status = httpx.get(url, headers=_auth(body["token"]))
+    assert status.status_code == 200
+    s = status.json()
+    assert (s["session_id"], s["mode"], s["state"], s["frames_sent"], s["pts"], s["segment"]) == (
+        body["session_id"], "world", "idle", 0, 0, 0)
+    assert s["created_at"] <= s["last_active_at"]
+    assert httpx.get(f"{url}?token={body['token']}").status_code == 200  # ?token= works too
+    assert httpx.delete(url, headers=_auth(body["token"])).status_code == 204
+    gone = httpx.get(url, headers=_auth(body["token"]))
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
+    assert httpx.delete(url, headers=_auth(body["token"])).status_code == 404
+
+
+def test_a_wrong_or_missing_token_is_401_and_reveals_nothing(daemon) -> None:
+    body = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
+    url = f"{daemon.url}/v1/sessions/{body['session_id']}"
+    for headers in ({"Authorization": "Bearer nope"}, {}, {"Authorization": "Basic abc"}):
+        r = httpx.get(url, headers=headers)
+        assert r.status_code == 401
+        assert r.json() == {"error": {"code": "unauthorized", "message": "missing or wrong session token"}}
+        assert httpx.delete(url, headers=headers).status_code == 401
+    assert httpx.get(url, headers=_auth(body["token"])).status_code == 200  # still there
+    httpx.delete(url, headers=_auth(body["token"]))
+
+
+def test_bad_create_bodies_are_400_naming_the_field(daemon) -> None:
+    cases = [
+        (b"{not json", "bad_message", None),
+        (b"[1, 2]", "bad_message", None),
+        (b'{"prompt": "x"}', "invalid_field", "mode"),
+        (b'{"mode": "cinema"}', "invalid_field", "mode"),
+        (b'{"mode": "world", "seed": "7"}', "invalid_field", "seed"),
+        (b'{"mode": "world", "width": 640}', "invalid_field", "width"),
+        (b'{"mode": "world", "model": "wan-1.3b"}', "invalid_field", "model"),
+        (b'{"mode": "world", "fps": 0}', "invalid_field", "fps"),
+    ]
+    for raw, code, field in cases:
+        r = httpx.post(f"{daemon.url}/v1/sessions", content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400, raw
+        err = r.json()["error"]
+        assert (err["code"], err.get("field")) == (code, field), raw
+
+
+def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> None:
+    async def stream_a_little() -> None:
+        from protocols.client import SessionClient
+        from tests.e2e._util import collect_frames
+
+        client = SessionClient()
+        await client.create(daemon.url, "world")
+        await client.connect()
+        await client.send_action(["w"])
+        await collect_frames(client, 24)
+        await client.close_session()
+        await client.aclose()
+
+    asyncio.run(stream_a_little())
+    assert httpx.get(f"{daemon.url}/healthz").json() == {"status": "ok"}
+    assert httpx.get(f"{daemon.url}/readyz").json() == {"status": "ready", "model": "tiny"}
+    metrics = httpx.get(f"{daemon.url}/metrics")
+    assert metrics.status_code == 200
+    for name in ("sessiond_sessions{state=\"idle\"}", "sessiond_frames_generated_total", "sessiond_frames_sent_total",
+                 "sessiond_step_seconds_bucket", "sessiond_chunk_seconds_bucket", "sessiond_output_queue_frames",
+                 "sessiond_action_to_photon_seconds_bucket", "sessiond_kv_slabs", "sessiond_engine_queue_depth"):
+        assert name in metrics.text, name
+    sent = next(line for line in metrics.text.splitlines() if line.startswith("sessiond_frames_sent_total"))
+    assert float(sent.split()[1]) >= 24
+    cap = httpx.get(f"{daemon.url}/v1/capacity").json()
+    assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
+    assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "kv"
+    assert cap["store"] == {"kind": "memory", "healthy": True}
+    page = httpx.get(f"{daemon.url}/")
+    assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+class _SlowWarmEngine:
+    """The real tiny engine whose warmup waits for the test (a fake only in its warmup timing)."""
+
+    def __init__(self, engine: object, release: threading.Event) -> None:
+        self._engine = engine
+        self._release = release
+        self.ready = False
+
+    def warmup(self) -> None:
+        self._release.wait(30)
+        self.ready = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+def test_readyz_is_503_and_create_refused_until_the_engine_is_warm() -> None:
+    release = threading.Event()
+    engine = _SlowWarmEngine(tiny_engine(), release)
+    with running_daemon(engine, wait=False) as d:
+        r = httpx.get(f"{d.url}/readyz")
+        assert r.status_code == 503 and r.json()["status"] == "not_ready"
+        create = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
+        assert create.status_code == 503 and create.json()["error"]["code"] == "capacity"
+        assert create.headers["retry-after"] == "1"
+        release.set()
+        d.wait_ready()
+        assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"}).status_code == 201
+
+
+def test_no_log_line_carries_a_token(daemon, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    body = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
+
+    async def use() -> None:
+        from protocols.client import SessionClient
+
+        client = SessionClient()
+        client.attach(daemon.url, __import__("protocols.http", fromlist=["x"]).CreateSessionResponse.from_json(body))
+        await client.connect()
+        await client.send_action(["w"])
+        await client.disconnect()
+        await client.close_session()
+        await client.aclose()
+
+    asyncio.run(use())
+    ours = ("sessiond", "transports", "engine", "uvicorn", "protocols")
+    lines = [r.getMessage() + repr(r.__dict__) for r in caplog.records if r.name.startswith(ours)]
+    assert any(body["session_id"] in line for line in lines)  # lifecycle lines were logged
+    assert not any(body["token"] in line for line in lines)
