@@ -46,6 +46,7 @@ class CompareConfig:
     priors_from_trace: bool = False
     duty_window_s: float = 60.0
     calibration_chunks: int = 3
+    kv_budget_bytes: int | None = None  # the engine's KV pool; None: the engine's default
     out_dir: str | None = None
 
 
@@ -79,7 +80,7 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
 def _engine(cfg: CompareConfig) -> Any:
     from engine.engine import Engine
 
-    engine = Engine.create(model=cfg.model, device=cfg.device)
+    engine = Engine.create(model=cfg.model, device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes)
     engine.warmup()
     return engine
 
