@@ -1,0 +1,41 @@
+"""`sessiond replay` and `sessiond replay-compare`: bad input is a clear message and exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from sessiond.replay import cli, compare_cli
+
+
+def _args(module: Any, name: str, *argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    module.add_parser(sub, name)
+    return parser.parse_args([name, *argv])
+
+
+def test_a_malformed_trace_is_refused_with_its_line_number(tmp_path: Path, capsys: Any) -> None:
+    trace = tmp_path / "bad.jsonl"
+    trace.write_text('{"format": "sessiond-trace", "version": 1, "name": "b", "source": "recorded"}\n{oops\n')
+    assert cli.run(_args(cli, "replay", str(trace), "--url", "http://127.0.0.1:9")) == 2
+    assert "line 2: not valid JSON" in capsys.readouterr().err
+
+
+def test_a_missing_trace_file_is_named(tmp_path: Path, capsys: Any) -> None:
+    assert cli.run(_args(cli, "replay", str(tmp_path / "none.jsonl"))) == 2
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_a_bad_speed_or_objective_is_refused(capsys: Any) -> None:
+    trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
+    assert cli.run(_args(cli, "replay", trace, "--speed", "0")) == 2
+    assert "--speed must be > 0" in capsys.readouterr().err
+    assert cli.run(_args(cli, "replay", trace, "--miss-rate", "2")) == 2
+    assert "world_deadline_miss" in capsys.readouterr().err
+
+
+def test_compare_names_an_unknown_policy(capsys: Any) -> None:
+    assert compare_cli.run(_args(compare_cli, "replay-compare", "x.jsonl", "--policies", "duty,lottery")) == 2
+    assert "duty, one-per-gpu, fifo" in capsys.readouterr().err
