@@ -1,0 +1,58 @@
+"""ServeConfig: defaults, JSON file, flags over file, and errors naming the option to change."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from sessiond.cli import build_parser
+from sessiond.config import ServeConfig
+from sessiond.errors import ConfigError
+from sessiond.server import config_from_args
+
+
+def test_defaults_match_the_protocol_limits() -> None:
+    c = ServeConfig()
+    assert (c.max_message_bytes, c.max_actions_per_s, c.max_prompt_chars, c.lead_chunks) == (65536, 240, 2000, 2.0)
+    assert (c.model, c.host, c.port, c.redis_url) == ("demo", "127.0.0.1", 8000, None)
+    assert c.window_frames(16) == 16 and c.window_frames(30) == 30
+
+
+def test_flags_override_the_json_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps({"port": 9001, "lead-chunks": 3, "idle_offload_s": 5, "webrtc_hosts": ["127.0.0.1"]}))
+    args = build_parser().parse_args(["serve", "--config", str(path), "--port", "9002", "--model", "tiny",
+                                      "--log-json"])
+    c = config_from_args(args)
+    assert (c.port, c.lead_chunks, c.idle_offload_s, c.model, c.log_json) == (9002, 3, 5, "tiny", True)
+    assert c.webrtc_hosts == ("127.0.0.1",)
+
+
+def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match="config option `lead`: unknown option; valid options: .*lead_chunks"):
+        ServeConfig.from_mapping({"lead": 2})
+
+
+@pytest.mark.parametrize(("options", "name"), [
+    ({"lead_chunks": 0}, "lead_chunks"),
+    ({"max_batch": 1.5}, "max_batch"),
+    ({"port": 70000}, "port"),
+    ({"idle_offload_s": 10, "idle_close_s": 5}, "idle_close_s"),
+    ({"max_message_bytes": True}, "max_message_bytes"),
+])
+def test_bad_values_fail_at_construction_naming_the_option(options: dict[str, object], name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        ServeConfig.from_mapping(options)
+    assert info.value.option == name
+
+
+def test_a_config_file_that_is_not_json_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text("{port: 1")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
+        config_from_args(argparse.Namespace(config=str(path)))
+    with pytest.raises(ConfigError, match="cannot read"):
+        config_from_args(argparse.Namespace(config=str(tmp_path / "missing.json")))
