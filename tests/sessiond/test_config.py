@@ -32,7 +32,7 @@ def test_flags_override_the_json_file(tmp_path: Path) -> None:
 
 
 def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match="config option `lead`: unknown option; valid options: .*lead_chunks"):
+    with pytest.raises(ConfigError, match=r"config option `lead`: unknown option; valid options: .*lead_chunks"):
         ServeConfig.from_mapping({"lead": 2})
 
 
