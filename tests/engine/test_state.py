@@ -240,3 +240,15 @@ def test_rollback_drops_a_decoded_but_undelivered_chunk_and_its_decoder_state() 
     assert engine.rollback("s") == 1
     assert engine.next_phase("s") is None
     assert np.array_equal(run_chunk(engine, "s", [W]).frames, run_chunk(reference, "s", [W]).frames)
+
+
+def test_snapshot_holds_the_recorded_chunks_latents_actions_and_prompts() -> None:
+    engine = make_engine()
+    engine.open_session("s", seed=6, prompt="rain")
+    _run_and_deliver(engine, "s", 6)  # sink 1 + window 2: chunk 6 needs chunks 0, 4 and 5
+    data = engine.snapshot("s")
+    tensors = load(data)
+    assert sorted(tensors) == [f"{kind}.{i}" for kind in ("actions", "latents") for i in (0, 4, 5)]
+    assert tuple(tensors["latents.5"].shape) == (4, 2, 4, 4)
+    assert tuple(tensors["actions.5"].shape) == (2, engine.config.action_features)
+    assert b'\\"next_chunk\\": 6' in data and b'\\"delivered\\": 5' in data and b"rain" in data
