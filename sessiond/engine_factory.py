@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from engine.api import EngineProtocol
 from engine.errors import EngineError
@@ -28,24 +29,30 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _weights_missing(exc: BaseException) -> bool:
-    if isinstance(exc, FileNotFoundError):
-        return True
-    return isinstance(exc, EngineError) and ("weight" in exc.code or "missing" in exc.code
-                                             or "not_found" in exc.code)
+def demo_weights() -> Path | None:
+    """Where the shipped demo weights are declared to live (None when the config says nowhere)."""
+    from engine.config import get_config
+
+    declared = get_config("demo").extra.get("default_weights")
+    return Path(str(declared)) if declared else None
 
 
 def build_engine(config: ServeConfig) -> BuiltEngine:
     from engine.engine import Engine
 
     device = config.device or default_device()
+    weights: Path | None = None
+    if config.model == "demo":
+        weights = demo_weights()
+        if weights is None or not weights.is_file():
+            why = (f"the demo model's weights are absent ({weights or 'no path declared'}); "
+                   "serving the tiny test model instead")
+            logger.warning("%s", why)
+            engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes)
+            return BuiltEngine(engine, "tiny", why)
     try:
-        engine = Engine.create(model=config.model, device=device, kv_budget_bytes=config.kv_budget_bytes)
-        return BuiltEngine(engine, config.model, None)
-    except (EngineError, FileNotFoundError) as exc:
-        if config.model != "demo" or not _weights_missing(exc):
-            raise
-        why = f"the demo model's weights are absent ({exc}); serving the tiny test model instead"
-        logger.warning("%s", why)
-        engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes)
-        return BuiltEngine(engine, "tiny", why)
+        engine = Engine.create(model=config.model, device=device, kv_budget_bytes=config.kv_budget_bytes,
+                               weights=weights)
+    except EngineError as exc:
+        raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
+    return BuiltEngine(engine, config.model, None)
