@@ -5,7 +5,6 @@ awaits them in `stop()`."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +14,7 @@ from engine.api import EngineProtocol, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError
 from sessiond.admission.decision import AdmissionRequest
 from sessiond.admission_hook import Admission, KVPoolAdmission
+from sessiond.admission_wiring import PolicyRuntime, build_policy
 from sessiond.config import ServeConfig
 from sessiond.engine_factory import BuiltEngine, build_engine
 from sessiond.engine_worker import EngineWorker
@@ -24,7 +24,8 @@ from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.persistence import StoreWriter
 from sessiond.scheduler import Scheduler
-from sessiond.session import Session, SessionEnv
+from sessiond.session import EngineOp, Op, Session, SessionEnv
+from sessiond.shutdown import release_engine_sessions, write_recording
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
 
@@ -33,6 +34,20 @@ __all__ = ["Daemon", "Refused"]
 logger = logging.getLogger(__name__)
 
 _FAILED_KEEP_S = 60.0
+
+
+def _no_demand(session_id: str, demanding: bool, media_s: float | None) -> None:
+    return None
+
+
+async def _settled(task: asyncio.Future[Any]) -> None:
+    """Await a task being stopped; its cancellation is expected, any other failure is logged."""
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    except Exception:
+        logger.exception("task %r failed while stopping", task)
 
 
 class Refused(ProtocolError):
@@ -59,15 +74,18 @@ class Daemon:
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
         self.scheduler: Scheduler | None = None
         self.ready = False
+        self.started_at = time.time()
         self.warm_error: str | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._scheduler_task: asyncio.Task[None] | None = None
         self._warm_task: asyncio.Task[None] | None = None
         self._resume_locks: dict[str, asyncio.Lock] = {}
         self._gateway: Any = None
+        self.policy: PolicyRuntime | None = None  # set with --policy duty|one-per-gpu|fifo
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
+        self.started_at = time.time()
         self.worker.start()
         self.writer.start()
         self._warm_task = asyncio.create_task(self._warm(), name="sessiond-warmup")
@@ -86,67 +104,59 @@ class Daemon:
             self.warm_error = f"{type(exc).__name__}: {exc}"
             logger.exception("engine failed to start")
             return
+        order = "deadline"
+        if self.admission is None and self.config.policy != "kv":
+            try:
+                self.policy = await build_policy(self.config, self.engine, self.worker, self.metrics.registry,
+                                                 await self.worker.call(self.engine.kv_stats))
+            except Exception as exc:  # reported by /readyz like any start-up failure
+                self.warm_error = f"admission policy {self.config.policy!r}: {type(exc).__name__}: {exc}"
+                logger.exception("admission policy failed to start")
+                return
+            self.admission = self.policy.policy
+            order = self.policy.policy.scheduling
         if self.admission is None:
             self.admission = KVPoolAdmission(self.engine.info, self._kv, self.config.max_sessions)
         self.scheduler = Scheduler(
             self.engine, self.worker, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
             idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
-            on_snapshot=self.writer.snapshot, on_close=self._close_soon)
+            on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=order, on_tick=self._tick)
+        if self.policy is not None:
+            self.scheduler.step_listeners.append(self.policy.policy.cost.observe_step)
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
         logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.engine.info.device,
                     time.monotonic() - started)
 
     async def stop(self) -> None:
+        """Cancel and await every task, snapshot live sessions, flush the store, stop the engine thread."""
         if self._warm_task is not None and not self._warm_task.done():
             self._warm_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._warm_task
+            await _settled(self._warm_task)
         self.ready = False
         if self.scheduler is not None and self._scheduler_task is not None:
             self.scheduler.stop()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._scheduler_task
+            await _settled(self._scheduler_task)
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            await _settled(task)
         for session in self.sessions.values():
             if session.port is not None:
                 session.port.closed = True
                 session.out.event.set()
         if self._gateway is not None:
-            with contextlib.suppress(Exception):
-                await self._gateway.shutdown()
+            await _settled(asyncio.ensure_future(self._gateway.shutdown()))
+        await release_engine_sessions(self)
         await self.writer.stop()
+        if self.config.record:
+            await write_recording(self, self.config.record)
         await self.worker.stop()
-        with contextlib.suppress(StoreUnavailable):
+        try:
             await self.store.close()
+        except StoreUnavailable as exc:
+            logger.warning("closing the store: %s", exc)
         self.executor.shutdown(wait=False)
-
-    async def _release_engine_sessions(self) -> None:
-        """At shutdown: snapshot every live session (a restarted daemon resumes from it) and free
-        its engine state."""
-        engine = self.engine
-        live = [s.id for s in self.sessions.values() if not s.state.terminal]
-        if engine is None or not live:
-            return
-
-        def snapshot_and_close() -> dict[str, bytes]:
-            snapshots = {}
-            for sid in live:
-                with contextlib.suppress(Exception):  # a session the engine cannot snapshot is not saved
-                    snapshots[sid] = engine.snapshot(sid)
-                with contextlib.suppress(Exception):
-                    engine.close_session(sid)
-            return snapshots
-
-        with contextlib.suppress(Exception):
-            for sid, data in (await self.worker.call(snapshot_and_close)).items():
-                self.writer.snapshot(sid, data)
-        for sid in live:
-            self.writer.persist(sid)
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -179,7 +189,8 @@ class Daemon:
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, wake=self._wake, log_event=self.writer.log,
-            persist=self.writer.persist, metrics=self.metrics)
+            persist=self.writer.persist, metrics=self.metrics,
+            on_demand=self.policy.on_demand if self.policy is not None else _no_demand)
 
     def check_ready(self) -> None:
         if not self.ready or self.engine is None or self.admission is None:
@@ -215,8 +226,10 @@ class Daemon:
             return
         self.release(session_id)
         if self.engine is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self.worker.call(self.engine.close_session, session_id)
+            except Exception:  # the session is gone either way; the engine's accounting is reported
+                logger.exception("engine close_session(%s) failed", session_id)
         log_event("closed" if reason != "engine_fault" else "ended", session_id, reason=reason)
         if session.state == SessionState.FAILED and reason == "engine_fault":
             self.writer.persist(session_id)
@@ -229,6 +242,20 @@ class Daemon:
         except StoreUnavailable:
             self.metrics.store_errors.inc()
             logger.warning("session %s closed but its record could not be deleted (store unavailable)", session_id)
+
+    def _tick(self) -> None:
+        """Twice a second: admission's gauges, and its answer to sessions over their prior."""
+        if self.policy is None:
+            return
+        for action in self.policy.refresh():
+            session = self.sessions.get(action.session_id)
+            if session is None or session.state.terminal:
+                continue
+            if action.action == "degrade_lead":
+                session.lead_override = 1.0
+            elif action.action == "offload_idle" and session.state == SessionState.IDLE and session.job is None:
+                session.ops.append(EngineOp(Op.OFFLOAD))
+                session.set_state(SessionState.OFFLOADED, reason="overrun")
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}
@@ -250,6 +277,8 @@ class Daemon:
         return self._gateway
 
     def update_gauges(self) -> None:
+        if self.policy is not None:
+            self.policy.metrics.update(self.policy.policy, time.monotonic())
         counts = dict.fromkeys(SessionState, 0)
         frames = 0
         for session in self.sessions.values():

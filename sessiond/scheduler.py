@@ -36,7 +36,8 @@ _IDLE_TICK_S = 0.5
 class Scheduler:
     def __init__(self, engine: EngineProtocol, worker: EngineWorker, sessions: dict[str, Session], *,
                  max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
-                 on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None]) -> None:
+                 on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None],
+                 order: str = "deadline", on_tick: Callable[[], None] | None = None) -> None:
         self.engine = engine
         self.worker = worker
         self.sessions = sessions
@@ -46,6 +47,8 @@ class Scheduler:
         self.idle_close_s = idle_close_s
         self.on_snapshot = on_snapshot
         self.on_close = on_close  # (session id, reason): the app closes it
+        self.order = order  # "deadline" (earliest first) or "fifo" (in the order sessions asked)
+        self.on_tick = on_tick
         self.step_listeners: list[Callable[[StepResult], None]] = []
         self.kv: KVStats | None = None
         self.steps = 0
@@ -79,6 +82,8 @@ class Scheduler:
         if now - self._last_idle_check >= _IDLE_TICK_S:
             self._last_idle_check = now
             self._check_idle(now)
+            if self.on_tick is not None:
+                self.on_tick()
         await self._run_ops()
         chosen, next_at = self._pick(time.monotonic())
         self.metrics.ready_sessions.set(len(chosen))
@@ -118,26 +123,27 @@ class Scheduler:
 
     # ---- choosing and stepping -----------------------------------------------------------
     def _pick(self, now: float) -> tuple[list[tuple[Session, ChunkJob, bool]], float | None]:
-        ready: list[tuple[float, int, Session, bool]] = []
+        ready: list[tuple[float, int, Session, bool, float]] = []  # (sort key, order, session, begin, deadline)
         next_at: float | None = None
         for order, session in enumerate(self.sessions.values()):
             if session.state.terminal or session.ops:
                 continue  # ops that arrived during this round run first (a rollback must not
                 # land on a chunk begun after it was asked for)
             if session.job is not None:
-                ready.append((session.job.deadline, order, session, False))
+                key = session.job.deadline if self.order == "deadline" else session.job.started_at
+                ready.append((key, order, session, False, session.job.deadline))
                 continue
             want = session.demand(now)
             if want is None:
                 continue
             deadline, start_by = want
             if now >= start_by:
-                ready.append((deadline, order, session, True))
+                ready.append((deadline if self.order == "deadline" else start_by, order, session, True, deadline))
             elif next_at is None or start_by < next_at:
                 next_at = start_by
         ready.sort(key=lambda r: (r[0], r[1]))
         chosen = []
-        for deadline, _, session, begin in ready[: self.max_batch]:
+        for _, _, session, begin, deadline in ready[: self.max_batch]:
             job = session.begin_job(now, deadline) if begin else session.job
             assert job is not None
             chosen.append((session, job, begin))

@@ -45,6 +45,7 @@ class Session:
         self.idle_since = time.monotonic()
         self.fault: str | None = None
         self.chunks_done = 0
+        self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -52,7 +53,14 @@ class Session:
         return self.life.state
 
     def set_state(self, to: SessionState, **fields: Any) -> None:
+        was = self.life.state
         if self.life.to(to):
+            if to == SessionState.ACTIVE:
+                seg = self.segment
+                media_s = seg.chunks_target * self.env.frames_per_chunk / self.record.fps if seg else None
+                self.env.on_demand(self.id, True, media_s)
+            elif was == SessionState.ACTIVE:
+                self.env.on_demand(self.id, False, None)
             self.record.state = to.label
             if to in (SessionState.IDLE, SessionState.OFFLOADED):
                 self.idle_since = time.monotonic()
@@ -188,7 +196,8 @@ class Session:
             if self.clock.buffered(now, total) < 0:
                 self.clock.reanchor(now, total)
             deadline = self.clock.dry_at(total)
-            return deadline, deadline - self.env.lead_chunks * f / self.record.fps
+            lead = self.env.lead_chunks if self.lead_override is None else self.lead_override
+            return deadline, deadline - lead * f / self.record.fps
         seg = self.segment
         if seg is None or seg.chunks_begun >= seg.chunks_target:
             return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -88,4 +88,5 @@ class SessionEnv:
     log_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> event log
     persist: Callable[[str], None]  # the durable record changed
     metrics: Any
-    extras: dict[str, Any] = field(default_factory=dict)
+    # (session_id, demanding, media seconds of the demand or None when open-ended): admission's duty feed
+    on_demand: Callable[[str, bool, float | None], None] = lambda sid, demanding, media_s: None
