@@ -230,6 +230,11 @@ class Daemon:
                 await self.worker.call(self.engine.close_session, session_id)
             except Exception:  # the session is gone either way; the engine's accounting is reported
                 logger.exception("engine close_session(%s) failed", session_id)
+        if self._gateway is not None:
+            try:
+                await self._gateway.close_session(session_id)
+            except Exception:  # the peer dies with its session either way
+                logger.exception("closing the WebRTC peer of %s failed", session_id)
         log_event("closed" if reason != "engine_fault" else "ended", session_id, reason=reason)
         if session.state == SessionState.FAILED and reason == "engine_fault":
             self.writer.persist(session_id)

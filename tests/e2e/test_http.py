@@ -161,3 +161,19 @@ def test_no_log_line_carries_a_token(daemon, caplog) -> None:
     lines = [r.getMessage() + repr(r.__dict__) for r in caplog.records if r.name.startswith(ours)]
     assert any(body["session_id"] in line for line in lines)  # lifecycle lines were logged
     assert not any(body["token"] in line for line in lines)
+
+
+def test_webrtc_signalling_checks_token_session_and_offer(daemon) -> None:
+    body = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
+    url = f"{daemon.url}/v1/sessions/{body['session_id']}/webrtc"
+    offer = {"sdp": "v=0\r\nthis is not an offer\r\n", "type": "offer"}
+    assert httpx.post(url, json=offer, headers={"Authorization": "Bearer nope"}).status_code == 401
+    missing = url.replace(body["session_id"], "s_0000000000000000")
+    assert httpx.post(missing, json=offer, headers=_auth(body["token"])).status_code == 404
+    bad = httpx.post(url, json=offer, headers=_auth(body["token"]), timeout=20)
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_field"
+    no_body = httpx.post(url, json={"type": "offer"}, headers=_auth(body["token"]))
+    assert no_body.status_code == 400 and no_body.json()["error"]["field"] == "sdp"
+    status = httpx.get(f"{daemon.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
+    assert status.json()["state"] == "idle"  # a refused offer leaves the session as it was
+    httpx.delete(f"{daemon.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
