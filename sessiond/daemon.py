@@ -123,6 +123,7 @@ class Daemon:
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=order, on_tick=self._tick)
         if self.policy is not None:
             self.scheduler.step_listeners.append(self.policy.policy.cost.observe_step)
+        self.scheduler.kv = await self.worker.call(self.engine.kv_stats)
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
         logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.engine.info.device,

@@ -102,16 +102,17 @@ class RunningDaemon:
 _ENGINE: dict[str, Any] = {}
 
 
-def tiny_engine() -> Any:
-    """One warm tiny engine per test process, shared by in-process daemons (each closes its
-    sessions on stop)."""
-    if "tiny" not in _ENGINE:
+def tiny_engine(slot: str = "private") -> Any:
+    """A warm tiny engine per slot and test process. The session-wide `daemon` fixture has the
+    "shared" slot; daemons a test starts for itself (one at a time) reuse the "private" one, and
+    close their sessions on stop. Two daemons never drive one engine at the same time."""
+    if slot not in _ENGINE:
         from engine.engine import Engine
 
         engine = Engine.create(model="tiny", device="cpu", kv_budget_bytes=4 << 20)  # room for 300 sessions
         engine.warmup()
-        _ENGINE["tiny"] = engine
-    return _ENGINE["tiny"]
+        _ENGINE[slot] = engine
+    return _ENGINE[slot]
 
 
 @contextlib.contextmanager
@@ -167,7 +168,7 @@ def wait_listening(port: int, timeout_s: float = 30.0) -> None:
 @pytest.fixture(scope="session")
 def daemon() -> Iterator[RunningDaemon]:
     """A shared daemon with default settings and the tiny model."""
-    with running_daemon() as running:
+    with running_daemon(tiny_engine("shared")) as running:
         yield running
 
 

@@ -98,11 +98,11 @@ def _direct(s: Session, msg: Direct) -> None:
         return
     s.wake_from_offload()
     if s.segment is not None:  # a re-direction replaces the running segment
-        s._drop("interrupt")
-        s._end_segment("interrupted", notify=True)
-        s._stop_generation()
+        s.drop_output("interrupt")
+        s.end_segment("interrupted", notify=True)
+        s.stop_generation()
     elif msg.cut:
-        s._drop("cut")
+        s.drop_output("cut")
     if msg.cut:
         if msg.seed is not None:
             s.record.seed = msg.seed
@@ -111,25 +111,25 @@ def _direct(s: Session, msg: Direct) -> None:
         s.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
     s.prompt = s.record.prompt = msg.prompt
     s.start_segment(msg.id, msg.seconds if msg.seconds is not None else s.env.default_segment_s)
-    s._settle()
+    s.settle()
     s.env.wake()
 
 
 def _interrupt(s: Session, msg: Interrupt) -> None:
     s.env.log_event(s.id, "interrupt", {})
-    s._drop("interrupt")
+    s.drop_output("interrupt")
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
     if s.segment is not None:
-        s._end_segment("interrupted", notify=True)
-    s._stop_generation()
+        s.end_segment("interrupted", notify=True)
+    s.stop_generation()
     s.clock.reanchor(time.monotonic(), s.out.total)
-    s._settle()
+    s.settle()
     s.env.wake()
 
 
 def _flush(s: Session, msg: Flush) -> None:
     s.env.log_event(s.id, "flush", {})
-    s._drop("flush")
+    s.drop_output("flush")
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
     s.clock.reanchor(time.monotonic(), s.out.total)
     s.env.wake()
@@ -139,7 +139,7 @@ def _pause(s: Session, msg: Pause) -> None:
     s.env.log_event(s.id, "pause", {})
     if s.mode == "world":
         s.paused = True
-        s._settle()
+        s.settle()
     s.push_control(Ack(re=msg.id))
 
 
@@ -149,7 +149,7 @@ def _resume(s: Session, msg: Resume) -> None:
         s.paused = False
         s.clock.reanchor(time.monotonic(), s.out.total)
         s.wake_from_offload()
-        s._settle()
+        s.settle()
         s.env.wake()
     s.push_control(Ack(re=msg.id))
 

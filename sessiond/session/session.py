@@ -70,7 +70,7 @@ class Session:
     def touch(self) -> None:
         self.record.last_active_at = time.time()
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """ACTIVE while it demands generation or plays to a viewer, else IDLE."""
         if self.state.terminal or self.state == SessionState.OFFLOADED:
             return
@@ -115,14 +115,14 @@ class Session:
         self.port = port
         self.out.reset_connection()
         if self.out.sent > 0 or self.out.media_frames:
-            self._drop("reconnect")
+            self.drop_output("reconnect")
         self.clock.reanchor(time.monotonic(), self.out.total)
         self.touch()
         self.env.log_event(self.id, "attach", {"media": media})
         log_event("attached", self.id, media=media, pts_next=pts_for(self.out.sent, self.record.fps))
         if self.mode == "world" and not self.paused:
             self.wake_from_offload()
-        self._settle()
+        self.settle()
         self.env.wake()
         return port
 
@@ -130,24 +130,24 @@ class Session:
         if self.port is not port:
             return
         self.port = None
-        self._drop("detach")
-        self._stop_generation()
+        self.drop_output("detach")
+        self.stop_generation()
         if self.segment is not None:
-            self._end_segment("interrupted", notify=False)
+            self.end_segment("interrupted", notify=False)
         self.ops.append(EngineOp(Op.SNAPSHOT))
         self.env.log_event(self.id, "detach", {})
         log_event("detached", self.id)
-        self._settle()
+        self.settle()
         self.env.persist(self.id)
         self.env.wake()
 
     # ---- output ------------------------------------------------------------------------------
-    def _drop(self, reason: str) -> None:
+    def drop_output(self, reason: str) -> None:
         dropped = self.out.bump()
         if dropped:
             self.env.metrics.frames_dropped.labels(reason=reason).inc(dropped)
 
-    def _stop_generation(self) -> None:
+    def stop_generation(self) -> None:
         """Discard the chunk in progress and roll the engine back to the last delivered chunk."""
         self.job = None
         self.ops.append(EngineOp(Op.ROLLBACK))
@@ -241,9 +241,9 @@ class Session:
         if seg is not None:
             seg.chunks_done += 1
             if seg.chunks_done >= seg.chunks_target:
-                self._end_segment("done", notify=True)
+                self.end_segment("done", notify=True)
                 self.ops.append(EngineOp(Op.SNAPSHOT))
-                self._settle()
+                self.settle()
 
     # ---- director segments -------------------------------------------------------------------
     def start_segment(self, re: int | None, seconds: float) -> Segment:
@@ -255,7 +255,7 @@ class Session:
         self.env.persist(self.id)
         return self.segment
 
-    def _end_segment(self, status: str, *, notify: bool) -> None:
+    def end_segment(self, status: str, *, notify: bool) -> None:
         seg = self.segment
         if seg is None:
             return
