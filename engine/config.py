@@ -19,6 +19,7 @@ __all__ = [
     "config_names",
     "get_config",
     "register_config",
+    "unregister_config",
 ]
 
 DECODER_KINDS = ("wan_vae", "tiny", "demo_ae")
@@ -187,6 +188,11 @@ _REGISTRY = _Registry()  # filled only by explicit register_config calls
 def register_config(name: str, config: ModelConfig) -> None:
     """Make `config` available as `get_config(name)` (the demo module calls this)."""
     _REGISTRY.configs[name] = config
+
+
+def unregister_config(name: str) -> None:
+    """Forget a config added by `register_config` (built-in and lazy names stay)."""
+    _REGISTRY.configs.pop(name, None)
 
 
 def config_names() -> list[str]:

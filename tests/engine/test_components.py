@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from engine.config import config_names, get_config, register_config
+from engine.config import config_names, get_config, register_config, unregister_config
 from engine.decoders import build_decoder
 from engine.errors import ConfigError
 from engine.rope import RopeTable, apply_rope, rope_axis_dims
@@ -22,7 +22,11 @@ def test_config_names_include_the_builtins_and_the_demo_slot() -> None:
 def test_a_registered_config_is_returned_by_name() -> None:
     custom = get_config("tiny").with_overrides(name="tiny-wide", dim=64)
     register_config("tiny-wide", custom)
-    assert get_config("tiny-wide") is custom
+    try:
+        assert get_config("tiny-wide") is custom
+    finally:
+        unregister_config("tiny-wide")
+    assert "tiny-wide" not in config_names()
 
 
 def test_an_inconsistent_config_names_every_problem() -> None:
