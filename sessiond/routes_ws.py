@@ -97,9 +97,8 @@ async def session_socket(ws: WebSocket) -> None:
     c = daemon.config
     limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
                     max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
-    port = session.attach(media)
     conn = WebSocketConnection(
-        StarletteWire(ws), port, packer, dict(session.public),
+        StarletteWire(ws), lambda: session.attach(media), packer, dict(session.public),
         ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s,
                           abuse_errors_per_10s=c.abuse_errors_per_10s),
         executor=daemon.executor,

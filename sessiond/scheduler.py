@@ -21,7 +21,7 @@ from engine.api import EngineProtocol, FrameAction, KVStats, StepResult
 from protocols.errors import ErrorCode
 from protocols.messages import Error
 from sessiond._engine_calls import Entry, StepOutcome, run_ops, run_step
-from sessiond.engine_worker import EngineWorker
+from sessiond.engine_worker import EngineWorker, WorkerStopped
 from sessiond.lifecycle import SessionState
 from sessiond.session.session import Session
 from sessiond.session.state import ChunkJob, EngineOp, Op
@@ -52,6 +52,7 @@ class Scheduler:
         self.step_listeners: list[Callable[[StepResult], None]] = []
         self.kv: KVStats | None = None
         self.steps = 0
+        self.round_errors = 0
         self._event = asyncio.Event()
         self._stopping = False
         self._last_idle_check = 0.0
@@ -66,14 +67,15 @@ class Scheduler:
     async def run(self) -> None:
         try:
             while not self._stopping:
-                await self.run_round()
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("scheduler loop crashed; failing live sessions")
-            for session in list(self.sessions.values()):
-                session.fail(ErrorCode.INTERNAL, "the daemon's scheduler stopped; reconnect later")
-            raise
+                try:
+                    await self.run_round()
+                except WorkerStopped:
+                    logger.error("the engine thread stopped; the scheduler stops with it")
+                    return
+                except Exception:  # a bug in one round must not stop every session for good
+                    self.round_errors += 1
+                    logger.exception("scheduler round failed (%d so far); going on", self.round_errors)
+                    await asyncio.sleep(0.1)
         finally:
             logger.info("scheduler exited")
 
@@ -115,6 +117,8 @@ class Scheduler:
         for sid in outcome.restore_failed:
             failed = self.sessions.get(sid)
             if failed is not None and not failed.state.terminal:
+                if failed.state == SessionState.ACTIVE:
+                    failed.set_state(SessionState.IDLE)
                 failed.set_state(SessionState.OFFLOADED)
                 failed.push_control(Error(code=ErrorCode.CAPACITY.value, fatal=False,
                                            message="no KV memory free to restore this session; retry shortly"))
@@ -177,7 +181,8 @@ class Scheduler:
                 session.on_frames(job, item.chunk_index, item.result.chunk.frames)
             if item.done:
                 if session.job is job:
-                    self.metrics.chunk_seconds.observe(time.monotonic() - job.started_at)
+                    session.last_chunk_s = time.monotonic() - job.started_at
+                    self.metrics.chunk_seconds.observe(session.last_chunk_s)
                 session.on_job_done(job)
 
     # ---- faults, idleness, accounting ----------------------------------------------------
@@ -192,6 +197,10 @@ class Scheduler:
 
     def _check_idle(self, now: float) -> None:
         for session in list(self.sessions.values()):
+            if session.port is not None and session.state == SessionState.ACTIVE:
+                stats = session.stats(now)
+                if stats is not None:
+                    session.push_control(stats)
             idle_for = now - session.idle_since
             if session.state == SessionState.IDLE and session.job is None and idle_for >= self.idle_offload_s:
                 session.ops.append(EngineOp(Op.OFFLOAD))

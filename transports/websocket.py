@@ -60,11 +60,14 @@ class _Abusive(Exception):
 
 
 class WebSocketConnection:
-    def __init__(self, ws: WireSocket, port: SessionPort, packer: MediaPacker, welcome_session: dict[str, Any],
-                 options: ConnectionOptions, *, executor: Executor | None = None,
+    def __init__(self, ws: WireSocket, attach: Callable[[], SessionPort], packer: MediaPacker,
+                 welcome_session: dict[str, Any], options: ConnectionOptions, *, executor: Executor | None = None,
                  on_error: Callable[[str], None] | None = None) -> None:
+        """`attach` is called once the client's hello is accepted: it attaches this connection
+        to the session (taking over from any previous one) and returns the port."""
         self.ws = ws
-        self.port = port
+        self._attach = attach
+        self._port: SessionPort | None = None
         self.packer = packer
         self.welcome_session = welcome_session
         self.options = options
@@ -75,11 +78,20 @@ class WebSocketConnection:
         self.frames_sent = 0
         self.frames_dropped = 0
 
+    @property
+    def port(self) -> SessionPort:
+        if self._port is None:
+            raise RuntimeError("the connection is not attached to its session before hello")
+        return self._port
+
     async def run(self) -> None:
         """Serve the connection until either side ends it; always detaches from the session."""
         try:
             if not await self._handshake():
                 return
+            self._port = self._attach()
+            await self._send(encode(Welcome(v=PROTOCOL_VERSION, session=self.welcome_session,
+                                            limits=self.options.limits)))
             reader = asyncio.create_task(self._read_loop(), name=f"ws-read-{self.port.session_id}")
             writer = asyncio.create_task(self._write_loop(), name=f"ws-write-{self.port.session_id}")
             done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
@@ -99,7 +111,8 @@ class WebSocketConnection:
                 code = CLOSE_ABUSE
             await self._close(code)
         finally:
-            self.port.close()
+            if self._port is not None:
+                self._port.close()
 
     # ---- hello / welcome ---------------------------------------------------------------------
     async def _handshake(self) -> bool:
@@ -126,10 +139,7 @@ class WebSocketConnection:
                                               f"the first message must be hello, got {msg.T}"):
                     return False
                 continue
-            break
-        await self._send(encode(Welcome(v=PROTOCOL_VERSION, session=self.welcome_session,
-                                        limits=self.options.limits)))
-        return True
+            return True
 
     # ---- reading -----------------------------------------------------------------------------
     def _decode(self, data: bytes | str) -> Any:

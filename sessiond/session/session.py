@@ -8,8 +8,9 @@ import time
 from typing import Any
 
 from protocols.errors import ErrorCode
-from protocols.messages import Error, SegmentEnd, SegmentStart
+from protocols.messages import Error, SegmentEnd, SegmentStart, Stats
 from protocols.timeline import pts_for
+from sessiond.errors import InvalidState
 from sessiond.lifecycle import Lifecycle, SessionState
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionState
@@ -46,6 +47,9 @@ class Session:
         self.fault: str | None = None
         self.chunks_done = 0
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
+        self.last_chunk_s: float | None = None  # engine wall time of the last chunk (begin to done)
+        self._stats_at = time.monotonic()
+        self._stats_sent = self.out.sent
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -108,6 +112,10 @@ class Session:
 
     # ---- connections -------------------------------------------------------------------------
     def attach(self, media: str) -> ConnectionPort:
+        if self.state.terminal:  # ended while the client said hello: a port that is already closed
+            port = ConnectionPort(self, media)
+            port.closed = True
+            return port
         old = self.port
         if old is not None:
             old.closed = True
@@ -174,6 +182,20 @@ class Session:
         self.record.frames_sent = self.out.sent
         self.touch()
         self.env.persist(self.id)
+
+    def stats(self, now: float, every_s: float = 1.0) -> Stats | None:
+        """The periodic `stats` message (sent frames per second, frames queued, last chunk's
+        generation time and its real-time factor), at most once per `every_s`."""
+        elapsed = now - self._stats_at
+        if elapsed < every_s:
+            return None
+        fps = (self.out.sent - self._stats_sent) / elapsed
+        self._stats_at, self._stats_sent = now, self.out.sent
+        gen = self.last_chunk_s
+        media_s = self.env.frames_per_chunk / self.record.fps
+        return Stats(fps=round(fps, 2), queue=self.out.media_frames,
+                     gen_ms=None if gen is None else round(gen * 1000, 1),
+                     rtf=None if gen is None else round(gen / media_s, 3))
 
     # ---- what the scheduler sees -------------------------------------------------------------
     def has_room(self) -> bool:
@@ -280,4 +302,9 @@ class Session:
         if port is not self.port or self.state.terminal:
             return
         self.touch()
-        dispatch(self, message)
+        try:
+            dispatch(self, message)
+        except InvalidState as exc:  # a request this state cannot take: the client hears why
+            self.env.metrics.protocol_errors.labels(code=ErrorCode.CONFLICT.value).inc()
+            self.push_control(Error(code=ErrorCode.CONFLICT.value, fatal=False,
+                                    message=f"{type(message).__name__.lower()} cannot be done now: {exc}"))

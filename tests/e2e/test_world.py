@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from protocols.messages import Ack, Frame
+from protocols.messages import Ack, Frame, Stats
 from tests.e2e._util import assert_timeline, collect, collect_frames, new_client
 
 
@@ -81,6 +81,20 @@ def test_pause_stops_the_stream_and_resume_continues_the_timeline(daemon) -> Non
             frames = before + [m for m in after if isinstance(m, Frame)]
             assert_timeline(frames, 16)
             assert (await client.status()).state == "active"
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_playing_session_gets_periodic_stats(daemon) -> None:
+    async def run() -> None:
+        client = await new_client(daemon.url, "world")
+        try:
+            msgs = await collect(client, lambda m: any(isinstance(x, Stats) for x in m), 5.0)
+            stats = msgs[-1]
+            assert stats.fps > 0 and stats.queue >= 0 and stats.gen_ms > 0 and stats.rtf > 0
         finally:
             await client.close_session()
             await client.aclose()
