@@ -17,11 +17,13 @@ class Objectives:
     world_deadline_miss: float = 0.01  # world: share of frames after their playback deadline
     director_ttff_p95_s: float = 2.0  # director: time to first frame, p95
     director_rtf: float = 1.0  # director: a segment completes within rtf x its media duration
+    director_tail: float = 0.05  # director: share of segments that may miss (the p95 objectives)
     playout_ms: float = 100.0  # client jitter allowance before a frame counts as late
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.world_deadline_miss <= 1.0:
-            raise AdmissionConfigError("world_deadline_miss", f"must be in [0, 1], got {self.world_deadline_miss}")
+        for name in ("world_deadline_miss", "director_tail"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise AdmissionConfigError(name, f"must be in [0, 1], got {getattr(self, name)}")
         for name in ("director_ttff_p95_s", "director_rtf"):
             if getattr(self, name) <= 0:
                 raise AdmissionConfigError(name, f"must be > 0, got {getattr(self, name)}")
@@ -30,7 +32,11 @@ class Objectives:
 
     def to_json(self) -> dict[str, float]:
         return {"world_deadline_miss": self.world_deadline_miss, "director_ttff_p95_s": self.director_ttff_p95_s,
-                "director_rtf": self.director_rtf, "playout_ms": self.playout_ms}
+                "director_rtf": self.director_rtf, "director_tail": self.director_tail, "playout_ms": self.playout_ms}
+
+    def tolerance(self, mode: str) -> float:
+        """The share of a session's time (world) or segments (director) allowed to fall behind."""
+        return self.director_tail if mode == "director" else self.world_deadline_miss
 
 
 @dataclass(frozen=True)
@@ -70,7 +76,7 @@ class AdmissionRequest:
 class Decision:
     admitted: bool
     policy: str
-    reason: str  # ok | load | kv | ttff | slot | queued | max_sessions
+    reason: str  # ok | load | burst | ttff | kv | queued | uncalibrated
     predicted_load: float  # sum of duty x cost rate with the newcomer
     load_budget: float  # 1 - margin
     retry_after_s: float | None = None

@@ -1,11 +1,18 @@
 """Duty-cycle admission: admit while every admitted session stays within its objective.
 
-With the newcomer at its prior, the predicted load ``sum(duty_i) x cost_rate(b)`` (GPU seconds per
-wall second, ``b`` the batch the demanding sessions are expected to share: floor of the summed
-duties, at least 1, at most ``max_batch``) must stay <= ``1 - margin``; a director's predicted time
-to first frame (a steady-state chunk at that batch, slowed by the GPU share the others use) must
-meet its objective; and the KV budget must hold every session (demanding ones on device, idle
-ones possibly offloaded to host). Otherwise a refusal with Retry-After from the model.
+With the newcomer at its prior, four checks, in order:
+1. load: the predicted mean load ``sum(duty_i) x cost_rate(b)`` (GPU seconds per wall second, ``b``
+   the batch the demanding sessions are expected to share: floor of the summed duties, at least 1,
+   at most ``max_batch``) stays <= ``1 - margin``;
+2. burst: for every session, the probability that when it demands, enough others demand with it
+   that the group of k needs ``k x cost_rate(k)`` > ``1 - margin`` stays within its objective's
+   tolerance (world: the deadline-miss rate; director: the 5% beyond p95). The mean alone
+   over-admits bursty directors: four at duty 0.3 on an engine where two together already fall
+   behind real time are within the mean but miss most segments;
+3. ttff: a director's predicted time to first frame (a steady chunk at that batch, slowed by the
+   GPU share the others use) meets its objective;
+4. kv: the KV budget holds every session (demanding ones on device, idle ones possibly offloaded).
+Otherwise a refusal with Retry-After from the model.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
+from sessiond.admission.burst import worst_overload
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import AdmissionRequest, Decision, KvBudget, Objectives, OverrunAction
 from sessiond.admission.duty import DutyTracker
@@ -69,6 +77,11 @@ class PolicyBase(ABC):
         if total <= 0 or not self.cost.calibrated():
             return 0.0, total
         return total * self.cost.cost_rate(self.expected_batch(total)), total
+
+    def overloaded(self, group: int) -> bool:
+        """A group of `group` sessions generating together needs more than the budget (a session
+        alone over the budget is an engine limit, not a burst)."""
+        return group >= 2 and group * self.cost.cost_rate(min(group, self.max_batch)) > self.load_budget + 1e-12
 
     def release(self, session_id: str, now: float) -> list[str]:
         self.tracker.remove(session_id)
@@ -141,6 +154,17 @@ class DutyPolicy(PolicyBase):
             return self._decision(False, "load", load, retry_after_s=self._retry(wait),
                                   detail=f"predicted GPU load {load:.3f} would exceed {self.load_budget:.3f} "
                                   f"(1 - margin {self.margin}); a new {request.mode} session alone costs {alone:.3f}")
+        others = [sid for sid in self.tracker.sessions() if sid != request.session_id]
+        duties = [self.tracker.duty(sid, now) for sid in others] + [prior]
+        tolerances = [self.objectives.tolerance(self.tracker.mode(sid)) for sid in others]
+        tolerances.append(self.objectives.tolerance(request.mode))
+        index, p_over, tolerance = worst_overload(duties, tolerances, self.overloaded)
+        if p_over > tolerance + 1e-12:
+            who = "the new session" if index == len(others) else f"session {others[index]}"
+            wait = window * (p_over - tolerance) / p_over
+            return self._decision(False, "burst", load, retry_after_s=self._retry(wait),
+                                  detail=f"{who} would find the GPU over {self.load_budget:.3f} with the others "
+                                  f"demanding at once {p_over:.1%} of the time (objective allows {tolerance:.1%})")
         if request.mode == "director":
             chunk = self.cost.predict_chunk(self.expected_batch(total), self.cost.steady_context())
             share = max(0.05, 1.0 - others_load)

@@ -26,6 +26,8 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--miss-rate", type=float, default=0.01, help="world objective: deadline-miss rate")
     p.add_argument("--playout-ms", type=float, default=100.0, help="client jitter allowance (default 100)")
     p.add_argument("--priors-from-trace", action="store_true", help="take the duty priors from the trace")
+    p.add_argument("--calibration-chunks", type=int, default=3,
+                   help="chunks per calibration round (contexts 0..N-1); cover the model's window for steady costs")
     p.add_argument("--kv-budget-gib", type=float, default=None,
                    help="the engine's KV pool in GiB (default: the engine's own; leave room for activations)")
     p.add_argument("--out", default=None, metavar="DIR", help="write compare.json and per-policy reports and plots")
@@ -64,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
                             objectives=Objectives(world_deadline_miss=args.miss_rate, director_ttff_p95_s=args.ttff_s,
                                                   playout_ms=args.playout_ms),
                             priors_from_trace=args.priors_from_trace, out_dir=args.out,
+                            calibration_chunks=args.calibration_chunks,
                             kv_budget_bytes=None if args.kv_budget_gib is None else int(args.kv_budget_gib * 2**30))
         run_comparison(trace, cfg)
     except (AdmissionConfigError, CostModelError) as exc:
