@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field, replace
 
-from sessiond.admission.errors import AdmissionConfigError
+from sessiond.admission.errors import AdmissionConfigError, UnknownSession
 from sessiond.traces.stats import TraceStats
 
 __all__ = ["DutyPriors", "DutyTracker", "SessionDutyState"]
@@ -152,7 +152,7 @@ class DutyTracker:
     def _state(self, session_id: str) -> SessionDutyState:
         state = self._sessions.get(session_id)
         if state is None:
-            raise KeyError(f"session {session_id!r} is not tracked for duty")
+            raise UnknownSession(session_id)
         return state
 
     def _all_intervals(self, state: SessionDutyState) -> list[tuple[float, float]]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["AdmissionConfigError", "CostModelError"]
+__all__ = ["AdmissionConfigError", "CostModelError", "UnknownSession"]
 
 
 class CostModelError(RuntimeError):
@@ -19,3 +19,11 @@ class AdmissionConfigError(ValueError):
     def __init__(self, option: str, message: str) -> None:
         super().__init__(f"admission option `{option}`: {message}")
         self.option = option
+
+
+class UnknownSession(KeyError):
+    """A duty-tracker call for a session admission does not know (never admitted, or released)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} is not tracked for admission: admit it first, or it was released")
+        self.session_id = session_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessiond.admission import AdmissionConfigError, DutyPriors, DutyTracker
+from sessiond.admission.errors import UnknownSession
 from sessiond.traces.generator import DirectorParams, GameParams, mixed_trace
 from sessiond.traces.stats import trace_stats
 
@@ -88,3 +89,8 @@ def test_bad_settings_name_the_option() -> None:
         DutyTracker(window_s=0)
     with pytest.raises(AdmissionConfigError, match="mode"):
         DutyTracker().add("x", "opera", 0.0)
+
+
+def test_an_unknown_session_is_a_coded_error_naming_it() -> None:
+    with pytest.raises(UnknownSession, match="'ghost' is not tracked"):
+        DutyTracker().begin("ghost", 0.0)
