@@ -1,11 +1,13 @@
 """Stage 2: the causal DiT on autoencoder latents, trained for chunked rollout.
 
-Diffusion forcing under the block-causal window mask: every chunk of a training sequence gets
-its own noise level. Some chunks are left clean (timestep 0, no loss), which is exactly what
-the engine's cache pass writes as context; some of those carry a little extra noise while
-still labelled clean, so the model tolerates imperfect context. Noisy chunks learn the flow
-(noise - clean) by flow matching; a share of them sit exactly at the engine's few-step sigmas
-so 4-step sampling is trained directly. Later in training, some clean context chunks are
+Every chunk of a training sequence gets its own noise level under the block-causal window
+mask. Clean chunks (timestep 0, no loss) are exactly what the engine's cache pass writes as
+context; most sequences are laid out as at inference (each noisy target chunk sees a clean
+window), the rest as diffusion forcing (independent levels, noisy context) for robustness.
+Some clean chunks carry a little extra noise while still labelled clean, so the model
+tolerates imperfect context. Noisy chunks learn the flow (noise - clean) by flow matching; most
+of them sit exactly at the engine's few-step sigmas, the pure-noise one most often, since that
+step decides the motion. Later in training, some clean context chunks are
 replaced by the model's own clean estimates from a first, gradient-free pass (made at the
 sampler's last sigmas): the context then carries the model's own errors, as in a rollout.
 """
@@ -40,15 +42,18 @@ Checkpoint = Callable[[CausalDiT, HashTextEncoder, int], None]
 class DiTTrainParams:
     batch: int = 64  # sequences per step
     chunks: int = 6  # chunks per sequence
-    lr: float = 5e-4
+    lr: float = 8e-4
     min_lr_fraction: float = 0.1
-    warmup_steps: int = 100
+    warmup_steps: int = 150
     weight_decay: float = 0.01
     ema_decay: float = 0.998
-    clean_probability: float = 0.3  # a chunk is clean context (t = 0, no loss)
-    clean_noise_probability: float = 0.5  # ... of which this share carries a little noise
+    layout_weights: tuple[float, float, float] = (0.6, 0.15, 0.25)  # rollout, start, forcing (see _layout)
+    clean_probability: float = 0.3  # forcing layout: a chunk is clean context (t = 0, no loss)
+    clean_noise_probability: float = 0.5  # clean context chunks carrying a little noise
     clean_noise_max: float = 0.1  # std of that noise, uniform up to this
-    schedule_probability: float = 0.4  # a noisy chunk sits exactly at one of the sampler's sigmas
+    schedule_probability: float = 0.6  # a noisy chunk sits exactly at one of the sampler's sigmas ...
+    first_sigma_weight: float = 0.4  # ... and this often at the first, pure-noise one (it sets the motion)
+    logit_mean: float = 0.5  # other noisy chunks: sigmoid(N(logit_mean, 1)), leaning to high noise
     self_context_after: float = 0.3  # budget fraction after which self-made context starts
     self_context_probability: float = 0.5  # share of steps (after that) with a self-made context pass
     self_context_sigmas: int = 2  # the first pass estimates from one of the sampler's last sigmas
@@ -56,14 +61,37 @@ class DiTTrainParams:
     seed: int = 0
 
 
-def sample_noise_levels(batch: int, chunks: int, sampler_sigmas: tuple[float, ...], params: DiTTrainParams,
-                        gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _schedule_weights(n: int, first: float) -> torch.Tensor:
+    """Sampling weights over the sampler's sigmas: ``first`` on the first (pure noise) step."""
+    rest = (1.0 - first) / max(1, n - 1)
+    return torch.tensor([first] + [rest] * (n - 1)) if n > 1 else torch.ones(1)
+
+
+def _layout(batch: int, chunks: int, window: int, params: DiTTrainParams, gen: torch.Generator) -> torch.Tensor:
+    """Which chunks are clean context (True) per sequence (B, n).
+
+    Rollout layout: every (window + 1)-th chunk is a target whose window (the chunks before it)
+    is clean, as at inference. Start layout: the same shifted so chunk 0 is a target without any
+    context (a session's first chunk). Forcing layout: each chunk clean with clean_probability
+    (diffusion forcing: noisy context)."""
+    k = torch.arange(chunks)
+    period = window + 1
+    rollout = (k % period) != window
+    start = (k % period) != 0
+    forcing = torch.rand(batch, chunks, generator=gen) < params.clean_probability
+    pick = torch.multinomial(torch.tensor(params.layout_weights), batch, replacement=True, generator=gen)
+    return torch.where((pick == 0)[:, None], rollout[None], torch.where((pick == 1)[:, None], start[None], forcing))
+
+
+def sample_noise_levels(batch: int, chunks: int, window: int, sampler_sigmas: tuple[float, ...],
+                        params: DiTTrainParams, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per chunk: sigma (B, n) in [0, 1], loss weight (B, n) 0/1, extra context noise std (B, n)."""
-    clean = torch.rand(batch, chunks, generator=gen) < params.clean_probability
+    clean = _layout(batch, chunks, window, params, gen)
     on_schedule = torch.rand(batch, chunks, generator=gen) < params.schedule_probability
-    pick = torch.randint(0, len(sampler_sigmas), (batch, chunks), generator=gen)
+    weights = _schedule_weights(len(sampler_sigmas), params.first_sigma_weight)
+    pick = torch.multinomial(weights, batch * chunks, replacement=True, generator=gen).view(batch, chunks)
     scheduled = torch.tensor(sampler_sigmas)[pick]
-    logit_normal = torch.sigmoid(torch.randn(batch, chunks, generator=gen))
+    logit_normal = torch.sigmoid(torch.randn(batch, chunks, generator=gen) + params.logit_mean)
     sigma = torch.where(on_schedule, scheduled, logit_normal)
     sigma = torch.where(clean, torch.zeros_like(sigma), sigma)
     noisy_context = clean & (torch.rand(batch, chunks, generator=gen) < params.clean_noise_probability)
@@ -155,7 +183,7 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
         episodes = source.sample(params.batch, params.chunks * fpc, fpc)
         clean = encode_video(encoder, episodes.frames)  # (B, C, T, h, w)
         sigma, weight, extra = (v.to(device) for v in sample_noise_levels(
-            params.batch, params.chunks, sampler_sigmas, params, gen))
+            params.batch, params.chunks, config.window_chunks, sampler_sigmas, params, gen))
         actions = action_features(episodes.actions, config)
         context = _embed_prompts(dit, text, episodes.prompts, params.chunks)
         source_latents = clean

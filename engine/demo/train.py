@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=None, help="DiT sequences per step (default 64 on cuda, 2 on cpu)")
     p.add_argument("--ae-batch", type=int, default=None, help="AE episodes of 4 frames per step (32 cuda, 2 cpu)")
     p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
-    p.add_argument("--ae-fraction", type=float, default=0.2, help="share of the time budget for the autoencoder")
+    p.add_argument("--ae-fraction", type=float, default=0.15, help="share of the time budget for the autoencoder")
     p.add_argument("--chunks", type=int, default=TRAIN_CHUNKS, help=f"chunks per DiT training sequence (default {TRAIN_CHUNKS})")
     p.add_argument("--no-check", action="store_true", help="skip the evaluation on the training device at the end")
     p.add_argument("--seed", type=int, default=0)
