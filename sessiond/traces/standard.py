@@ -11,9 +11,10 @@ __all__ = ["standard_traces", "write_standard"]
 
 
 def standard_traces() -> list[Trace]:
-    """Director at 2, 4, 8, 16 sessions (120 s); game at 2, 4, 8 (60 s); mixed at 4, 8 (120 s);
+    """Director at 2, 4, 8, 16 sessions (120 s) and 8 over 60 s (the H200 comparison); game at 2, 4, 8 (60 s); mixed at 4, 8 (120 s);
     and `smoke-2`: one director and one game session over 12 s, for tests and quick checks."""
     out = [director_trace(DirectorParams(sessions=n, seed=100 + n)) for n in (2, 4, 8, 16)]
+    out.append(director_trace(DirectorParams(sessions=8, duration_s=60.0, seed=108), "director-8-60s"))
     out += [game_trace(GameParams(sessions=n, seed=200 + n)) for n in (2, 4, 8)]
     out += [mixed_trace(DirectorParams(sessions=n // 2, seed=300 + n),
                         GameParams(sessions=n // 2, duration_s=120.0, seed=400 + n)) for n in (4, 8)]
