@@ -19,12 +19,13 @@ from sessiond.config import ServeConfig
 from sessiond.engine_factory import BuiltEngine, build_engine
 from sessiond.engine_worker import EngineWorker
 from sessiond.errors import StoreUnavailable
+from sessiond.housekeeping import apply_overruns, sweep_stale
 from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.persistence import StoreWriter
 from sessiond.scheduler import Scheduler
-from sessiond.session import EngineOp, Op, Session, SessionEnv
+from sessiond.session import Session, SessionEnv
 from sessiond.shutdown import release_engine_sessions, write_recording
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
@@ -126,6 +127,7 @@ class Daemon:
         self.scheduler.kv = await self.worker.call(self.engine.kv_stats)
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
+        self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
         logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.engine.info.device,
                     time.monotonic() - started)
 
@@ -239,8 +241,9 @@ class Daemon:
         log_event("closed" if reason != "engine_fault" else "ended", session_id, reason=reason)
         if session.state == SessionState.FAILED and reason == "engine_fault":
             self.writer.persist(session_id)
-            asyncio.get_running_loop().call_later(_FAILED_KEEP_S, self.sessions.pop, session_id, None)
-            return
+            await asyncio.sleep(_FAILED_KEEP_S)  # status still says `failed` for a while
+            if self.sessions.get(session_id) is not session:
+                return
         self.writer.log(session_id, "close", {"reason": reason})
         self.sessions.pop(session_id, None)
         try:
@@ -251,17 +254,8 @@ class Daemon:
 
     def _tick(self) -> None:
         """Twice a second: admission's gauges, and its answer to sessions over their prior."""
-        if self.policy is None:
-            return
-        for action in self.policy.refresh():
-            session = self.sessions.get(action.session_id)
-            if session is None or session.state.terminal:
-                continue
-            if action.action == "degrade_lead":
-                session.lead_override = 1.0
-            elif action.action == "offload_idle" and session.state == SessionState.IDLE and session.job is None:
-                session.ops.append(EngineOp(Op.OFFLOAD))
-                session.set_state(SessionState.OFFLOADED, reason="overrun")
+        if self.policy is not None:
+            apply_overruns(self.sessions, self.policy.refresh())
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}
