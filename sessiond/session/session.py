@@ -86,7 +86,7 @@ class Session:
         if self.state == SessionState.OFFLOADED:
             self.ops.append(EngineOp(Op.RESTORE))
             self.set_state(SessionState.IDLE)
-            log_event("restored", self.id)
+            log_event("restoring", self.id)
 
     def fail(self, code: ErrorCode, message: str) -> None:
         if self.state.terminal:
@@ -172,8 +172,11 @@ class Session:
 
     def on_sent(self, frame: OutFrame) -> None:
         now = time.monotonic()
-        for chunk_index in self.out.sent_one(frame):
+        reached = self.out.sent_one(frame)
+        for chunk_index in reached:
             self.ops.append(EngineOp(Op.MARK_DELIVERED, chunk_index=chunk_index))
+        if reached:
+            self.env.wake()  # room in the outbox, and delivery marks to hand the engine
         self.env.metrics.frames_sent.inc()
         if self.segment is not None and frame.segment == self.segment.id:
             self.segment.frames_sent += 1
