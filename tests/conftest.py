@@ -173,12 +173,14 @@ def daemon() -> Iterator[RunningDaemon]:
 
 
 @contextlib.contextmanager
-def daemon_process(*args: str, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`sessiond serve --model tiny` as a real process (for restart tests)."""
+def daemon_process(*args: str, port: int | None = None, log: Path | None = None
+                   ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`sessiond serve --model tiny` as a real process (for restart tests); its output goes to
+    `log` (a file, so a chatty daemon never blocks on a full pipe)."""
     port = port or find_free_port()
+    out = open(log, "ab") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     proc = subprocess.Popen([sys.executable, "-m", "sessiond.cli", "serve", "--model", "tiny", "--device", "cpu",
-                             "--port", str(port), *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                             "--port", str(port), *args], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, 120)
@@ -191,5 +193,5 @@ def daemon_process(*args: str, port: int | None = None) -> Iterator[tuple[str, s
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
+        if log is not None:
+            out.close()  # type: ignore[union-attr]

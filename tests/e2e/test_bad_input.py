@@ -6,9 +6,11 @@ import asyncio
 
 import httpx
 import msgpack
+from websockets.asyncio.client import connect
 
 from protocols.client import SessionClient
-from protocols.messages import Action, Error, Frame, Hello, Interrupt
+from protocols.codec import decode, encode
+from protocols.messages import Action, Error, Frame, Hello, Interrupt, Welcome
 from tests.conftest import running_daemon
 from tests.e2e._raw import RawConn
 from tests.e2e._util import collect_frames
@@ -198,3 +200,18 @@ def test_creating_over_capacity_is_503_with_retry_after() -> None:
         gone = httpx.delete(f"{d.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
         assert gone.status_code == 204
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"}).status_code == 201
+
+
+def test_the_token_may_come_in_the_query_string_as_browsers_send_it(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        try:
+            url = f"{client.session.ws_url}?media=raw&token={client.session.token}"
+            async with connect(url, compression=None, proxy=None, max_size=2**20) as ws:
+                await ws.send(encode(Hello(v=1, client="browser")))
+                assert isinstance(decode(await ws.recv(decode=False), expect="server"), Welcome)
+        finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import redis
 
@@ -16,12 +18,13 @@ def _ends(msgs: list[object]) -> list[SegmentEnd]:
     return [m for m in msgs if isinstance(m, SegmentEnd)]
 
 
-def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServer) -> None:
+def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServer, tmp_path: Path) -> None:
     port = find_free_port()
+    log = tmp_path / "daemon.log"
     client = SessionClient(timeout_s=30.0)
     loop = asyncio.new_event_loop()
     try:
-        with daemon_process("--redis-url", redis_server.url, port=port) as (url, _):
+        with daemon_process("--redis-url", redis_server.url, "--log-json", port=port, log=log) as (url, _):
             async def first_life() -> list[object]:
                 await client.create(url, "director", prompt="a lighthouse", seed=11)
                 await client.connect()
@@ -38,7 +41,7 @@ def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServe
         assert b"token" not in (store.get(f"sessiond:session:{sid}") or b"").replace(b"token_hash", b"")
         store.close()
 
-        with daemon_process("--redis-url", redis_server.url, port=port) as (url, _):
+        with daemon_process("--redis-url", redis_server.url, "--log-json", port=port, log=log) as (url, _):
             async def second_life() -> list[object]:
                 status = await client.status()  # found in the store by the new process
                 assert (status.frames_sent, status.segment) == (13, 1)
@@ -56,6 +59,12 @@ def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServe
         # continuity: the resumed segment continues the old context (steady 8-frame chunks),
         # where a fresh start would decode a first chunk of 5
         assert len(resumed) == 16
+        # structured logs: one JSON object per line, a line per lifecycle event, never the token
+        lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
+        events = [(x.get("event"), x.get("session_id")) for x in lines if x.get("logger") == "sessiond.lifecycle"]
+        for event in ("created", "attached", "detached", "resumed", "closed"):
+            assert (event, sid) in events
+        assert client.session.token not in log.read_text()
     finally:
         loop.run_until_complete(client.aclose())
         loop.close()
