@@ -246,6 +246,7 @@ class Daemon:
                 return
         self.writer.log(session_id, "close", {"reason": reason})
         self.sessions.pop(session_id, None)
+        self._resume_locks.pop(session_id, None)
         try:
             await self.store.delete_session(session_id)
         except StoreUnavailable:
