@@ -18,7 +18,7 @@ _POSITIVE = (
     "director_ttff_s", "director_lead_s",
 )
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
-                 "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s")
+                 "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s")
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ class ServeConfig:
     hello_timeout_s: float = 10.0
     max_pending_messages: int = 256  # control replies queued for a connection before it is abusive
     abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
+    max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
     web_dir: str | None = None  # default: the repository's web/ folder
 

@@ -100,7 +100,7 @@ async def session_socket(ws: WebSocket) -> None:
     conn = WebSocketConnection(
         StarletteWire(ws), lambda: session.attach(media), packer, dict(session.public),
         ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s,
-                          abuse_errors_per_10s=c.abuse_errors_per_10s),
+                          abuse_errors_per_10s=c.abuse_errors_per_10s, max_requests_per_s=c.max_requests_per_s),
         executor=daemon.executor,
         on_error=lambda code: daemon.metrics.protocol_errors.labels(code=code).inc())
     await conn.run()

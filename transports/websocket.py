@@ -24,7 +24,7 @@ import msgpack
 
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import PROTOCOL_VERSION, Error, Frame, Hello, Limits, Media, Welcome
+from protocols.messages import PROTOCOL_VERSION, Action, Error, Frame, Hello, Limits, Media, Received, Welcome
 from transports.interface import MediaPacker, OutChunk, OutFrame, SessionPort
 
 __all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "WebSocketConnection", "WireSocket"]
@@ -53,6 +53,7 @@ class ConnectionOptions:
     limits: Limits
     hello_timeout_s: float = 10.0
     abuse_errors_per_10s: int = 50
+    max_requests_per_s: int = 50  # requests other than action/received; beyond: rate_limited, dropped
 
 
 class _Abusive(Exception):
@@ -75,6 +76,7 @@ class WebSocketConnection:
         self.on_error = on_error
         self._send_lock = asyncio.Lock()
         self._errors: deque[float] = deque()
+        self._requests: deque[float] = deque()
         self.frames_sent = 0
         self.frames_dropped = 0
 
@@ -160,7 +162,21 @@ class WebSocketConnection:
                 if not await self._soft_error(exc.code, exc.message, re=_request_id(data)):
                     raise _Abusive from exc
                 continue
+            if not isinstance(msg, Action | Received) and self._over_request_rate():
+                why = f"more than {self.options.max_requests_per_s} requests per second; this one was dropped"
+                if not await self._soft_error(ErrorCode.RATE_LIMITED, why, re=getattr(msg, "id", None)):
+                    raise _Abusive
+                continue
             await self.port.submit(msg)
+
+    def _over_request_rate(self) -> bool:
+        now = time.monotonic()
+        while self._requests and now - self._requests[0] >= 1.0:
+            self._requests.popleft()
+        if len(self._requests) >= self.options.max_requests_per_s:
+            return True
+        self._requests.append(now)
+        return False
 
     async def _soft_error(self, code: ErrorCode, message: str, re: int | None = None) -> bool:
         """Send a non-fatal error; False (after a fatal one) when this connection is abusive."""

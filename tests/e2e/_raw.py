@@ -53,8 +53,10 @@ class RawConn:
     async def alive(self, ping_id: int = 9999) -> bool:
         """The connection and session still answer: a ping gets its pong."""
         await self.send(Ping(id=ping_id, ts=1.0))
-        pong = await self.next_of(Pong)
-        return bool(pong.re == ping_id)
+        while True:
+            pong = await self.next_of(Pong)
+            if pong.re == ping_id:  # earlier pings' replies are skipped
+                return True
 
     async def closed_with(self, timeout_s: float = 10.0) -> int | None:
         """Read until the server closes; the close code."""

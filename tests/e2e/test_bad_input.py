@@ -10,7 +10,7 @@ from websockets.asyncio.client import connect
 
 from protocols.client import SessionClient
 from protocols.codec import decode, encode
-from protocols.messages import Action, Error, Frame, Hello, Interrupt, Welcome
+from protocols.messages import Action, Error, Frame, Hello, Interrupt, Ping, Welcome
 from tests.conftest import running_daemon
 from tests.e2e._raw import RawConn
 from tests.e2e._util import collect_frames
@@ -211,6 +211,25 @@ def test_the_token_may_come_in_the_query_string_as_browsers_send_it(daemon) -> N
                 await ws.send(encode(Hello(v=1, client="browser")))
                 assert isinstance(decode(await ws.recv(decode=False), expect="server"), Welcome)
         finally:
+            await client.close_session()
+            await client.aclose()
+
+    asyncio.run(run())
+
+
+def test_a_request_flood_is_rate_limited_and_the_session_goes_on(daemon) -> None:
+    async def run() -> None:
+        client = await _world(daemon.url)
+        conn = await RawConn.open(client.session.ws_url, client.session.token)
+        try:
+            for i in range(60):  # 50 requests per second are allowed
+                await conn.send(Ping(id=i, ts=0.0))
+            limited = await conn.next_of(Error)
+            assert (limited.code, limited.fatal, limited.re) == ("rate_limited", False, 50)
+            await asyncio.sleep(1.1)
+            assert await conn.alive()
+        finally:
+            await conn.close()
             await client.close_session()
             await client.aclose()
 
