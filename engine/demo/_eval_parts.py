@@ -53,6 +53,7 @@ class EvalParams:
     collapse_seconds: float = 60.0
     window_seconds: float = 5.0
     speed_chunks: int = 16
+    max_sessions: int = 8  # sessions open at once (the engine's KV pool is sized for 16 on CPU)
     classifier_seeds: int = 3
     classifier_frames: int = 32
 
@@ -148,24 +149,27 @@ def motion_and_fidelity(engine: Engine, encoder: DemoEncoder, p: EvalParams, wor
 def theme_switches(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassifier, p: EvalParams,
                    worlds: Worlds) -> dict[str, object]:
     """Ground-truth context in theme A, then the prompt changes to B: how often the model's frames
-    are classified as B, per chunk after the change."""
+    are classified as B, per chunk after the change. Pairs run in groups of ``max_sessions``."""
     fpc = engine.config.latent_frames_per_chunk
     pairs = [(a, b) for a in THEME_NAMES for b in THEME_NAMES if a != b][: p.theme_pairs]
-    plays = {}
-    for i, (a, b) in enumerate(pairs):
-        seed = p.seed_base + 1_000 + i % len(THEME_NAMES)
-        plays[i] = _play(seed, (p.context_chunks + p.theme_chunks) * fpc)
-        frames = worlds.make(seed, a).rollout(plays[i][: p.context_chunks * fpc])
-        context = _chunks(frames, plays[i], [a] * p.context_chunks, p.context_chunks)
-        open_with_context(engine, f"theme-{i}", encoder, context, seed, b)
     hits = np.zeros((len(pairs), p.theme_chunks))
-    for k in range(p.theme_chunks):
-        start = (p.context_chunks + k) * fpc
-        out = run_chunks(engine, {f"theme-{i}": plays[i][start:start + fpc] for i in range(len(pairs))})
-        for i, (_, b) in enumerate(pairs):
-            hits[i, k] = np.mean([pred == b for pred in classifier.predict(out[f"theme-{i}"])])
-    for i in range(len(pairs)):
-        engine.close_session(f"theme-{i}")
+    for first in range(0, len(pairs), p.max_sessions):
+        group = range(first, min(len(pairs), first + p.max_sessions))
+        plays = {}
+        for i in group:
+            a, b = pairs[i]
+            seed = p.seed_base + 1_000 + i % len(THEME_NAMES)
+            plays[i] = _play(seed + 10 * i, (p.context_chunks + p.theme_chunks) * fpc)
+            frames = worlds.make(seed, a).rollout(plays[i][: p.context_chunks * fpc])
+            context = _chunks(frames, plays[i], [a] * p.context_chunks, p.context_chunks)
+            open_with_context(engine, f"theme-{i}", encoder, context, seed, b)
+        for k in range(p.theme_chunks):
+            start = (p.context_chunks + k) * fpc
+            out = run_chunks(engine, {f"theme-{i}": plays[i][start:start + fpc] for i in group})
+            for i in group:
+                hits[i, k] = np.mean([pred == pairs[i][1] for pred in classifier.predict(out[f"theme-{i}"])])
+        for i in group:
+            engine.close_session(f"theme-{i}")
     return {"theme_accuracy": float(hits.mean()), "theme_accuracy_by_chunk": [float(v) for v in hits.mean(axis=0)],
             "pairs": len(pairs)}
 
