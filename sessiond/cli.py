@@ -12,6 +12,11 @@ __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 # subcommand name -> module providing add_parser(subparsers) and run(args)
 SUBCOMMANDS: dict[str, str] = {
     "serve": "sessiond.serve_cli",
+    "bench": "sessiond.bench_cli",
+    "replay": "sessiond.replay.cli",
+    "replay-compare": "sessiond.replay.compare_cli",
+    "trace-gen": "sessiond.traces.cli",
+    "trace-export": "sessiond.traces.cli",
 }
 
 
