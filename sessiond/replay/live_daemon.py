@@ -31,10 +31,10 @@ def free_port() -> int:
 
 
 def _states(daemon: Any) -> dict[str, DemandState]:
-    fpc, out = daemon.engine.info.frames_per_chunk, {}
+    out = {}
     for sid, session in list(daemon.sessions.items()):
         segment = getattr(session, "segment", None)
-        media = segment.chunks_target * fpc / session.record.fps if segment is not None else None
+        media = segment.frames_target / session.record.fps if segment is not None else None
         out[sid] = DemandState(active=session.state.label == "active", paused=bool(session.paused),
                                segment=segment.id if segment is not None else None, segment_media_s=media)
     return out

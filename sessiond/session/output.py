@@ -35,6 +35,8 @@ class OutputStream:
         self.media: deque[MediaItem | Marker] = deque()
         self.media_frames = 0
         self.handed: deque[tuple[int, int]] = deque()  # (first idx, chunk index) handed, not yet sent
+        self._handed_by_segment: dict[int, int] = {}  # segment -> its frames handed out (current timeline)
+        self._sent_by_segment: dict[int, int] = {}  # segment -> its frames put on the wire
         self.event = asyncio.Event()
 
     # ---- producing ---------------------------------------------------------------------------
@@ -68,6 +70,7 @@ class OutputStream:
         self.media_frames = 0
         self.next_idx = self.sent
         self.handed.clear()
+        self._handed_by_segment = dict(self._sent_by_segment)  # what was handed but not sent is gone
         self.disc_next = True
         self.event.set()
         return dropped
@@ -109,20 +112,35 @@ class OutputStream:
                 disc=self.disc_next and i == 0, generation=self.generation, rgb=item.frames[i],
             ))
         self.handed.append((self.next_idx, item.chunk_index))
+        self._handed_by_segment[item.segment] = self._handed_by_segment.get(item.segment, 0) + len(frames)
         self.next_idx += len(frames)
         self.disc_next = False
         return OutChunk(frames=tuple(frames))
 
     def sent_one(self, frame: OutFrame) -> list[int]:
         """Account one frame put on the wire; returns chunk indices that just reached the viewer."""
+        if frame.idx >= self.sent:
+            self._sent_by_segment[frame.segment] = self._sent_by_segment.get(frame.segment, 0) + 1
         self.sent = max(self.sent, frame.idx + 1)
         reached = []
         while self.handed and self.handed[0][0] <= frame.idx:
             reached.append(self.handed.popleft()[1])
         return reached
 
+    def segment_frames(self, segment: int) -> int:
+        """Frames of `segment` that were or will be sent: handed out in this generation (a bump
+        takes back only what had not gone out)."""
+        return self._handed_by_segment.get(segment, 0)
+
+    def forget_segment(self, segment: int) -> None:
+        self._handed_by_segment.pop(segment, None)
+        self._sent_by_segment.pop(segment, None)
+
     def received(self, idx: int) -> None:
-        clamped = min(idx, self.sent - 1)  # -1: nothing received yet, but the window now applies
+        # clamped to what was handed out: WebRTC announces a chunk (`frames`) before its paced frames
+        # go out, and a client acking it must open the window (clamping to frames already sent
+        # would keep it shut for good). -1: nothing received yet, but the window now applies.
+        clamped = min(idx, self.next_idx - 1)
         if self.acked is None or clamped > self.acked:
             self.acked = clamped
             self.event.set()

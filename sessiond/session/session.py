@@ -3,7 +3,6 @@ asks of the scheduler (chunks, with deadlines) and of the engine (queued EngineO
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -61,7 +60,7 @@ class Session:
         if self.life.to(to):
             if to == SessionState.ACTIVE:
                 seg = self.segment
-                media_s = seg.chunks_target * self.env.frames_per_chunk / self.record.fps if seg else None
+                media_s = seg.frames_target / self.record.fps if seg else None
                 self.env.on_demand(self.id, True, media_s)
             elif was == SessionState.ACTIVE:
                 self.env.on_demand(self.id, False, None)
@@ -178,8 +177,6 @@ class Session:
         if reached:
             self.env.wake()  # room in the outbox, and delivery marks to hand the engine
         self.env.metrics.frames_sent.inc()
-        if self.segment is not None and frame.segment == self.segment.id:
-            self.segment.frames_sent += 1
         for latency in self.actions.photons(frame.action_seq, now):
             self.env.metrics.action_to_photon.observe(latency)
         self.record.frames_sent = self.out.sent
@@ -224,18 +221,15 @@ class Session:
             lead = self.env.lead_chunks if self.lead_override is None else self.lead_override
             return deadline, deadline - lead * f / self.record.fps
         seg = self.segment
-        if seg is None or seg.chunks_begun >= seg.chunks_target:
+        if seg is None or seg.complete:
             return None
-        deadline = seg.started_at + self.env.director_ttff_s + seg.chunks_begun * f / self.record.fps
+        deadline = seg.started_at + self.env.director_ttff_s + seg.frames_generated / self.record.fps
         return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
 
     def ops_pending_restore(self) -> bool:
         return any(op.kind == Op.RESTORE for op in self.ops)
 
     def begin_job(self, now: float, deadline: float) -> ChunkJob:
-        seg = self.segment
-        if seg is not None:
-            seg.chunks_begun += 1
         self.job = ChunkJob(sample=self.actions.sample(), segment=self.record.segment, started_at=now,
                             deadline=deadline)
         return self.job
@@ -249,6 +243,14 @@ class Session:
         if self.mode == "world" and self.clock.arrive(now, self.out.total) and self.chunks_done > 0:
             self.env.metrics.deadline_misses.inc()
         seg = self.segment
+        if seg is not None:
+            keep = max(0, seg.frames_target - seg.frames_generated)
+            if len(frames) > keep:  # the segment's last chunk: its surplus frames are cut
+                self.env.metrics.frames_dropped.labels(reason="segment_end").inc(len(frames) - keep)
+                frames = frames[:keep]
+            seg.frames_generated += len(frames)
+            if not len(frames):
+                return
         if seg is not None and not seg.start_sent:
             seg.start_sent = True
             sid, re = seg.id, seg.re
@@ -263,20 +265,16 @@ class Session:
         self.job = None
         self.chunks_done += 1
         seg = self.segment
-        if seg is not None:
-            seg.chunks_done += 1
-            if seg.chunks_done >= seg.chunks_target:
-                self.end_segment("done", notify=True)
-                self.ops.append(EngineOp(Op.SNAPSHOT))
-                self.settle()
+        if seg is not None and seg.complete:
+            self.end_segment("done", notify=True)
+            self.ops.append(EngineOp(Op.SNAPSHOT))
+            self.settle()
 
     # ---- director segments -------------------------------------------------------------------
     def start_segment(self, re: int | None, seconds: float) -> Segment:
         self.record.segment += 1
-        f = self.env.frames_per_chunk
-        chunks = max(1, math.ceil(round(seconds * self.record.fps) / f))
-        self.segment = Segment(id=self.record.segment, re=re, chunks_target=chunks,
-                               started_at=time.monotonic())
+        frames = max(1, round(seconds * self.record.fps))
+        self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic())
         self.env.persist(self.id)
         return self.segment
 
@@ -289,11 +287,16 @@ class Session:
         if not notify or self.port is None:
             return
         out = self.out
+        generation = out.generation
 
         def build() -> SegmentEnd:
-            frames = seg.frames_sent + (out.next_idx - out.sent)
+            # built when handed out (after every frame of the segment was): the frames of this
+            # segment that were or will be sent; a `done` overtaken by a flush ends `interrupted`
+            frames = out.segment_frames(seg.id)
+            out.forget_segment(seg.id)
+            ended = status if out.generation == generation else "interrupted"
             return SegmentEnd(segment=seg.id, pts=pts_for(out.next_idx, out.fps), frames=frames,
-                              status=status, re=seg.re)
+                              status=ended, re=seg.re)
 
         if status == "done":
             out.push_marker(build)

@@ -48,16 +48,19 @@ class ChunkJob:
 
 @dataclass
 class Segment:
-    """A director segment: one per `direct`."""
+    """A director segment: one per `direct`. It is `frames_target` frames long (seconds x fps):
+    chunks are generated until that many frames are, and the last chunk's surplus frames are cut."""
 
     id: int
     re: int | None
-    chunks_target: int
+    frames_target: int
     started_at: float
-    chunks_begun: int = 0
-    chunks_done: int = 0
-    frames_sent: int = 0
+    frames_generated: int = 0  # frames of this segment put in the outbox
     start_sent: bool = False
+
+    @property
+    def complete(self) -> bool:
+        return self.frames_generated >= self.frames_target
 
 
 @dataclass(frozen=True)

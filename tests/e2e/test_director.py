@@ -13,26 +13,26 @@ def _ends(msgs: list[object]) -> list[SegmentEnd]:
     return [m for m in msgs if isinstance(m, SegmentEnd)]
 
 
-def test_segments_chain_on_one_continuous_timeline(daemon) -> None:
+def test_a_chain_of_three_segments_delivers_exactly_seconds_times_fps_frames_each(daemon) -> None:
     async def run() -> None:
         client = await new_client(daemon.url, "director", prompt="a harbour")
         try:
-            first_id = await client.direct("boats leave the harbour", seconds=1)
-            msgs = await collect(client, lambda m: len(_ends(m)) == 1)
-            second_id = await client.direct("the boats reach open sea", seconds=2)
-            msgs += await collect(client, lambda m: len(_ends(m)) == 1)
+            ids, msgs = [], []
+            for prompt, seconds in (("boats leave the harbour", 1), ("the boats reach open sea", 2),
+                                    ("a storm gathers", 1.5)):
+                ids.append(await client.direct(prompt, seconds=seconds))
+                msgs += await collect(client, lambda m: len(_ends(m)) == 1)
             starts = [m for m in msgs if isinstance(m, SegmentStart)]
             ends = _ends(msgs)
             frames = [m for m in msgs if isinstance(m, Frame)]
-            assert [(s.segment, s.re) for s in starts] == [(1, first_id), (2, second_id)]
-            assert [(e.segment, e.re, e.status) for e in ends] == [(1, first_id, "done"), (2, second_id, "done")]
-            seg1 = [f for f in frames if f.segment == 1]
-            seg2 = [f for f in frames if f.segment == 2]
-            # 1 s at 16 fps rounds up to 2 chunks (5 + 8 frames); 2 s to 4 chunks (8 each)
-            assert (len(seg1), len(seg2)) == (13, 32)
-            assert (ends[0].frames, ends[1].frames) == (13, 32)
-            assert starts[0].pts == 0 and starts[1].pts == pts_for(13, 16) == ends[0].pts
-            assert ends[1].pts == pts_for(45, 16)
+            assert [(s.segment, s.re) for s in starts] == [(1, ids[0]), (2, ids[1]), (3, ids[2])]
+            assert [(e.segment, e.re, e.status) for e in ends] == [(1, ids[0], "done"), (2, ids[1], "done"),
+                                                                   (3, ids[2], "done")]
+            # seconds x 16 fps each: chunks of 5 (first of the stream) and 8 frames, the last one cut
+            assert [len([f for f in frames if f.segment == n]) for n in (1, 2, 3)] == [16, 32, 24]
+            assert [e.frames for e in ends] == [16, 32, 24]
+            assert [s.pts for s in starts] == [0, pts_for(16, 16), pts_for(48, 16)]
+            assert [e.pts for e in ends] == [pts_for(16, 16), pts_for(48, 16), pts_for(72, 16)]
             assert_timeline(frames, 16)
             assert not any(f.disc for f in frames)  # a continuation is no discontinuity
             assert (await client.status()).state == "idle"
@@ -78,10 +78,9 @@ def test_cut_starts_fresh_with_a_discontinuity(daemon) -> None:
             frames = [m for m in msgs if isinstance(m, Frame)]
             assert_timeline(frames, 16)
             cut_first = next(f for f in frames if f.segment == 2)
-            assert cut_first.disc and cut_first.idx == 13
-            assert [f.idx for f in frames if f.disc] == [13]
-            # a fresh start decodes a first chunk again (5 frames, not 8)
-            assert len([f for f in frames if f.segment == 2]) == 13
+            assert cut_first.disc and cut_first.idx == 16
+            assert [f.idx for f in frames if f.disc] == [16]
+            assert len([f for f in frames if f.segment == 2]) == 16  # 1 s at 16 fps, like the first
         finally:
             await client.close_session()
             await client.aclose()

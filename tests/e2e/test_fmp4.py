@@ -23,10 +23,10 @@ def test_a_director_segment_streams_as_init_then_fragments_on_the_timeline(daemo
             media = [m for m in msgs if isinstance(m, Media)]
             assert len(inits) == 1 and inits[0].codec.startswith("avc1.") and msgs.index(inits[0]) < msgs.index(media[0])
             covered = [i for m in media for i in range(m.idx, m.idx + m.n)]
-            assert covered == list(range(13))  # 5 + 8 frames, none missing, none twice
+            assert covered == list(range(16))  # 1 s at 16 fps, none missing, none twice
             assert all(m.pts == pts_for(m.idx, 16) and m.dur == pts_for(m.idx + m.n, 16) - m.pts for m in media)
             end = next(m for m in msgs if isinstance(m, SegmentEnd))
-            assert (end.frames, end.status) == (13, "done")
+            assert (end.frames, end.status) == (16, "done")
         finally:
             await client.close_session()
             await client.aclose()

@@ -82,7 +82,7 @@ def test_flush_drops_unsent_frames_and_generation_goes_on(daemon) -> None:
             assert after[0].disc and after[0].idx == held[-1].idx + 1
             assert_timeline(first + held + after, 16)
             frames = len(first) + len(held) + len(after)
-            assert end.frames == frames < 5 + 7 * 8  # what was queued at the flush never went out
+            assert end.frames == frames < 64  # what was queued at the flush never went out
         finally:
             await client.close_session()
             await client.aclose()

@@ -44,7 +44,7 @@ def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServe
         with daemon_process("--redis-url", redis_server.url, "--log-json", port=port, log=log) as (url, _):
             async def second_life() -> list[object]:
                 status = await client.status()  # found in the store by the new process
-                assert (status.frames_sent, status.segment) == (13, 1)
+                assert (status.frames_sent, status.segment) == (16, 1)
                 await client.connect()
                 await client.direct("the storm calms", seconds=1)
                 msgs = await collect(client, lambda m: len(_ends(m)) == 1, 60)
@@ -55,15 +55,15 @@ def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServe
         frames = [m for m in first + second if isinstance(m, Frame)]
         assert_timeline(frames, 16)  # pts continue across the restart
         resumed = [f for f in frames if f.segment == 2]
-        assert resumed[0].idx == 13 and resumed[0].disc
-        # continuity: the resumed segment continues the old context (steady 8-frame chunks),
-        # where a fresh start would decode a first chunk of 5
-        assert len(resumed) == 16
+        assert resumed[0].idx == 16 and resumed[0].disc
+        assert len(resumed) == 16  # 1 s at 16 fps
         # structured logs: one JSON object per line, a line per lifecycle event, never the token
         lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
         events = [(x.get("event"), x.get("session_id")) for x in lines if x.get("logger") == "sessiond.lifecycle"]
         for event in ("created", "attached", "detached", "resumed", "closed"):
             assert (event, sid) in events
+        # continuity: the new process reopened the session from its continuation snapshot
+        assert [x.get("snapshot") for x in lines if x.get("event") == "resumed"] == [True]
         assert client.session.token not in log.read_text()
     finally:
         loop.run_until_complete(client.aclose())

@@ -81,7 +81,7 @@ def test_the_window_holds_frames_back_until_received() -> None:
     third = out.take()
     assert third.frames[0].idx == 16  # 8 unacknowledged + 8 <= 16
     out.received(99)
-    assert out.acked == 15  # clamped to what was sent
+    assert out.acked == 23  # clamped to what was handed out
 
 
 def test_sending_the_first_frame_of_a_chunk_reports_it_delivered() -> None:
@@ -93,3 +93,25 @@ def test_sending_the_first_frame_of_a_chunk_reports_it_delivered() -> None:
     assert out.sent_one(a.frames[1]) == []
     assert out.sent_one(b.frames[0]) == [8]
     assert out.sent == 3
+
+
+def test_an_ack_of_announced_but_unpaced_frames_opens_the_window() -> None:
+    # WebRTC announces a chunk (`frames`) before its paced frames go out; the client acks it then
+    out = _stream(window=16)
+    out.received(-1)
+    out.push_media(_item(0, 13, chunk=0))
+    out.push_media(_item(0, 16, chunk=1))
+    first = out.take()
+    out.sent_one(first.frames[0])  # one frame paced out so far
+    out.received(12)
+    assert out.acked == 12
+    second = out.take()
+    assert [f.idx for f in second.frames] == list(range(13, 29))
+
+
+def test_an_ack_beyond_what_was_handed_out_is_clamped() -> None:
+    out = _stream()
+    out.push_media(_item(0, 5))
+    out.take()
+    out.received(500)
+    assert out.acked == 4

@@ -122,7 +122,7 @@ def test_a_long_director_segment_does_not_starve_a_world_deadline() -> None:
 def test_a_new_short_segment_goes_before_a_long_one_already_running() -> None:
     long_ = _attached("s_long", "director")
     long_.start_segment(re=1, seconds=60.0)
-    long_.segment.chunks_begun = 6  # three seconds of media already begun
+    long_.segment.frames_generated = 48  # three seconds of media already generated
     long_.segment.started_at -= 0.5
     short = _attached("s_short", "director")
     short.start_segment(re=2, seconds=1.0)
