@@ -10,7 +10,7 @@ import re
 import time
 from typing import Any
 
-__all__ = ["JsonFormatter", "RedactTokens", "configure_logging", "log_event"]
+__all__ = ["JsonFormatter", "RedactTokens", "configure_logging", "log_event", "redact_server_logs"]
 
 logger = logging.getLogger("sessiond.lifecycle")
 
@@ -18,6 +18,10 @@ _STD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message
 
 
 _SECRET = re.compile(r"(token=|[Bb]earer\s+)[^&\s\"']+")
+
+# loggers of the web server and its WebSocket library: their lines carry request URLs (?token=...)
+SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "websockets.server",
+                  "websockets.protocol")
 
 
 class RedactTokens(logging.Filter):
@@ -29,6 +33,15 @@ class RedactTokens(logging.Filter):
         if _SECRET.search(message):
             record.msg, record.args = _SECRET.sub(r"\1<redacted>", message), None
         return True
+
+
+def redact_server_logs() -> None:
+    """Put `RedactTokens` on the web server's own loggers, so their lines are redacted before any
+    handler sees them, whoever configured the handlers (idempotent)."""
+    for name in SERVER_LOGGERS:
+        server_logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactTokens) for f in server_logger.filters):
+            server_logger.addFilter(RedactTokens())
 
 
 class JsonFormatter(logging.Formatter):

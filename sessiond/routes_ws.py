@@ -3,9 +3,10 @@ port to the session and hand the socket to transports.websocket."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
-from typing import Any
+from concurrent.futures import Executor
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -16,10 +17,11 @@ from protocols.messages import Error, Limits
 from sessiond.daemon import Daemon
 from sessiond.directory import open_for_connection
 from sessiond.routes_http import base_url, bearer_token
+from transports.interface import MediaPacker
 from transports.raw import RawPacker
 from transports.websocket import ConnectionOptions, WebSocketConnection
 
-__all__ = ["StarletteWire", "session_socket"]
+__all__ = ["StarletteWire", "make_packer", "session_socket"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,17 +63,29 @@ class StarletteWire:
             await self.ws.close(code, reason)
 
 
-def _packer(media: str) -> Any:
+def _check_media(media: str) -> None:
+    if media not in ("raw", "fmp4"):
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"media must be raw or fmp4, got {media[:16]!r}", "media")
+
+
+async def make_packer(media: str, width: int, height: int, fps: int, executor: Executor | None) -> MediaPacker:
+    """The connection's packer. An fMP4 packer opens an H.264 encoder (milliseconds of work), so
+    it is built in `executor`, never on the event loop."""
+    _check_media(media)
     if media == "raw":
         return RawPacker()
-    if media == "fmp4":
-        try:
-            from transports.fmp4 import Fmp4Packer
-        except ImportError as exc:
-            raise ProtocolError(ErrorCode.INVALID_FIELD, f"media=fmp4 is not available in this build ({exc})",
-                                "media") from exc
-        return Fmp4Packer
-    raise ProtocolError(ErrorCode.INVALID_FIELD, f"media must be raw or fmp4, got {media[:16]!r}", "media")
+    try:
+        from transports.fmp4 import Fmp4Packer
+    except ImportError as exc:
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"media=fmp4 is not available in this build ({exc})",
+                            "media") from exc
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(executor, Fmp4Packer, width, height, fps)
+    except (ValueError, OSError, RuntimeError) as exc:  # the encoder would not open at this size
+        logger.error("fMP4 packer for %dx%d@%d failed: %r", width, height, fps, exc)
+        raise ProtocolError(ErrorCode.INTERNAL, f"the fMP4 encoder could not start ({exc}); use media=raw",
+                            "media") from exc
 
 
 async def _refuse(ws: WebSocket, exc: ProtocolError) -> None:
@@ -86,10 +100,10 @@ async def session_socket(ws: WebSocket) -> None:
     await ws.accept()
     media = ws.query_params.get("media", "raw")
     try:
-        packer_factory = _packer(media)
+        _check_media(media)
         session = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
-        packer = packer_factory(session.record.width, session.record.height, session.record.fps) \
-            if media == "fmp4" else packer_factory
+        record = session.record
+        packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
         await _refuse(ws, exc)

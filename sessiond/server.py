@@ -10,7 +10,7 @@ import uvicorn
 
 from sessiond.app import create_app
 from sessiond.config import ServeConfig
-from sessiond.logs import configure_logging
+from sessiond.logs import configure_logging, redact_server_logs
 
 __all__ = ["config_from_args", "serve", "uvicorn_config"]
 
@@ -34,6 +34,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
 
 
 def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.Config:
+    """The server's settings; also redacts tokens on the server's loggers (their lines carry URLs)."""
+    redact_server_logs()
     max_ws = max(1 << 20, 4 * config.max_message_bytes)
     return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
                           ws_max_size=max_ws, log_config=None, lifespan="on",
