@@ -4,13 +4,17 @@ answered, video frames decode, `frames` metadata arrives on `control`, actions r
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
+from protocols.codec import decode
 from protocols.messages import Action, FramesInfo
 from protocols.timeline import pts_for
 from tests.conftest import running_daemon
 from tests.transports._client import LoopbackClient
+from transports.webrtc import PeerScope, peer_scope
 
 
 def test_a_world_session_streams_over_webrtc_and_takes_actions() -> None:
@@ -25,7 +29,8 @@ def test_a_world_session_streams_over_webrtc_and_takes_actions() -> None:
                 assert answer.status_code == 200 and answer.json()["type"] == "answer"
                 await client.accept(answer.json()["sdp"], "answer")
                 first = await client.next_message(FramesInfo, 20)
-                assert first.pts == pts_for(first.idx, 16) and first.n > 0
+                # the first chunk's metadata is held until `control` opens, never lost to the race
+                assert (first.idx, first.pts, first.n, first.segment) == (0, 0, 5, 0)
                 frame = await asyncio.wait_for(client.frames.get(), 20)
                 assert (frame.width, frame.height) == (32, 32)
                 await asyncio.wait_for(client.control_open.wait(), 10)
@@ -37,6 +42,42 @@ def test_a_world_session_streams_over_webrtc_and_takes_actions() -> None:
                 assert status["state"] == "active" and status["frames_sent"] >= info.idx
             finally:
                 await client.close()
+                await http.delete(f"{url}/v1/sessions/{body['session_id']}", headers=auth)
+
+    with running_daemon(webrtc_hosts=("127.0.0.1",)) as d:
+        asyncio.run(run(d.url))
+
+
+def test_frames_metadata_sent_before_control_opens_is_held_not_lost() -> None:
+    """The client opens `control` only after video already plays: the first chunk's `frames`
+    message went out before the channel existed, and still arrives first."""
+
+    async def run(url: str) -> None:
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+        pc.addTransceiver("video", direction="recvonly")
+        pc.createDataChannel("actions", ordered=False, maxRetransmits=0)  # the SCTP association
+        video: asyncio.Queue[Any] = asyncio.Queue()
+        pc.on("track", lambda track: video.put_nowait(track))
+        messages: asyncio.Queue[Any] = asyncio.Queue()
+        async with httpx.AsyncClient(timeout=30) as http:
+            body = (await http.post(f"{url}/v1/sessions", json={"mode": "world"})).json()
+            auth = {"Authorization": f"Bearer {body['token']}"}
+            try:
+                offer = await pc.createOffer()
+                with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
+                    await pc.setLocalDescription(offer)
+                answer = (await http.post(body["webrtc_url"], json={"sdp": pc.localDescription.sdp, "type": "offer"},
+                                          headers=auth)).json()
+                await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
+                track = await asyncio.wait_for(video.get(), 20)
+                await asyncio.wait_for(track.recv(), 20)  # a frame of the first chunk decoded
+                control = pc.createDataChannel("control")
+                control.on("message", lambda data: messages.put_nowait(decode(data, expect="server")))
+                first = await asyncio.wait_for(messages.get(), 20)
+                assert isinstance(first, FramesInfo)
+                assert (first.idx, first.pts, first.n) == (0, 0, 5)
+            finally:
+                await pc.close()
                 await http.delete(f"{url}/v1/sessions/{body['session_id']}", headers=auth)
 
     with running_daemon(webrtc_hosts=("127.0.0.1",)) as d:

@@ -5,8 +5,10 @@ Inbound (client-created channels): `control` carries every client message type, 
 bad one gets a coded `error` on `control` and is dropped; after `MAX_BAD_MESSAGES` the peer is
 closed (repeated abuse). Actions go through an `ActionGate` (rate-limited, coalesced); other
 requests are queued (bounded, in order) to `SessionPort.submit`; `ping` is answered here.
-Outbound: everything the session stream broadcasts, on `control`, dropped (and counted) when
-the channel is not open or its buffer is over the limit (a client that never reads).
+Outbound: everything the session stream broadcasts, on `control`. Messages sent before the
+channel opens (the first chunk's `frames` metadata races the data channel's opening) are held,
+at most `MAX_HELD_MESSAGES`, and sent in order once it opens; beyond that, and while the open
+channel's buffer is over the limit (a client that never reads), they are dropped and counted.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -27,12 +30,13 @@ from transports.webrtc._actions import ActionGate
 from transports.webrtc.config import WebRTCConfig
 from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
 
-__all__ = ["CONNECT_TIMEOUT_S", "MAX_BAD_MESSAGES", "Peer"]
+__all__ = ["CONNECT_TIMEOUT_S", "MAX_BAD_MESSAGES", "MAX_HELD_MESSAGES", "Peer"]
 
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 20.0  # an answered peer that never connects is closed after this
 MAX_BAD_MESSAGES = 100
+MAX_HELD_MESSAGES = 64  # outbound messages held until `control` opens
 _REQUEST_QUEUE = 64
 
 
@@ -53,6 +57,7 @@ class Peer:
         self._config = config
         self._on_closed = on_closed
         self._control: RTCDataChannel | None = None
+        self._held: deque[Any] = deque()  # outbound messages waiting for `control` to open
         self._gate = ActionGate(port.submit, config.max_actions_per_s, label=port.session_id)
         self._requests: asyncio.Queue[Any] = asyncio.Queue(_REQUEST_QUEUE)
         self._tasks: list[asyncio.Task[None]] = []
@@ -83,9 +88,25 @@ class Peer:
 
     def send(self, message: Any) -> None:
         channel = self._control
-        if channel is None or channel.readyState != "open":
+        if channel is None or channel.readyState != "open" or self._held:
+            self._hold(message)
+            return
+        self._send_now(channel, message)
+
+    def _hold(self, message: Any) -> None:
+        if self._closing or len(self._held) >= MAX_HELD_MESSAGES:
             self.dropped_out += 1
             return
+        self._held.append(message)
+
+    def _release_held(self) -> None:
+        channel = self._control
+        if channel is None or channel.readyState != "open":
+            return
+        while self._held:
+            self._send_now(channel, self._held.popleft())
+
+    def _send_now(self, channel: RTCDataChannel, message: Any) -> None:
         if channel.bufferedAmount > self._config.max_control_buffer:
             self.dropped_out += 1
             if self.dropped_out % 100 == 1:
@@ -98,6 +119,8 @@ class Peer:
         if channel.label == "control":
             self._control = channel
             channel.on("message", lambda data: self._on_message(data, actions_only=False))
+            channel.on("open", self._release_held)
+            self._release_held()  # a channel may arrive already open
         elif channel.label == "actions":
             channel.on("message", lambda data: self._on_message(data, actions_only=True))
         else:
