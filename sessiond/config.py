@@ -32,6 +32,7 @@ class ServeConfig:
     record: str | None = None  # write the recorded trace here at shutdown
     policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
     kv_budget_bytes: int | None = None
+    cpu_threads: int | None = None  # torch intra-op threads; None: 1 on CPU (2 collapse on a shared 2-core box)
     # sessions
     lead_chunks: float = 2.0  # world: chunks generated ahead of the playback clock
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
@@ -72,6 +73,9 @@ class ServeConfig:
         if self.kv_budget_bytes is not None and (not isinstance(self.kv_budget_bytes, int)
                                                  or self.kv_budget_bytes <= 0):
             raise ConfigError("kv_budget_bytes", f"must be a positive integer, got {self.kv_budget_bytes!r}")
+        if self.cpu_threads is not None and (not isinstance(self.cpu_threads, int) or isinstance(self.cpu_threads, bool)
+                                             or self.cpu_threads < 1):
+            raise ConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError("model", "must be a model config name such as demo or tiny")
 
@@ -104,6 +108,13 @@ class ServeConfig:
         data = {k.replace("-", "_"): v for k, v in data.items()}
         data.update(overrides or {})
         return cls.from_mapping(data)
+
+    def engine_threads(self, device: str) -> int | None:
+        """torch threads for the engine on `device`: the configured number, else 1 on CPU (left
+        to torch on accelerators)."""
+        if self.cpu_threads is not None:
+            return self.cpu_threads
+        return 1 if device == "cpu" else None
 
     def window_frames(self, fps: int) -> int:
         return max(1, round(self.window_s * fps))

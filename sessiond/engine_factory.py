@@ -41,6 +41,9 @@ def build_engine(config: ServeConfig) -> BuiltEngine:
     from engine.engine import Engine
 
     device = config.device or default_device()
+    threads = config.engine_threads(device)
+    if threads is not None:
+        logger.info("engine on %s with %d torch thread(s)", device, threads)
     weights: Path | None = None
     if config.model == "demo":
         weights = demo_weights()
@@ -48,11 +51,12 @@ def build_engine(config: ServeConfig) -> BuiltEngine:
             why = (f"the demo model's weights are absent ({weights or 'no path declared'}); "
                    "serving the tiny test model instead")
             logger.warning("%s", why)
-            engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes)
+            engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes,
+                                   cpu_threads=threads)
             return BuiltEngine(engine, "tiny", why)
     try:
         engine = Engine.create(model=config.model, device=device, kv_budget_bytes=config.kv_budget_bytes,
-                               weights=weights)
+                               weights=weights, cpu_threads=threads)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
     return BuiltEngine(engine, config.model, None)

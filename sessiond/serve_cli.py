@@ -31,6 +31,8 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--max-sessions", type=int, default=None, help="most sessions open at once (default 64)")
     serve.add_argument("--max-batch", type=int, default=None, help="most session-chunks per engine step (default 8)")
     serve.add_argument("--kv-budget-bytes", type=int, default=None, help="device bytes for the KV pool")
+    serve.add_argument("--cpu-threads", type=int, default=None,
+                       help="torch threads for the engine (default 1 on CPU: more collapse on a loaded small box)")
     serve.add_argument("--policy", default=None,
                        help="admission policy: kv (default: KV pool only), duty, one-per-gpu, fifo")
     serve.add_argument("--record", default=None, metavar="TRACE",

@@ -56,3 +56,30 @@ def test_a_config_file_that_is_not_json_says_so(tmp_path: Path) -> None:
         config_from_args(argparse.Namespace(config=str(path)))
     with pytest.raises(ConfigError, match="cannot read"):
         config_from_args(argparse.Namespace(config=str(tmp_path / "missing.json")))
+
+
+def test_the_engine_gets_one_torch_thread_on_cpu_unless_told_otherwise() -> None:
+    assert ServeConfig().engine_threads("cpu") == 1
+    assert ServeConfig().engine_threads("cuda:0") is None
+    c = config_from_args(build_parser().parse_args(["serve", "--cpu-threads", "2"]))
+    assert (c.cpu_threads, c.engine_threads("cpu"), c.engine_threads("cuda")) == (2, 2, 2)
+
+
+def test_a_non_positive_cpu_thread_count_names_the_option() -> None:
+    with pytest.raises(ConfigError) as caught:
+        ServeConfig.from_mapping({"cpu_threads": 0})
+    assert "cpu_threads" in str(caught.value) and "positive integer" in str(caught.value)
+
+
+def test_serve_builds_the_cpu_engine_with_the_configured_threads() -> None:
+    import torch
+
+    from sessiond.engine_factory import build_engine
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        built = build_engine(ServeConfig(model="tiny", device="cpu", kv_budget_bytes=1 << 20))
+        assert (built.model, torch.get_num_threads()) == ("tiny", 1)
+    finally:
+        torch.set_num_threads(before)
