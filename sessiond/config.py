@@ -15,7 +15,7 @@ __all__ = ["ServeConfig"]
 
 _POSITIVE = (
     "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
-    "director_ttff_s", "director_lead_s",
+    "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s",
 )
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
                  "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s")
@@ -32,6 +32,8 @@ class ServeConfig:
     record: str | None = None  # write the recorded trace here at shutdown
     policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
     kv_budget_bytes: int | None = None
+    admission_wait_s: float = 30.0  # one-per-gpu: a create waits this long in the FIFO before its 503
+    calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: 1 on CPU (2 collapse on a shared 2-core box)
     # sessions
     lead_chunks: float = 2.0  # world: chunks generated ahead of the playback clock

@@ -37,10 +37,6 @@ logger = logging.getLogger(__name__)
 _FAILED_KEEP_S = 60.0
 
 
-def _no_demand(session_id: str, demanding: bool, media_s: float | None) -> None:
-    return None
-
-
 async def _settled(task: asyncio.Future[Any]) -> None:
     """Await a task being stopped; its cancellation is expected, any other failure is logged."""
     try:
@@ -192,17 +188,25 @@ class Daemon:
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, wake=self._wake, log_event=self.writer.log,
-            persist=self.writer.persist, metrics=self.metrics,
-            on_demand=self.policy.on_demand if self.policy is not None else _no_demand)
+            persist=self.writer.persist, metrics=self.metrics)
 
     def check_ready(self) -> None:
         if not self.ready or self.engine is None or self.admission is None:
             why = self.warm_error or "the engine is warming up"
             raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0)
 
-    def admit(self, session_id: str, mode: str, kind: str) -> None:
+    async def admit(self, session_id: str, mode: str, kind: str) -> None:
+        """Admit or raise Refused (503 capacity, Retry-After). A policy with a wait list (one-per-gpu)
+        keeps the request open up to `admission_wait_s` for a slot before refusing it."""
         assert self.admission is not None
-        decision = self.admission.decide(AdmissionRequest(session_id, mode, kind, time.monotonic()))
+        request = AdmissionRequest(session_id, mode, kind, time.monotonic())
+        decision = self.admission.decide(request)
+        wait = getattr(self.admission, "wait", None)
+        if not decision.admitted and decision.reason == "queued" and wait is not None:
+            log_event("waiting", session_id, mode=mode, place=decision.queue_position)
+            if await wait(request, self.config.admission_wait_s):
+                self.metrics.admission.labels(kind=kind, decision="admit", reason="waited").inc()
+                return
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
                                       reason=decision.reason).inc()
         if not decision.admitted:
@@ -256,7 +260,7 @@ class Daemon:
     def _tick(self) -> None:
         """Twice a second: admission's gauges, and its answer to sessions over their prior."""
         if self.policy is not None:
-            apply_overruns(self.sessions, self.policy.refresh())
+            apply_overruns(self.sessions, self.policy.refresh(self.sessions))
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}

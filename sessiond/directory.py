@@ -62,7 +62,7 @@ async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: st
         seed=req.seed if req.seed is not None else secrets.randbelow(2**31), prompt=req.prompt or "",
         width=info.width, height=info.height, fps=info.fps, token_hash=hash_token(token), created_at=now,
         last_active_at=now, action_space=info.action_space.to_json())
-    daemon.admit(sid, req.mode, "create")
+    await daemon.admit(sid, req.mode, "create")
     try:
         await daemon.store.put_session(record)
     except StoreUnavailable as exc:
@@ -144,7 +144,7 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
         raise ProtocolError(ErrorCode.CONFLICT, f"session {record.session_id} runs model {record.model!r}; "
                             f"this daemon serves {daemon.model_name!r}")
     sid = record.session_id
-    daemon.admit(sid, record.mode, "resume")
+    await daemon.admit(sid, record.mode, "resume")
     try:
         snapshot = await daemon.store.get_snapshot(sid)
     except StoreUnavailable as exc:

@@ -38,13 +38,21 @@ async def sweep_stale(store: Store, live: Mapping[str, Session], idle_close_s: f
 
 
 def apply_overruns(sessions: Mapping[str, Session], actions: Iterable[Any]) -> None:
-    """degrade_lead: the world session keeps one chunk of lead; offload_idle: an idle session's
-    KV goes to host memory now."""
+    """degrade_lead: the world session keeps one chunk of lead (until admission no longer names
+    it); offload_idle: an idle session's KV goes to host memory now."""
+    actions = list(actions)
+    degraded = {a.session_id for a in actions if a.action == "degrade_lead"}
+    for sid, live in sessions.items():
+        if live.lead_override is not None and sid not in degraded:
+            live.lead_override = None
+            log_event("lead_restored", sid)
     for action in actions:
         session = sessions.get(action.session_id)
         if session is None or session.state.terminal:
             continue
         if action.action == "degrade_lead":
+            if session.lead_override is None:
+                log_event("lead_degraded", session.id, duty=round(action.duty, 3), prior=action.prior)
             session.lead_override = 1.0
         elif action.action == "offload_idle" and session.state == SessionState.IDLE and session.job is None:
             session.ops.append(EngineOp(Op.OFFLOAD))

@@ -67,11 +67,16 @@ async def create(request: Request) -> Response:
 
 
 async def status(request: Request) -> Response:
+    daemon = _daemon(request)
     try:
-        found = await find_session(_daemon(request), request.path_params["sid"], bearer_token(request))
+        found = await find_session(daemon, request.path_params["sid"], bearer_token(request))
     except ProtocolError as exc:
         return error_response(exc)
-    return JSONResponse(status_of(found).to_json())
+    body = status_of(found).to_json()
+    duty = daemon.policy.duty_of(body["session_id"]) if daemon.policy is not None else None
+    if duty is not None:
+        body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
+    return JSONResponse(body)
 
 
 async def delete(request: Request) -> Response:

@@ -47,7 +47,7 @@ class Scheduler:
         self.idle_close_s = idle_close_s
         self.on_snapshot = on_snapshot
         self.on_close = on_close  # (session id, reason): the app closes it
-        self.order = order  # "deadline" (earliest first) or "fifo" (in the order sessions asked)
+        self.order = order  # "deadline" (earliest first) or "fifo" (request-level: in order of arrival)
         self.on_tick = on_tick
         self.step_listeners: list[Callable[[StepResult], None]] = []
         self.kv: KVStats | None = None
@@ -127,28 +127,31 @@ class Scheduler:
 
     # ---- choosing and stepping -----------------------------------------------------------
     def _pick(self, now: float) -> tuple[list[tuple[Session, ChunkJob, bool]], float | None]:
-        ready: list[tuple[float, int, Session, bool, float]] = []  # (sort key, order, session, begin, deadline)
+        # (sort key, order, session, begin, deadline, arrival)
+        ready: list[tuple[float, int, Session, bool, float, float]] = []
         next_at: float | None = None
+        fifo = self.order == "fifo"
         for order, session in enumerate(self.sessions.values()):
             if session.state.terminal or session.ops:
                 continue  # ops that arrived during this round run first (a rollback must not
                 # land on a chunk begun after it was asked for)
-            if session.job is not None:
-                key = session.job.deadline if self.order == "deadline" else session.job.started_at
-                ready.append((key, order, session, False, session.job.deadline))
+            job = session.job
+            if job is not None:
+                ready.append((job.arrival if fifo else job.deadline, order, session, False, job.deadline, job.arrival))
                 continue
             want = session.demand(now)
             if want is None:
                 continue
             deadline, start_by = want
             if now >= start_by:
-                ready.append((deadline if self.order == "deadline" else start_by, order, session, True, deadline))
+                arrival = session.arrival(start_by)
+                ready.append((arrival if fifo else deadline, order, session, True, deadline, arrival))
             elif next_at is None or start_by < next_at:
                 next_at = start_by
         ready.sort(key=lambda r: (r[0], r[1]))
         chosen = []
-        for _, _, session, begin, deadline in ready[: self.max_batch]:
-            job = session.begin_job(now, deadline) if begin else session.job
+        for _, _, session, begin, deadline, arrival in ready[: self.max_batch]:
+            job = session.begin_job(now, deadline, arrival) if begin else session.job
             assert job is not None
             chosen.append((session, job, begin))
         return chosen, next_at

@@ -53,13 +53,19 @@ def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | N
 
 
 def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
-              progress: Progress | None = None, model: CostModel | None = None) -> CostModel:
+              progress: Progress | None = None, model: CostModel | None = None,
+              time_budget_s: float | None = None) -> CostModel:
     """At each batch size: one unrecorded warm-up chunk, then `rounds` times `chunks` chunks from an
     empty context (contexts 0..chunks-1); each bucket keeps the median of its samples. Then one
-    offload and restore. Reports progress as it goes."""
+    offload and restore. Reports progress as it goes. With `time_budget_s`, each batch size gets an
+    equal share of it: once a batch size has used its share, its remaining chunks and rounds are
+    skipped (at least one recorded chunk each), so a slow engine still finishes in bounded time."""
     if not batches or min(batches) < 1 or chunks < 1 or rounds < 1:
         raise CostModelError("invalid_sample", f"batches, chunks and rounds must be >= 1, got {batches}, "
                              f"{chunks}, {rounds}")
+    if time_budget_s is not None and time_budget_s <= 0:
+        raise CostModelError("invalid_sample", f"time_budget_s must be > 0, got {time_budget_s}")
+    share = None if time_budget_s is None else time_budget_s / len(set(batches))
     model = model or CostModel(engine.info)
     sids = [f"calibrate-{i}" for i in range(max(batches))]
     total = len(set(batches)) * (rounds * chunks + 1) + 1
@@ -81,14 +87,21 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
             opened.append(sid)
         for batch in sorted(set(batches)):
             group = sids[:batch]
+            began = time.perf_counter()
             _run_chunk(engine, group, None)
             tick(f"batch {batch} warm-up")
             for r in range(rounds):
+                if r > 0 and share is not None and time.perf_counter() - began > share:
+                    break
                 for i, sid in enumerate(group):
                     engine.reset(sid, seed=i, prompt=_PROMPT)
                 for c in range(chunks):
                     _run_chunk(engine, group, model)
                     tick(f"batch {batch} round {r} chunk {c}")
+                    if share is not None and time.perf_counter() - began > share:
+                        logger.info("cost model profile: batch %d used its %.1f s share after %d chunk(s) of "
+                                    "round %d", batch, share, c + 1, r)
+                        break
         start = time.perf_counter()
         engine.offload(sids[0])
         model.record("offload", 1, 0, time.perf_counter() - start)

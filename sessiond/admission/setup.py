@@ -42,12 +42,15 @@ def kv_budget_from_pool(kv: KVStats, per_session_bytes: int, host_bytes: int | N
 def build_policy(name: str, engine: ProfileEngine, kv: KVStats | None, *, max_batch: int = 8,
                  objectives: Objectives | None = None, margin: float = 0.15, priors: DutyPriors | None = None,
                  duty_window_s: float = 60.0, host_bytes: int | None = None, chunks: int = 3,
-                 progress: Progress | None = None, **options: Any) -> PolicyBase:
-    """Calibrate the cost model (a few chunks at each batch size the pool can hold), then build the
-    named policy with a KV budget taken from the pool. Runs on the engine thread."""
+                 progress: Progress | None = None, rounds: int = 2, time_budget_s: float | None = None,
+                 **options: Any) -> PolicyBase:
+    """Calibrate the cost model (`chunks` chunks at each batch size the pool can hold, within
+    `time_budget_s` when given), then build the named policy with a KV budget taken from the pool.
+    Runs on the engine thread."""
     per_session = engine.info.kv_bytes_per_session
     fit = max_batch if kv is None else max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
-    cost = calibrate(engine, batches=calibration_batches(max_batch, fit), chunks=chunks, progress=progress)
+    cost = calibrate(engine, batches=calibration_batches(max_batch, fit), chunks=chunks, rounds=rounds,
+                     progress=progress, time_budget_s=time_budget_s)
     budget = None if kv is None else kv_budget_from_pool(kv, per_session, host_bytes)
     return make_policy(name, cost, DutyTracker(priors, duty_window_s), objectives=objectives, kv=budget,
                        margin=margin, max_batch=max_batch, **options)

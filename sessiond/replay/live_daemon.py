@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 
 from engine.api import EngineProtocol
-from sessiond.admission.demand import DemandState, DemandSync
+from sessiond.admission.demand import DemandSync
 from sessiond.admission.policy import PolicyBase
+from sessiond.admission_wiring import demand_states
 
 __all__ = ["free_port", "policy_daemon"]
 
@@ -30,20 +31,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _states(daemon: Any) -> dict[str, DemandState]:
-    out = {}
-    for sid, session in list(daemon.sessions.items()):
-        segment = getattr(session, "segment", None)
-        media = segment.frames_target / session.record.fps if segment is not None else None
-        out[sid] = DemandState(active=session.state.label == "active", paused=bool(session.paused),
-                               segment=segment.id if segment is not None else None, segment_media_s=media)
-    return out
-
-
 async def _feed(daemon: Any, policy: PolicyBase) -> None:
     sync = DemandSync(policy.tracker)
     while True:
-        sync.update(_states(daemon), time.monotonic())
+        sync.update(demand_states(daemon.sessions), time.monotonic())
         await asyncio.sleep(_POLL_S)
 
 

@@ -56,14 +56,7 @@ class Session:
         return self.life.state
 
     def set_state(self, to: SessionState, **fields: Any) -> None:
-        was = self.life.state
         if self.life.to(to):
-            if to == SessionState.ACTIVE:
-                seg = self.segment
-                media_s = seg.frames_target / self.record.fps if seg else None
-                self.env.on_demand(self.id, True, media_s)
-            elif was == SessionState.ACTIVE:
-                self.env.on_demand(self.id, False, None)
             self.record.state = to.label
             if to in (SessionState.IDLE, SessionState.OFFLOADED):
                 self.idle_since = time.monotonic()
@@ -229,9 +222,16 @@ class Session:
     def ops_pending_restore(self) -> bool:
         return any(op.kind == Op.RESTORE for op in self.ops)
 
-    def begin_job(self, now: float, deadline: float) -> ChunkJob:
+    def arrival(self, start_by: float) -> float:
+        """When the request behind the next chunk arrived: a director segment's `direct`, a world
+        chunk's moment of being due. Request-level FIFO serves chunks in this order."""
+        if self.mode == "director" and self.segment is not None:
+            return self.segment.started_at
+        return start_by
+
+    def begin_job(self, now: float, deadline: float, arrival: float | None = None) -> ChunkJob:
         self.job = ChunkJob(sample=self.actions.sample(), segment=self.record.segment, started_at=now,
-                            deadline=deadline)
+                            deadline=deadline, arrival=now if arrival is None else arrival)
         return self.job
 
     def on_frames(self, job: ChunkJob, chunk_index: int, frames: Any) -> None:

@@ -43,6 +43,7 @@ class ChunkJob:
     segment: int
     started_at: float
     deadline: float
+    arrival: float = 0.0  # when the request it serves arrived (request-level FIFO orders by it)
     chunk_index: int = -1  # set once begun
 
 
@@ -91,5 +92,3 @@ class SessionEnv:
     log_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> event log
     persist: Callable[[str], None]  # the durable record changed
     metrics: Any
-    # (session_id, demanding, media seconds of the demand or None when open-ended): admission's duty feed
-    on_demand: Callable[[str, bool, float | None], None] = lambda sid, demanding, media_s: None

@@ -36,6 +36,8 @@ def test_stored_sessions_idle_too_long_or_failed_are_forgotten_at_start() -> Non
 class _Action:
     session_id: str
     action: str
+    duty: float = 0.9
+    prior: float = 0.5
 
 
 def test_overrun_actions_cut_the_lead_and_offload_idle_state() -> None:
@@ -47,3 +49,14 @@ def test_overrun_actions_cut_the_lead_and_offload_idle_state() -> None:
                    [_Action("s_w", "degrade_lead"), _Action("s_i", "offload_idle"), _Action("s_gone", "degrade_lead")])
     assert world.lead_override == 1.0
     assert idle.state == SessionState.OFFLOADED and idle.ops == [EngineOp(Op.OFFLOAD)]
+
+
+def test_a_degraded_lead_comes_back_once_admission_no_longer_names_the_session() -> None:
+    world = make_session("s_w")
+    world.attach("raw")
+    apply_overruns({"s_w": world}, [_Action("s_w", "degrade_lead")])
+    assert world.lead_override == 1.0
+    apply_overruns({"s_w": world}, [_Action("s_w", "degrade_lead")])
+    assert world.lead_override == 1.0
+    apply_overruns({"s_w": world}, [])
+    assert world.lead_override is None

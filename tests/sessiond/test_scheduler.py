@@ -77,9 +77,10 @@ class FakeEngine:
         return None
 
 
-def _scheduler(engine: FakeEngine, sessions: dict[str, Any], max_batch: int = 8) -> Scheduler:
+def _scheduler(engine: FakeEngine, sessions: dict[str, Any], max_batch: int = 8, order: str = "deadline") -> Scheduler:
     return Scheduler(engine, EngineWorker(), sessions, max_batch=max_batch, metrics=Metrics(), idle_offload_s=30,
-                     idle_close_s=600, on_snapshot=lambda sid, data: None, on_close=lambda sid, why: None)
+                     idle_close_s=600, on_snapshot=lambda sid, data: None, on_close=lambda sid, why: None,
+                     order=order)
 
 
 def _attached(sid: str, mode: str = "world", **kw: Any) -> Any:
@@ -128,6 +129,33 @@ def test_a_new_short_segment_goes_before_a_long_one_already_running() -> None:
     short.start_segment(re=2, seconds=1.0)
     chosen, _ = _scheduler(FakeEngine(), {"s_long": long_, "s_short": short}, max_batch=1)._pick(time.monotonic())
     assert chosen[0][0].id == "s_short"
+
+
+def test_request_level_fifo_serves_the_earlier_segment_before_a_later_short_one() -> None:
+    long_ = _attached("s_long", "director")
+    long_.start_segment(re=1, seconds=60.0)
+    long_.segment.frames_generated = 48
+    long_.segment.started_at -= 0.5
+    short = _attached("s_short", "director")
+    short.start_segment(re=2, seconds=1.0)
+    sched = _scheduler(FakeEngine(), {"s_short": short, "s_long": long_}, max_batch=1, order="fifo")
+    chosen, _ = sched._pick(time.monotonic())
+    assert chosen[0][0].id == "s_long" and chosen[0][1].arrival == long_.segment.started_at
+
+
+def test_request_level_fifo_keeps_a_begun_chunk_in_its_requests_place() -> None:
+    early = _attached("s_early", "director")
+    early.start_segment(re=1, seconds=5.0)
+    early.segment.started_at -= 2.0
+    late = _attached("s_late", "director")
+    late.start_segment(re=2, seconds=5.0)
+    sched = _scheduler(FakeEngine(), {"s_late": late, "s_early": early}, max_batch=1, order="fifo")
+    now = time.monotonic()
+    late.begin_job(now, now - 100.0, arrival=late.segment.started_at)  # in flight, urgent, but asked later
+    chosen, _ = sched._pick(now)
+    assert [c[0].id for c in chosen] == ["s_early"]
+    deadline_first, _ = _scheduler(FakeEngine(), {"s_late": late, "s_early": early}, max_batch=1)._pick(now)
+    assert [c[0].id for c in deadline_first] == ["s_late"]
 
 
 def test_compatible_items_are_batched_into_one_step() -> None:
