@@ -10,7 +10,7 @@ import httpx
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
 from protocols.codec import decode
-from protocols.messages import Action, FramesInfo
+from protocols.messages import Action, Direct, FramesInfo, Received, SegmentEnd
 from protocols.timeline import pts_for
 from tests.conftest import running_daemon
 from tests.transports._client import LoopbackClient
@@ -81,4 +81,39 @@ def test_frames_metadata_sent_before_control_opens_is_held_not_lost() -> None:
                 await http.delete(f"{url}/v1/sessions/{body['session_id']}", headers=auth)
 
     with running_daemon(webrtc_hosts=("127.0.0.1",)) as d:
+        asyncio.run(run(d.url))
+
+
+def test_a_director_segment_over_webrtc_with_a_window_runs_to_its_end() -> None:
+    """The client acks each chunk when its `frames` message arrives, before the paced frames have
+    all gone out; a window smaller than two chunks must still open (it used to stall the segment
+    after its first chunk, until the next `direct`)."""
+
+    async def run(url: str) -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            body = (await http.post(f"{url}/v1/sessions", json={"mode": "director"})).json()
+            auth = {"Authorization": f"Bearer {body['token']}"}
+            client = LoopbackClient()
+            try:
+                answer = await http.post(body["webrtc_url"], json={"sdp": await client.offer(), "type": "offer"},
+                                         headers=auth)
+                await client.accept(answer.json()["sdp"], "answer")
+                await asyncio.wait_for(client.control_open.wait(), 20)
+                client.send(Received(idx=-1))  # the window applies from the start
+                client.send(Direct(id=1, prompt="a lighthouse at dusk", seconds=1.5))
+                announced = []
+                while True:
+                    msg = await asyncio.wait_for(client.messages.get(), 20)
+                    if isinstance(msg, FramesInfo):
+                        announced.append((msg.idx, msg.n))
+                        client.send(Received(idx=msg.idx + msg.n - 1))
+                    if isinstance(msg, SegmentEnd):
+                        break
+                assert (msg.segment, msg.re, msg.status, msg.frames) == (1, 1, "done", 24)
+                assert announced == [(0, 5), (5, 8), (13, 8), (21, 3)]
+            finally:
+                await client.close()
+                await http.delete(f"{url}/v1/sessions/{body['session_id']}", headers=auth)
+
+    with running_daemon(webrtc_hosts=("127.0.0.1",), window_s=0.5) as d:
         asyncio.run(run(d.url))
