@@ -89,6 +89,7 @@ def _meta(args: argparse.Namespace, device: torch.device, started: float, stages
         "torch": torch.__version__,
         "wall_seconds": round(time.monotonic() - started, 1),
         "args": {k: str(v) for k, v in vars(args).items()},
+        "config": {k: (str(v) if k == "extra" else v) for k, v in dataclasses.asdict(CONFIG).items()},
         **stages,
         "final_losses": {name: sum(v[-50:]) / len(v[-50:]) for name, v in log.series.items()},
     }

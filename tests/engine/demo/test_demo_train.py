@@ -46,7 +46,7 @@ def test_the_checkpoint_loads_into_the_engine_and_streams_a_chunk(trained: Path)
 
 @pytest.mark.parametrize(("flag", "value"), [("--steps", "0"), ("--minutes", "0.5"), ("--device", "tpu"),
                                               ("--pool", "0"), ("--ae-fraction", "0.95"),
-                                              ("--chunks", "1")])
+                                              ("--chunks", "2")])
 def test_bad_arguments_exit_2_with_a_coded_message(flag: str, value: str, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert train_main(["--out", str(tmp_path), flag, value]) == 2
