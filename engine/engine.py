@@ -16,13 +16,13 @@ import torch
 
 from engine._execute import PhaseRunner
 from engine._setup import EngineParts, build_parts
-from engine._snapshot import Snapshot, decode_snapshot, encode_snapshot
 from engine.actions import encode_actions
 from engine.api import FrameAction, ItemResult, KVStats, ModelInfo, Phase, StepPlan, StepResult
 from engine.errors import ConfigError, EngineError, SessionStateError
 from engine.kv import KVHandle
 from engine.sampling import seeded_noise
 from engine.session import ChunkWork, SessionState
+from engine.snapshot import Snapshot, decode_snapshot, encode_snapshot
 
 __all__ = ["Engine"]
 

@@ -13,13 +13,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine._snapshot import Snapshot, encode_snapshot
 from engine.actions import encode_actions
 from engine.api import FrameAction, Phase, StepItem, StepPlan
 from engine.demo.autoencoder import DemoEncoder
 from engine.demo.errors import DemoError
 from engine.engine import Engine
 from engine.session import ChunkRecord
+from engine.snapshot import Snapshot, encode_snapshot
 
 __all__ = ["ContextChunk", "open_with_context", "run_chunks"]
 

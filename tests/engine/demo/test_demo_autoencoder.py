@@ -35,11 +35,17 @@ def test_decode_gives_one_uint8_frame_per_latent_frame_and_counts_them_in_the_ca
 
 @torch.no_grad()
 def test_decoding_a_chunk_equals_decoding_its_frames_one_by_one() -> None:
+    torch.manual_seed(0)
     decoder = DemoDecoder(AE_CONFIG).eval()
     z = torch.randn(1, 8, 4, 16, 16, generator=torch.Generator().manual_seed(0))
     whole, _ = decoder.decode(z, [None])
-    single = [decoder.decode(z[:, :, i:i + 1], [None])[0] for i in range(4)]
-    assert torch.equal(whole, torch.cat(single, dim=1))
+    single = torch.cat([decoder.decode(z[:, :, i:i + 1], [None])[0] for i in range(4)], dim=1)
+    # the convolutions may block a 4-frame batch differently from a single frame: float sums then
+    # differ in the last bits, which can flip a uint8 rounding by one level, never more
+    diff = (whole.int() - single.int()).abs()
+    assert whole.shape == single.shape
+    assert int(diff.max()) <= 1
+    assert float((diff > 0).float().mean()) < 1e-3
 
 
 def test_a_config_with_another_stride_is_refused_with_a_coded_error() -> None:
