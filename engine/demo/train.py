@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from engine._setup import parse_device
 from engine.demo._progress import Budget, LossLog, save_loss_plot
 from engine.demo._train_ae import AETrainParams, train_autoencoder
 from engine.demo._train_dit import DiTTrainParams, train_dit
@@ -28,7 +29,7 @@ from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
 from engine.demo.export import write_model
 from engine.demo.world import WorldParams
-from engine.errors import EngineError
+from engine.errors import ConfigError, EngineError
 from engine.model import CausalDiT
 from engine.text import HashTextEncoder
 
@@ -69,14 +70,9 @@ def _check(args: argparse.Namespace) -> torch.device:
             raise DemoError(f"bad_{name}", f"--{name.replace('_', '-')} must be at least 1, got {value}")
     name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise DemoError("bad_device", f"--device {name!r} is not a torch device: use cpu or cuda") from exc
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise DemoError("no_cuda", "--device cuda asked but CUDA is not available here; use --device cpu")
-    if device.type not in ("cuda", "cpu"):
-        raise DemoError("bad_device", f"--device {name!r}: use cpu or cuda")
-    return device
+        return parse_device(name)
+    except ConfigError as exc:
+        raise DemoError(exc.code, f"--device: {exc.message}") from exc
 
 
 def _meta(args: argparse.Namespace, device: torch.device, started: float, stages: dict[str, object],
