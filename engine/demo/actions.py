@@ -92,7 +92,6 @@ class PlayParams:
     # behaviour weights: idle, cardinal, diagonal, cardinal+shift, diagonal+shift, brake, mouse, axes
     weights: tuple[float, ...] = (0.13, 0.34, 0.18, 0.1, 0.05, 0.06, 0.07, 0.07)
     mouse_sigma: float = 10.0  # pixels per frame
-    start_held_probability: float = 0.5  # chance an episode starts already moving
 
 
 def random_play(batch: int, frames: int, gen: torch.Generator, params: PlayParams | None = None) -> ActionBatch:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.demo.actions import ActionBatch, random_play
+from engine.demo.actions import DEMO_KEYS, ActionBatch, random_play
 from engine.demo.terrain import Terrain, generate_terrain
 from engine.demo.themes import THEME_NAMES
 from engine.demo.world import (
@@ -44,6 +44,9 @@ class SourceParams:
     seed_base: int = 1_000  # training seeds are seed_base + n; evaluation uses seeds far above
     warmup_frames: int = 6  # unrecorded play before the first frame, so episodes start in motion
     switch_probability: float = 0.35  # chance an episode changes theme at one chunk boundary
+    # chance an episode stands still for 1-3 whole chunks, then holds one direction to the end: a
+    # user who stops and presses a key; the motion must then come from the keys, not from momentum
+    from_rest_probability: float = 0.2
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class EpisodeSource:
         picks = torch.randint(0, p.pool_size, (batch,), generator=self.gen).tolist()
         maps = stack_terrains([self._pool[i] for i in picks])
         start = torch.rand(batch, 2, generator=self.gen) * self.world.map_size
-        play = random_play(batch, p.warmup_frames + frames, self.gen)
+        play = self._from_rest(random_play(batch, p.warmup_frames + frames, self.gen), frames_per_chunk)
         state: WorldState = initial_state(start.round().to(self.device))
         for t in range(p.warmup_frames):
             state = step_dynamics(state, play.frame(t).to(self.device), self.world)
@@ -106,6 +109,27 @@ class EpisodeSource:
                               play.axes[:, p.warmup_frames:])
         prompts = self._prompts(themes)
         return Episodes(video, actions.to(self.device), themes, prompts)
+
+    def _from_rest(self, play: ActionBatch, frames_per_chunk: int) -> ActionBatch:
+        """Rewrite some episodes as rest (warm-up included) for 1-3 chunks, then one held direction
+        (cardinal or diagonal, sometimes running) to the end."""
+        batch = play.keys.shape[0]
+        chosen = torch.rand(batch, generator=self.gen) < self.params.from_rest_probability
+        rest_chunks = torch.randint(1, 4, (batch,), generator=self.gen)
+        first = torch.randint(0, 4, (batch,), generator=self.gen)  # up, left, down, right (key order)
+        second = (first + 1 + 2 * torch.randint(0, 2, (batch,), generator=self.gen)) % 4
+        diagonal = torch.rand(batch, generator=self.gen) < 0.3
+        running = torch.rand(batch, generator=self.gen) < 0.2
+        keys, mouse, axes = play.keys.clone(), play.mouse.clone(), play.axes.clone()
+        for b in torch.nonzero(chosen).flatten().tolist():
+            start = self.params.warmup_frames + int(rest_chunks[b]) * frames_per_chunk
+            keys[b], mouse[b], axes[b] = 0.0, 0.0, 0.0
+            held = [int(first[b])] + ([int(second[b])] if bool(diagonal[b]) else [])
+            for key in held:
+                keys[b, start:, key] = 1.0
+            if bool(running[b]):
+                keys[b, start:, DEMO_KEYS.index("shift")] = 1.0
+        return ActionBatch(keys, mouse, axes)
 
     def _themes(self, batch: int, n_chunks: int) -> torch.Tensor:
         n = len(THEME_NAMES)

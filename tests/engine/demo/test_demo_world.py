@@ -8,6 +8,7 @@ import torch
 
 from engine.api import FrameAction
 from engine.demo.actions import DEMO_KEYS, random_play
+from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
 from engine.demo.terrain import Terrain, generate_terrain
 from engine.demo.themes import THEME_NAMES, theme_for_prompt
@@ -183,3 +184,24 @@ def test_random_play_is_deterministic_and_never_holds_opposite_keys() -> None:
     for up, down in (("w", "s"), ("a", "d"), ("arrowup", "arrowdown"), ("arrowleft", "arrowright")):
         assert float((k[up] * k[down]).sum()) == 0.0
     assert float(a.keys.sum()) > 0.0
+
+
+def test_from_rest_episodes_stand_still_for_whole_chunks_then_hold_one_direction() -> None:
+    fpc = 4
+    source = EpisodeSource(PARAMS, torch.device("cpu"), seed=5,
+                           params=SourceParams(pool_size=1, from_rest_probability=1.0, switch_probability=0.0))
+    episodes = source.sample(6, 6 * fpc, fpc)
+    keys = episodes.actions.keys
+    assert float(episodes.actions.mouse.abs().sum()) == 0.0 and float(episodes.actions.axes.abs().sum()) == 0.0
+    for b in range(6):
+        pressed = torch.nonzero(keys[b].sum(dim=1) > 0).flatten()
+        start = int(pressed[0])
+        assert start in (4, 8, 12)  # 1-3 whole chunks of rest (the warm-up is at rest too)
+        assert torch.equal(keys[b, start:], keys[b, start:start + 1].expand(6 * fpc - start, -1))  # held to the end
+        held = [DEMO_KEYS[i] for i in torch.nonzero(keys[b, start]).flatten().tolist()]
+        movement = [k for k in held if k != "shift"]
+        assert 1 <= len(movement) <= 2 and set(movement) <= {"w", "a", "s", "d"}
+        still = episodes.frames[b, :start]  # the camera does not move while at rest (meadow has no rain)
+        if int(episodes.themes[b, 0]) != THEME_NAMES.index("rain"):
+            assert torch.equal(still, still[:1].expand_as(still))
+        assert not torch.equal(episodes.frames[b, -1], episodes.frames[b, start - 1])
