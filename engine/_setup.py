@@ -9,6 +9,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from engine._memory import cuda_kv_budget, measure_decode_working_set
 from engine.api import ModelInfo
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig, get_config
@@ -75,11 +76,13 @@ def _compile_wanted(mode: str, device: torch.device) -> bool:
     return mode == "on" or (mode == "auto" and device.type == "cuda")
 
 
-def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None) -> int:
+def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None,
+               decoder: StreamingDecoder) -> int:
     if budget is None:
         if device.type == "cuda":
+            working = measure_decode_working_set(decoder, config, device)
             free, _ = torch.cuda.mem_get_info(device)
-            budget = int(free * config.cuda_kv_memory_fraction)
+            budget = cuda_kv_budget(free, working, session_bytes, config)
         else:
             budget = config.default_kv_sessions * session_bytes
     if budget < session_bytes:
@@ -126,7 +129,7 @@ def build_parts(
     encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
     geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
     session_bytes = geometry.slab_bytes * config.context_chunks
-    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes), device)
+    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder), device)
     info = ModelInfo(
         name=config.name,
         width=config.width,

@@ -72,7 +72,11 @@ class ModelConfig:
     # tiny decoder hidden width (used when decoder_kind == "tiny")
     max_batch: int = 8  # warmup runs every batch size up to this (no first-request compile stall)
     default_kv_sessions: int = 16  # KV budget when none is given (CPU): this many sessions
-    cuda_kv_memory_fraction: float = 0.5  # KV budget when none is given (CUDA): of free memory
+    # KV budget when none is given (CUDA): this fraction of the memory left free after the decoder's
+    # working set at max_batch (measured at start-up, times 1 + cuda_working_margin), shared between
+    # each session's KV and its decoder cache (see engine/_memory.py)
+    cuda_kv_memory_fraction: float = 0.85
+    cuda_working_margin: float = 0.25  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
     text_vocab_buckets: int = 4096  # built-in hashing text encoder

@@ -9,7 +9,7 @@ decode call reads its input caches and returns fresh ones without mutating anyth
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -17,7 +17,7 @@ from torch import nn
 
 from engine.errors import EngineError
 
-__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "layout_of"]
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "NormSiLU", "RMSNorm", "layout_of", "norm_silu"]
 
 # frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
 HISTORY_FRAMES = 2
@@ -28,6 +28,18 @@ def layout_of(x: torch.Tensor) -> torch.memory_format:
     if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last_3d):
         return torch.channels_last_3d
     return torch.contiguous_format
+
+
+def norm_silu(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+    """SiLU(x / ||x||_channels * gamma) for (B, C, T, h, w), gamma (C,) already times sqrt(C).
+
+    One expression so that a compiler can fuse it into a single pass over x (eager PyTorch makes
+    ~7 passes: norm, clamp, divide, scale, SiLU)."""
+    norm = x.float().pow(2).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)
+    return F.silu(x.float() / norm * gamma.float().reshape(1, -1, 1, 1, 1)).to(x.dtype)
+
+
+NormSiLU = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class RMSNorm(nn.Module):
@@ -46,6 +58,12 @@ class RMSNorm(nn.Module):
         """x: (B, C, T, h, w) -> same shape."""
         gamma = self.gamma.reshape(-1, 1, 1, 1)
         return F.normalize(x, dim=1).mul_(gamma * self.scale)  # in place: one full-size tensor less
+
+    def silu(self, x: torch.Tensor, fused: NormSiLU | None) -> torch.Tensor:
+        """SiLU(norm(x)); through ``fused`` (a compiled :func:`norm_silu`) when given."""
+        if fused is None:
+            return F.silu(self(x), inplace=True)
+        return fused(x, self.gamma.reshape(-1) * self.scale)
 
 
 class CausalConv3d(nn.Conv3d):
@@ -81,8 +99,10 @@ class HistoryCursor:
         self,
         sessions: Sequence[tuple[torch.Tensor, ...] | None],
         memory_format: torch.memory_format = torch.contiguous_format,
+        fused: NormSiLU | None = None,
     ) -> None:
         self.memory_format = memory_format  # layout of every conv input this cursor builds
+        self.fused = fused  # the norm + SiLU kernel of this call (None: eager PyTorch)
         self._sessions = list(sessions)
         self._slot = 0
         self._new: list[list[torch.Tensor]] = [[] for _ in self._sessions]

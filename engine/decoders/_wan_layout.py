@@ -1,9 +1,10 @@
 """Choosing how the Wan VAE decoder runs its convolutions, by measurement.
 
 Activation layout (NCDHW or channels-last) and, on CUDA, whether cuDNN benchmarks its conv
-algorithms: which is fastest depends on the GPU, the library version and the shapes, so it is
-timed, not assumed: a first-chunk and a steady-chunk decode of one session per candidate, after
-an untimed run of each (allocations, algorithm search).
+algorithms and whether each norm + SiLU runs as one compiled kernel: which is fastest depends
+on the GPU, the library version and the shapes, so it is timed, not assumed: a first-chunk and
+a steady-chunk decode of one session per candidate, after an untimed run of each (allocations,
+algorithm search, compilation).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -18,10 +20,40 @@ import torch
 if TYPE_CHECKING:
     from engine.decoders.wan_vae import WanVAEDecoder
 
-__all__ = ["BENCHMARK_SUFFIX", "LAYOUTS", "cudnn_benchmark", "memory_format", "time_layouts"]
+__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "cudnn_benchmark", "memory_format",
+           "parse_candidate", "time_layouts"]
 
 LAYOUTS = ("ncdhw", "channels_last")
 BENCHMARK_SUFFIX = "+cudnn_benchmark"
+FUSED_SUFFIX = "+fused"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to run the decoder: activation layout, cuDNN benchmarking, fused norm + SiLU."""
+
+    layout: str
+    benchmark: bool = False
+    fused: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.layout + (BENCHMARK_SUFFIX if self.benchmark else "") + (FUSED_SUFFIX if self.fused else "")
+
+
+def parse_candidate(name: str) -> Candidate:
+    """The inverse of ``Candidate.name`` ("ncdhw", "channels_last+cudnn_benchmark+fused", ...)."""
+    fused = name.endswith(FUSED_SUFFIX)
+    name = name.removesuffix(FUSED_SUFFIX)
+    benchmark = name.endswith(BENCHMARK_SUFFIX)
+    return Candidate(name.removesuffix(BENCHMARK_SUFFIX), benchmark, fused)
+
+
+def _candidates(cuda: bool) -> list[Candidate]:
+    if not cuda:  # compiling needs a C++ toolchain on CPU and the decoder is not the CPU's bottleneck
+        return [Candidate(layout) for layout in LAYOUTS]
+    return [Candidate(layout, benchmark, fused) for fused in (False, True) for layout in LAYOUTS
+            for benchmark in ((False, True) if not fused else (False,))]
 
 
 def memory_format(layout: str) -> torch.memory_format:
@@ -54,16 +86,15 @@ def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
 
 def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, float]:
     """Seconds per candidate for a first + steady decode at this latent size; leaves the decoder
-    on the fastest. Candidates: each layout, and on CUDA each layout with cuDNN benchmarking."""
+    on the fastest. Candidates: each layout; on CUDA also with cuDNN benchmarking, and with the
+    fused norm + SiLU kernel."""
     device = decoder.conv2.weight.device
     latents = torch.zeros(1, decoder.config.z_channels, latent_frames, height, width, device=device)
-    benchmark_options = (False, True) if device.type == "cuda" else (False,)
     timings: dict[str, float] = {}
-    for layout in LAYOUTS:
-        for benchmark in benchmark_options:
-            decoder.set_layout(layout, cudnn_benchmark=benchmark)
-            _decode_pair(decoder, latents)
-            timings[layout + (BENCHMARK_SUFFIX if benchmark else "")] = _decode_pair(decoder, latents)
-    best = min(timings, key=lambda name: timings[name])
-    decoder.set_layout(best.removesuffix(BENCHMARK_SUFFIX), cudnn_benchmark=best.endswith(BENCHMARK_SUFFIX))
+    for candidate in _candidates(device.type == "cuda"):
+        decoder.set_layout(candidate.layout, cudnn_benchmark=candidate.benchmark, fused=candidate.fused)
+        _decode_pair(decoder, latents)
+        timings[candidate.name] = _decode_pair(decoder, latents)
+    best = parse_candidate(min(timings, key=lambda name: timings[name]))
+    decoder.set_layout(best.layout, cudnn_benchmark=best.benchmark, fused=best.fused)
     return timings

@@ -18,9 +18,9 @@ import torch
 from torch import nn
 
 from engine.config import ModelConfig
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, NormSiLU, norm_silu
 from engine.decoders._wan_decoder3d import Decoder3d
-from engine.decoders._wan_layout import LAYOUTS, cudnn_benchmark, memory_format, time_layouts
+from engine.decoders._wan_layout import LAYOUTS, cudnn_benchmark, memory_format, parse_candidate, time_layouts
 from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
 from engine.errors import EngineError
 
@@ -74,11 +74,13 @@ class WanVAEDecoder(nn.Module):
         self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
         self.layout = "ncdhw"  # activation layout, see set_layout
         self.cudnn_benchmark = False
+        self.fused: NormSiLU | None = None  # compiled norm + SiLU, see set_layout
         self.layout_timings: dict[str, float] = {}
 
-    def set_layout(self, layout: str, cudnn_benchmark: bool = False) -> None:
+    def set_layout(self, layout: str, cudnn_benchmark: bool = False, fused: bool = False) -> None:
         """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last";
-        `cudnn_benchmark` lets cuDNN time its conv algorithms during this decoder's calls."""
+        `cudnn_benchmark` lets cuDNN time its conv algorithms during this decoder's calls; `fused`
+        runs each norm + SiLU as one compiled kernel (torch.compile, dynamic shapes)."""
         if layout not in LAYOUTS:
             raise EngineError("bad_vae_layout", f"Wan VAE layout {layout!r} is not one of {list(LAYOUTS)}")
         fmt = memory_format(layout)
@@ -88,6 +90,7 @@ class WanVAEDecoder(nn.Module):
                     param.data = param.data.contiguous(memory_format=fmt)
         self.layout = layout
         self.cudnn_benchmark = cudnn_benchmark
+        self.fused = torch.compile(norm_silu, dynamic=True) if fused else None
 
     def choose_layout(self, latent_frames: int, latent_height: int, latent_width: int) -> dict[str, float]:
         """Time each layout on a first + steady decode of one session and keep the fastest."""
@@ -162,6 +165,7 @@ class WanVAEDecoder(nn.Module):
         cursor = HistoryCursor(
             [c.histories if c is not None and c.histories else None for c in caches],
             memory_format(self.layout),
+            self.fused,
         )
         with torch.no_grad(), cudnn_benchmark(self.cudnn_benchmark):
             rgb = self._trunk(latents, cursor, first)
@@ -225,6 +229,7 @@ def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype)
     layout = config.extra.get("wan_vae_layout", "auto" if device.type == "cuda" else "ncdhw")
     if layout == "auto":
         decoder.choose_layout(config.latent_frames_per_chunk, config.latent_height, config.latent_width)
-    else:
-        decoder.set_layout(str(layout))
+    else:  # a candidate's name, e.g. "ncdhw" or "channels_last+fused"
+        chosen = parse_candidate(str(layout))
+        decoder.set_layout(chosen.layout, cudnn_benchmark=chosen.benchmark, fused=chosen.fused)
     return decoder

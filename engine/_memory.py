@@ -1,0 +1,66 @@
+"""Sizing the CUDA KV pool from measured memory, so that warm-up and full batches always fit.
+
+The pool is allocated once, up front. What else a full engine needs on the GPU: the decoder's
+working set when it decodes `max_batch` sessions at once (activations and their caches; for
+wan-1.3b the largest part) and, per session, its decoder cache next to its KV. The working set is
+measured by decoding `max_batch` zero chunks (first, then steady) before the pool exists; the
+pool gets a fraction of what is then left, split between KV and decoder caches per session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+from engine.decoders import StreamingDecoder
+from engine.errors import ConfigError
+
+__all__ = ["WorkingSet", "cuda_kv_budget", "measure_decode_working_set"]
+
+
+@dataclass(frozen=True)
+class WorkingSet:
+    """peak_bytes: allocation peak of a max_batch first + steady decode (caches included);
+    cache_bytes_per_session: one session's decoder cache after a steady decode."""
+
+    peak_bytes: int
+    cache_bytes_per_session: int
+
+
+@torch.no_grad()
+def measure_decode_working_set(decoder: StreamingDecoder, config: ModelConfig, device: torch.device) -> WorkingSet:
+    """Decode `max_batch` zero chunks (first, then steady) and read the allocator's peak (CUDA only)."""
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    batch = config.max_batch
+    latents = torch.zeros(batch, config.out_dim, config.latent_frames_per_chunk, config.latent_height,
+                          config.latent_width, device=device)
+    _, first = decoder.decode(latents, [None] * batch)
+    del _
+    frames, caches = decoder.decode(latents, list(first))
+    del first, frames
+    torch.cuda.synchronize(device)
+    held = torch.cuda.memory_allocated(device) - base  # the latents and max_batch steady caches
+    peak = torch.cuda.max_memory_allocated(device) - base
+    del caches, latents
+    torch.cuda.empty_cache()
+    return WorkingSet(peak_bytes=peak, cache_bytes_per_session=max(0, held) // batch)
+
+
+def cuda_kv_budget(free_bytes: int, working: WorkingSet, session_kv_bytes: int, config: ModelConfig) -> int:
+    """KV pool bytes (a whole number of sessions' KV) that leave room for the working set and for
+    every pooled session's decoder cache."""
+    usable = (free_bytes - working.peak_bytes * (1.0 + config.cuda_working_margin)) * config.cuda_kv_memory_fraction
+    per_session = session_kv_bytes + working.cache_bytes_per_session
+    sessions = int(usable // per_session) if usable > 0 else 0
+    if sessions < 1:
+        raise ConfigError(
+            "kv_budget_too_small",
+            f"{free_bytes / 2**30:.1f} GiB free on the GPU leaves no room for one session after the decoder's "
+            f"working set at max_batch={config.max_batch} ({working.peak_bytes / 2**30:.1f} GiB measured): "
+            "lower max_batch, free GPU memory, or pass kv_budget_bytes",
+        )
+    return sessions * session_kv_bytes

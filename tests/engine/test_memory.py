@@ -1,0 +1,32 @@
+"""The default CUDA KV pool leaves room for the decoder's measured working set and caches."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine._memory import WorkingSet, cuda_kv_budget
+from engine.config import get_config
+from engine.errors import ConfigError
+
+GIB = 2**30
+CONFIG = dataclasses.replace(get_config("tiny"), cuda_kv_memory_fraction=0.8, cuda_working_margin=0.25)
+
+
+def test_the_pool_gets_whole_sessions_of_the_memory_left_after_the_working_set() -> None:
+    # 100 GiB free, 20 GiB peak -> 75 GiB after 25% headroom -> 60 GiB at 0.8 -> 60 // (6 + 2) = 7 sessions
+    working = WorkingSet(peak_bytes=20 * GIB, cache_bytes_per_session=2 * GIB)
+    assert cuda_kv_budget(100 * GIB, working, 6 * GIB, CONFIG) == 7 * 6 * GIB
+
+
+def test_decoder_caches_count_against_each_pooled_session() -> None:
+    without = cuda_kv_budget(100 * GIB, WorkingSet(20 * GIB, 0), 6 * GIB, CONFIG)
+    assert without == 10 * 6 * GIB  # 60 // 6
+
+
+def test_no_room_for_one_session_is_a_coded_error_that_says_what_to_change() -> None:
+    with pytest.raises(ConfigError) as err:
+        cuda_kv_budget(30 * GIB, WorkingSet(24 * GIB, 1 * GIB), 6 * GIB, CONFIG)
+    assert err.value.code == "kv_budget_too_small"
+    assert "max_batch" in err.value.message and "kv_budget_bytes" in err.value.message
