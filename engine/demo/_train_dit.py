@@ -158,14 +158,18 @@ def _self_context(forward: _Forward, clean: torch.Tensor, weight: torch.Tensor, 
 
 
 def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, budget: Budget,
-              params: DiTTrainParams, log: LossLog, checkpoint: Checkpoint | None = None
-              ) -> tuple[CausalDiT, HashTextEncoder]:
-    """Train until the budget is spent; returns the EMA DiT and text encoder."""
+              params: DiTTrainParams, log: LossLog, checkpoint: Checkpoint | None = None,
+              start: tuple[CausalDiT, HashTextEncoder] | None = None) -> tuple[CausalDiT, HashTextEncoder]:
+    """Train until the budget is spent; returns the EMA DiT and text encoder. ``start``: weights to
+    train on from (a resumed run; both the trained and the averaged copy begin there)."""
     device = source.device
-    dit = CausalDiT(config)
-    dit.init_random(params.seed)
-    text = HashTextEncoder(config)
-    text.init_random()
+    if start is None:
+        dit = CausalDiT(config)
+        dit.init_random(params.seed)
+        text = HashTextEncoder(config)
+        text.init_random()
+    else:
+        dit, text = copy.deepcopy(start[0]), copy.deepcopy(start[1])
     dit, text = dit.to(device).train(), text.to(device).train()
     ema_dit, ema_text = copy.deepcopy(dit).eval(), copy.deepcopy(text).eval()
     trained = [*dit.parameters(), *text.parameters()]
@@ -204,7 +208,8 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
         grad_norm = torch.nn.utils.clip_grad_norm_(trained, 1.0)
         opt.step()
         with torch.no_grad():
-            decay = min(params.ema_decay, (1 + budget.step) / (10 + budget.step))
+            warming = min(params.ema_decay, (1 + budget.step) / (10 + budget.step))
+            decay = params.ema_decay if start is not None else warming  # a resumed average is already warm
             for a, p in zip(averaged, trained, strict=True):
                 a.lerp_(p.detach(), 1 - decay)
         value = float(loss.detach())

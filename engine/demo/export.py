@@ -10,18 +10,21 @@ the weights were trained.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from engine.config import ModelConfig
 from engine.decoders.base import DECODER_PREFIX
-from engine.demo.autoencoder import AEConfig, DemoEncoder
+from engine.demo.autoencoder import AEConfig, DemoDecoder, DemoEncoder
 from engine.demo.errors import DemoError
-from engine.text import TEXT_PREFIX
+from engine.model import CausalDiT
+from engine.text import TEXT_PREFIX, HashTextEncoder
 
-__all__ = ["ENCODER_FILE", "META_FILE", "WEIGHTS_FILE", "load_encoder", "write_model"]
+__all__ = ["ENCODER_FILE", "META_FILE", "WEIGHTS_FILE", "TrainedModel", "load_encoder", "load_trained", "write_model"]
 
 WEIGHTS_FILE = "demo.safetensors"
 ENCODER_FILE = "demo_encoder.safetensors"
@@ -43,6 +46,42 @@ def write_model(out: Path, dit: nn.Module, text: nn.Module, decoder: nn.Module, 
     sizes = {role: paths[role].stat().st_size for role in ("weights", "encoder")}
     paths["meta"].write_text(json.dumps({**meta, "file_bytes": sizes}, indent=2, sort_keys=True) + "\n")
     return paths
+
+
+@dataclass
+class TrainedModel:
+    """Every part of a written demo model, float32, for training on from where it stopped."""
+
+    dit: CausalDiT
+    text: HashTextEncoder
+    decoder: DemoDecoder
+    encoder: DemoEncoder
+    meta: dict[str, object]
+
+
+def _load_part(module: nn.Module, state: dict[str, torch.Tensor], prefix: str, what: str, path: Path) -> None:
+    part = {k[len(prefix):]: v.float() for k, v in state.items() if k.startswith(prefix)}
+    missing, unexpected = module.load_state_dict(part, strict=False)
+    if missing or unexpected:
+        raise DemoError("weights_mismatch", f"{path}: the {what} does not fit this trainer's config: "
+                                            f"missing {missing[:5]}, unexpected {unexpected[:5]}")
+
+
+def load_trained(directory: Path, model: ModelConfig, ae: AEConfig) -> TrainedModel:
+    """Read the three files ``write_model`` wrote into ``directory`` (CPU, float32)."""
+    weights, meta_path = directory / WEIGHTS_FILE, directory / META_FILE
+    for path in (weights, meta_path):
+        if not path.is_file():
+            raise DemoError("resume_not_found", f"{path} does not exist; --resume takes a directory written "
+                                                "by python -m engine.demo.train")
+    state = load_file(str(weights))
+    dit, text, decoder = CausalDiT(model), HashTextEncoder(model), DemoDecoder(ae)
+    _load_part(dit, {k: v for k, v in state.items() if not k.startswith((DECODER_PREFIX, TEXT_PREFIX))}, "",
+               "DiT", weights)
+    _load_part(text, state, TEXT_PREFIX, "text encoder", weights)
+    _load_part(decoder, state, DECODER_PREFIX, "decoder", weights)
+    meta = json.loads(meta_path.read_text())
+    return TrainedModel(dit, text, decoder.eval(), load_encoder(directory / ENCODER_FILE, ae), meta)
 
 
 def load_encoder(path: Path, cfg: AEConfig, device: torch.device | str = "cpu") -> DemoEncoder:

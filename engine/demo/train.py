@@ -27,7 +27,7 @@ from engine.demo._train_dit import DiTTrainParams, train_dit
 from engine.demo.config import AE_CONFIG, CONFIG, TRAIN_CHUNKS
 from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
-from engine.demo.export import write_model
+from engine.demo.export import load_trained, write_model
 from engine.demo.world import WorldParams
 from engine.errors import ConfigError, EngineError
 from engine.model import CausalDiT
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--chunks", type=int, default=TRAIN_CHUNKS, help=f"chunks per DiT training sequence (default {TRAIN_CHUNKS})")
     p.add_argument("--no-check", action="store_true", help="skip the evaluation on the training device at the end")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", type=Path, default=None,
+                   help="train the DiT on from the files an earlier run wrote here (its autoencoder is kept)")
+    p.add_argument("--lr", type=float, default=DiTTrainParams.lr, help=f"DiT peak learning rate (default {DiTTrainParams.lr})")
     return p
 
 
@@ -62,6 +65,8 @@ def _check(args: argparse.Namespace) -> torch.device:
         raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
     if not 0.05 <= args.ae_fraction <= 0.8:
         raise DemoError("bad_ae_fraction", f"--ae-fraction must lie in [0.05, 0.8], got {args.ae_fraction}")
+    if not 0.0 < args.lr <= 0.01:
+        raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
     if args.chunks < CONFIG.window_chunks + 1:
         raise DemoError("bad_chunks", f"--chunks must be at least {CONFIG.window_chunks + 1} so the window rolls")
     for name in ("batch", "ae_batch", "pool"):
@@ -105,6 +110,14 @@ def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device) ->
           f"PSNR by chunk {[round(v, 2) for v in motion['psnr_db_by_chunk']]}", flush=True)
 
 
+def _earlier_steps(meta: dict[str, object]) -> int:
+    """DiT steps of the run a resumed one starts from, its own predecessors included."""
+    dit = meta.get("dit")
+    steps = int(dit.get("steps", 0)) if isinstance(dit, dict) else 0
+    earlier = meta.get("resumed_from")
+    return steps + (_earlier_steps(earlier) if isinstance(earlier, dict) else 0)
+
+
 def run(args: argparse.Namespace) -> dict[str, Path]:
     device = _check(args)
     started = time.monotonic()
@@ -121,13 +134,22 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     source = EpisodeSource(world, device, seed=args.seed, params=source_params)
     log = LossLog()
 
-    left = total_s - (time.monotonic() - started) - _RESERVE_S
     ae_params = AETrainParams(batch=args.ae_batch or (32 if cuda else 2))
-    ae_budget = Budget("autoencoder", left * args.ae_fraction, steps=args.steps)
-    encoder, decoder = train_autoencoder(source, AE_CONFIG, ae_budget, ae_params, log)
+    resumed = load_trained(args.resume, CONFIG, AE_CONFIG) if args.resume is not None else None
+    if resumed is None:
+        left = total_s - (time.monotonic() - started) - _RESERVE_S
+        ae_budget = Budget("autoencoder", left * args.ae_fraction, steps=args.steps)
+        encoder, decoder = train_autoencoder(source, AE_CONFIG, ae_budget, ae_params, log)
+        start = None
+    else:  # the earlier run's autoencoder stays as it is: the DiT's latents must not move
+        ae_budget = Budget("autoencoder", 0.0, steps=0)
+        encoder, decoder = resumed.encoder.to(device).eval(), resumed.decoder.to(device).eval()
+        start = (resumed.dit.to(device), resumed.text.to(device))
+        print(f"[resume] from {args.resume} (DiT steps so far: {_earlier_steps(resumed.meta)})", flush=True)
 
     left = total_s - (time.monotonic() - started) - _RESERVE_S
-    dit_params = DiTTrainParams(batch=args.batch or (64 if cuda else 2), chunks=args.chunks, seed=args.seed)
+    dit_params = DiTTrainParams(batch=args.batch or (64 if cuda else 2), chunks=args.chunks, seed=args.seed,
+                                lr=args.lr)
     dit_budget = Budget("dit", left, steps=args.steps)
 
     def stages() -> dict[str, object]:
@@ -136,13 +158,14 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
                             "config": dataclasses.asdict(AE_CONFIG)},
             "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params)},
             "data": {"world": dataclasses.asdict(world), "source": dataclasses.asdict(source_params)},
+            **({"resumed_from": resumed.meta} if resumed is not None else {}),
         }
 
     def checkpoint(dit: CausalDiT, text: HashTextEncoder, step: int) -> None:
         write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, True))
         print(f"[checkpoint] step {step} written to {args.out}", flush=True)
 
-    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint)
+    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint, start)
     paths = write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, False))
     paths["plot"] = args.out / "losses.png"
     save_loss_plot(log, paths["plot"])

@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from engine.api import FrameAction
+from engine.demo.config import AE_CONFIG, CONFIG
 from engine.demo.eval import main as eval_main
-from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE
+from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE, load_trained
 from engine.demo.rollout import run_chunks
 from engine.demo.train import main as train_main
 from engine.engine import Engine
+from engine.model import CausalDiT
 
 
 @pytest.fixture(scope="module")
@@ -44,9 +47,37 @@ def test_the_checkpoint_loads_into_the_engine_and_streams_a_chunk(trained: Path)
     assert str(frames.dtype) == "uint8"
 
 
+def test_a_resumed_run_keeps_the_autoencoder_and_trains_the_dit_on(trained: Path, tmp_path: Path) -> None:
+    args = ["--steps", "1", "--pool", "1", "--batch", "1", "--chunks", "3", "--device", "cpu", "--lr", "1e-4"]
+    assert train_main(["--out", str(tmp_path), "--resume", str(trained), *args]) == 0
+    before, after = load_trained(trained, CONFIG, AE_CONFIG), load_trained(tmp_path, CONFIG, AE_CONFIG)
+    assert after.meta["autoencoder"]["steps"] == 0  # type: ignore[index]
+    assert after.meta["resumed_from"] == before.meta
+    assert after.meta["dit"]["params"]["lr"] == 1e-4  # type: ignore[index]
+    for a, b in zip(before.encoder.state_dict().values(), after.encoder.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(before.decoder.state_dict().values(), after.decoder.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    # the DiT went on from the earlier weights (one warm-up step moves it by far less than fp16 rounding),
+    # not from a fresh initialisation (which differs by the size of the weights themselves)
+    fresh = CausalDiT(CONFIG)
+    fresh.init_random(1)
+    pairs = list(zip(before.dit.state_dict().values(), after.dit.state_dict().values(),
+                     fresh.state_dict().values(), strict=True))
+    assert max(float((b - a).abs().max()) for a, b, _ in pairs) <= 2e-3
+    assert max(float((c - a).abs().max()) for a, _, c in pairs) > 0.1
+
+
+def test_resuming_from_a_directory_without_a_model_is_a_coded_error(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert train_main(["--out", str(tmp_path / "out"), "--resume", str(tmp_path), "--steps", "1",
+                       "--device", "cpu"]) == 2
+    assert "error: resume_not_found" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("flag", "value"), [("--steps", "0"), ("--minutes", "0.5"), ("--device", "tpu"),
                                               ("--pool", "0"), ("--ae-fraction", "0.95"),
-                                              ("--chunks", "2")])
+                                              ("--chunks", "2"), ("--lr", "0")])
 def test_bad_arguments_exit_2_with_a_coded_message(flag: str, value: str, tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     assert train_main(["--out", str(tmp_path), flag, value]) == 2
