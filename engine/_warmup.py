@@ -66,6 +66,19 @@ def _every_batch_size(engine: Engine) -> None:
         decoder.decode(decoded, caches)
 
 
+@torch.no_grad()
+def _every_attention_shape(engine: Engine) -> None:
+    """Self-attention runs per group of equal context length: build every (group size, context
+    length) kernel plan now, not on a live request."""
+    c, parts = engine.config, engine.parts
+    tokens = c.tokens_per_chunk
+    for group in range(1, c.max_batch + 1):
+        q = torch.zeros(group, tokens, c.num_heads, c.head_dim, device=engine.device, dtype=parts.dtype)
+        for chunks in range(1, c.context_chunks + 2):
+            kv = torch.zeros(group, tokens * chunks, c.num_heads, c.head_dim, device=engine.device, dtype=parts.dtype)
+            parts.attend(q, kv, kv, None)
+
+
 def run_warmup(engine: Engine) -> None:
     _choose_attention(engine)
     if not engine.open_session(WARMUP_SESSION, seed=0, prompt="warmup"):
@@ -77,5 +90,7 @@ def run_warmup(engine: Engine) -> None:
         engine.close_session(WARMUP_SESSION)
     if engine.device.type == "cuda" or engine.parts.model.kernels.compiled:  # plans / compiles per shape
         _every_batch_size(engine)
+    if engine.device.type == "cuda":
+        _every_attention_shape(engine)
     if engine.device.type == "cuda":
         torch.cuda.synchronize(engine.device)

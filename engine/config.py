@@ -76,7 +76,7 @@ class ModelConfig:
     # working set at max_batch (measured at start-up, times 1 + cuda_working_margin), shared between
     # each session's KV and its decoder cache (see engine/_memory.py)
     cuda_kv_memory_fraction: float = 0.85
-    cuda_working_margin: float = 0.25  # headroom on the measured working set (DiT activations, fragmentation)
+    cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
     text_vocab_buckets: int = 4096  # built-in hashing text encoder

@@ -56,5 +56,12 @@ def noise_seed(seed: int, chunk: int, step: int) -> int:
 def seeded_noise(
     shape: tuple[int, ...], seed: int, chunk: int, step: int, device: torch.device
 ) -> torch.Tensor:
-    gen = torch.Generator(device=device).manual_seed(noise_seed(seed, chunk, step))
-    return torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
+    """Noise for (session seed, chunk, step), drawn on the CPU so that every device gets the same
+    numbers (CUDA's generator differs from the CPU's): a session continues identically on any host,
+    and a GPU rollout can be checked against the CPU reference. Sent through pinned memory without
+    blocking the host."""
+    gen = torch.Generator().manual_seed(noise_seed(seed, chunk, step))
+    noise = torch.randn(shape, generator=gen, dtype=torch.float32)
+    if device.type == "cpu":
+        return noise
+    return noise.pin_memory().to(device, non_blocking=True)

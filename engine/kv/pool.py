@@ -130,16 +130,17 @@ class ChunkKVPool:
 
     # attention I/O -------------------------------------------------------------------------
     def read(
-        self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor
+        self, layer: int, slabs: list[list[int]], k: torch.Tensor, v: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values of one sample for attention: its current chunk's k, v (1, T, heads, d)
-        followed by the N context `slabs` of `layer` -> (1, (N+1)*T, heads, d) each. Slab ids are
-        host ints, so this is one concatenation kernel over contiguous slab views (no gather, no
-        host sync)."""
+        """Keys and values for attention of G samples with the same number N of context slabs:
+        sample i's current chunk k[i], v[i] (T, heads, d) followed by its `slabs[i]` of `layer`
+        -> (G, (N+1)*T, heads, d) each. Slab ids are host ints, so this is one concatenation
+        kernel over contiguous views per tensor (no gather, no host sync)."""
         out = []
         for which, current in ((0, k), (1, v)):
             source = self.storage[layer, which]  # (slabs, T, heads, d)
-            out.append(torch.cat([current[0], *(source[slab] for slab in slabs)], dim=0).unsqueeze(0))
+            parts = [t for row, ids in enumerate(slabs) for t in (current[row], *(source[slab] for slab in ids))]
+            out.append(torch.cat(parts, dim=0).view(len(slabs), -1, *current.shape[2:]))
         return out[0], out[1]
 
     def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor) -> None:

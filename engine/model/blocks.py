@@ -14,7 +14,7 @@ from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
 __all__ = ["AttnContext", "Block", "Head"]
 
-KVRead = Callable[[int, list[int], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+KVRead = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 KVWrite = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
@@ -23,11 +23,12 @@ class AttnContext:
     """What self-attention reads and writes besides the current tokens.
 
     contexts: None -> attend the current tokens only, under `mask` (the full-sequence forward);
-    else one slab-id list per sample (its context chunks) and one attention call per sample, keys
-    = [current chunk | its context], so attention shapes depend on the context length only (one
-    attention plan per length, whatever the batch) and no padding or mask is needed;
-    read(layer, slabs, k, v) -> (K, V) (1, (N+1)*T, heads, d): the current k, v (1, T, heads, d)
-    followed by the slabs' (RoPE already applied), as a copy, so the write may then reuse a slab;
+    else one slab-id list per sample (its context chunks) and one attention call per group of
+    samples with the same number of context chunks, keys = [current chunk | its context], so no
+    padding or mask is needed and sessions at different context lengths still share a batch;
+    read(layer, slabs, k, v) -> (K, V) (G, (N+1)*T, heads, d): per sample of a group its current
+    k, v (T, heads, d) followed by its slabs' (RoPE already applied), as a copy, so the write may
+    then reuse a slab;
     write(layer, k, v) stores the current tokens' roped K/V of the whole batch (the cache pass);
     mask: bool (B, 1, Lq, Lk), True = attend (only without contexts).
     """
@@ -45,13 +46,34 @@ def _self_attention(
 ) -> torch.Tensor:
     if ctx.contexts is None:
         return attend(q, k, v, ctx.mask)
-    outs = []
+    groups: dict[int, list[int]] = {}  # context chunks -> rows, in batch order
     for row, slabs in enumerate(ctx.contexts):
-        qs, ks, vs = q[row : row + 1], k[row : row + 1], v[row : row + 1]
-        if slabs and ctx.read is not None:
-            ks, vs = ctx.read(layer, slabs, ks, vs)
-        outs.append(attend(qs, ks, vs, None))
-    return outs[0] if len(outs) == 1 else torch.cat(outs, dim=0)
+        groups.setdefault(len(slabs), []).append(row)
+    if len(groups) == 1:  # every sample at the same context length: the whole batch at once
+        return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend)
+    outs: dict[int, torch.Tensor] = {}
+    for rows in groups.values():
+        out = _attend_rows(q, k, v, rows, layer, ctx, attend)
+        outs.update({row: out[i : i + 1] for i, row in enumerate(rows)})
+    return torch.cat([outs[row] for row in range(q.shape[0])], dim=0)
+
+
+def _rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """t[rows] without an index tensor (host ints: no host-to-device copy)."""
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return t[rows[0] : rows[0] + len(rows)]
+    return torch.cat([t[row : row + 1] for row in rows], dim=0)
+
+
+def _attend_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: list[int], layer: int,
+                 ctx: AttnContext, attend: AttentionBackend) -> torch.Tensor:
+    """Attention for samples `rows`, which all have the same number of context slabs."""
+    assert ctx.contexts is not None
+    qs, ks, vs = _rows(q, rows), _rows(k, rows), _rows(v, rows)
+    slabs = [ctx.contexts[row] for row in rows]
+    if slabs[0] and ctx.read is not None:
+        ks, vs = ctx.read(layer, slabs, ks, vs)
+    return attend(qs, ks, vs, None)
 
 
 class _Projections(nn.Module):
