@@ -85,17 +85,31 @@ class PhaseRunner:
             state.records[work.index] = ChunkRecord(work.index, work.clean, work.actions, work.prompt)
             state.work = None  # the chunk is finished
 
+    def decode_slice(self, state: SessionState) -> tuple[int, int]:
+        """Latent frames [start, end) of the chunk in progress that the next decode covers."""
+        work = state.work
+        assert work is not None
+        start, total = work.decoded_latents, work.x.shape[1]
+        split = self.config.first_decode_split
+        if start == 0 and 0 < split < total and self.decoder.is_first(state.decoder_cache):
+            return 0, split
+        return start, total
+
     def decode(self, states: list[SessionState]) -> list[ChunkFrames]:
+        """One decode call for sessions whose next slices have the same bounds (see decode_slice)."""
         works = self._works(states)
-        latents = torch.stack([w.clean for w in works])  # type: ignore[misc]
+        start, end = self.decode_slice(states[0])
+        latents = torch.stack([w.clean[:, start:end] for w in works])  # type: ignore[index]
         frames, caches = self.decoder.decode(latents, [s.decoder_cache for s in states])
         host = frames.cpu().numpy()
         chunks = []
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
-            state.cache_before[work.index] = state.decoder_cache
+            if start == 0:
+                state.cache_before[work.index] = state.decoder_cache
             state.decoder_cache = caches[i]
-            state.decoded = work.index + 1
-            work.decoded = True
+            work.decoded_latents = end
+            if work.decoded:
+                state.decoded = work.index + 1
             chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
         return chunks
 

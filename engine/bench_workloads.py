@@ -45,6 +45,7 @@ class Driver:
     engine: Engine
     clock: Clock
     frames_at: float = 0.0  # clock time at which the latest decoded frames came back
+    first_frames_at: float = 0.0  # ... and the first frames of the latest chunk() call
     _decoder_flops: dict[bool, float | None] = field(default_factory=dict)
     _opened: int = 0
 
@@ -78,6 +79,7 @@ class Driver:
         for sid in ids:
             self.engine.begin_chunk(sid, ACTIONS)
         frames: dict[str, int] = {}
+        first_seen = False
         while True:
             pending = {sid: self.engine.next_phase(sid) for sid in ids}
             phase = next((p for p in pending.values() if p is not None), None)
@@ -93,22 +95,30 @@ class Driver:
             if errors:
                 raise BenchError("step_failed", f"{phase.value} step failed: {errors}")
             if run is not None:
-                flops = self._flops(phase, [r.chunk_index for r in result.results])
+                flops = self._flops(phase, [r.chunk_index for r in result.results],
+                                    [0 if r.chunk is None else int(r.chunk.frames.shape[0]) for r in result.results])
                 run.phase(phase.value).add(seconds, flops, len(members))
                 for key, value in result.seconds.items():
                     run.engine_seconds[key] = run.engine_seconds.get(key, 0.0) + value
             for r in result.results:
                 if r.chunk is not None:
-                    frames[r.session_id] = int(r.chunk.frames.shape[0])
+                    frames[r.session_id] = frames.get(r.session_id, 0) + int(r.chunk.frames.shape[0])
                     self.engine.mark_delivered(r.session_id, r.chunk_index)
                     self.frames_at = start + seconds
+                    if not first_seen:  # a split first chunk returns its first frame in an earlier step
+                        self.first_frames_at, first_seen = self.frames_at, True
 
-    def _flops(self, phase: Phase, chunk_indices: list[int]) -> float | None:
+    def _flops(self, phase: Phase, chunk_indices: list[int], frames: list[int]) -> float | None:
         config = self.engine.config
         if phase is not Phase.DECODE:
             return sum(dit_pass_flops(config, k) for k in chunk_indices)
-        # a session's chunk 0 is its first decode (fewer frames: frames_for(T, first=True))
-        counts = [self.decoder_flops(k == 0) for k in chunk_indices]
+        # a session's chunk 0 is its first decode (fewer frames: frames_for(T, first=True)), maybe
+        # in two calls (first_decode_split): each call is billed its share of the chunk's frames
+        first_frames = self.engine.parts.decoder.frames_for(config.latent_frames_per_chunk, first=True)
+        counts = []
+        for k, n in zip(chunk_indices, frames, strict=True):
+            full = self.decoder_flops(k == 0)
+            counts.append(None if full is None else full * (n / first_frames if k == 0 else 1.0))
         return None if any(c is None for c in counts) else sum(c or 0.0 for c in counts)
 
     # workloads ------------------------------------------------------------------------------
@@ -173,8 +183,8 @@ class Driver:
             for sid, count in self.chunk(ids, run).items():
                 totals[sid] += count
             elapsed = self.clock.now() - start
-            if fresh and index == 0:  # frames come back at the decode, which may precede the cache pass
-                run.ttff_s = self.frames_at - start
+            if fresh and index == 0:  # frames come back at the decode, which precedes the cache pass
+                run.ttff_s = self.first_frames_at - start
             progress(f"{run.workload} b={run.batch} chunk {index + 1}/{chunks} t={elapsed:.2f}s")
         run.wall_s = self.clock.now() - start
         run.frames_per_session = [totals[sid] for sid in ids]

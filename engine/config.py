@@ -76,6 +76,10 @@ class ModelConfig:
     # working set at max_batch (measured at start-up, times 1 + cuda_working_margin), shared between
     # each session's KV and its decoder cache (see engine/_memory.py)
     cuda_kv_memory_fraction: float = 0.85
+    # a stream's first chunk is decoded in two calls, its first `first_decode_split` latent frames
+    # alone (so the first frames come out sooner), then the rest; 0 = in one call. A causal
+    # streaming decoder gives the same frames either way.
+    first_decode_split: int = 0
     cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
@@ -175,6 +179,7 @@ def _wan_13b() -> ModelConfig:
         sink_chunks=1, window_chunks=6, max_rollback_chunks=2,
         action_space=ActionSpace(keys=_WASD_KEYS, mouse=True, buttons=2, axes=4),
         action_hidden_dim=256, decoder_kind="wan_vae",
+        first_decode_split=1,  # the first latent frame decodes to the stream's first video frame
     )
 
 

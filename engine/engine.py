@@ -193,8 +193,10 @@ class Engine:
         return state
 
     def _group_key(self, state: SessionState, phase: Phase) -> str:
-        if phase is Phase.DECODE:
-            return "decode:first" if self.parts.decoder.is_first(state.decoder_cache) else "decode:steady"
+        if phase is Phase.DECODE:  # one call per kind of decode: first or steady, same latent slice
+            first = "first" if self.parts.decoder.is_first(state.decoder_cache) else "steady"
+            start, end = self.runner.decode_slice(state)
+            return f"decode:{first}:{start}:{end}"
         return phase.value
 
     def _run(self, phase: Phase, states: list[SessionState]) -> list:  # type: ignore[type-arg]
@@ -215,6 +217,9 @@ class Engine:
     # delivery, rollback, reset ---------------------------------------------------------------
     def mark_delivered(self, session_id: str, chunk_index: int) -> None:
         state = self._state(session_id)
+        work = state.work
+        if work is not None and work.index == chunk_index and work.decoded_latents > 0 and not work.decoded:
+            return  # the first part of a split first chunk: the chunk counts once all of it is out
         if chunk_index >= state.decoded:
             raise SessionStateError(
                 "not_generated", f"chunk {chunk_index} of {session_id!r} is not decoded yet ({state.decoded} are)"
@@ -231,7 +236,8 @@ class Engine:
             return state.next_chunk  # the viewer saw this chunk: only its cache pass is left to run
         state.work = None
         target = min(kv_target, state.decoded)
-        if target < state.decoded:
+        partial = work is not None and work.decoded_latents > 0 and work.index == target
+        if target < state.decoded or partial:  # partial: the first part of a split first chunk went out
             state.decoder_cache = state.cache_before[target]
         state.decoded = target
         state.next_chunk = target

@@ -35,11 +35,17 @@ class ChunkWork:
     steps: int
     step: int = 0  # denoise steps done
     clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
-    decoded: bool = False  # frames are out (decode runs before the cache pass: first frames sooner)
+    decoded_latents: int = 0  # latent frames decoded (decode runs before the cache pass: first frames sooner)
+
+    @property
+    def decoded(self) -> bool:
+        """Every frame of the chunk is out."""
+        return self.decoded_latents >= self.x.shape[1]
 
     @property
     def phase(self) -> Phase:
-        """DENOISE x steps, then DECODE, then CACHE (which finishes the chunk)."""
+        """DENOISE x steps, then DECODE (once, or twice for a split first chunk), then CACHE
+        (which finishes the chunk)."""
         if self.step < self.steps:
             return Phase.DENOISE
         return Phase.CACHE if self.decoded else Phase.DECODE
