@@ -51,9 +51,10 @@ def rollout_latents(device: str, compile_mode: str, chunks: int = _CHUNKS) -> di
 def selfcheck(device: str, compile_mode: str) -> dict[str, object]:
     reference = rollout_latents("cpu", "off")
     got = rollout_latents(device, compile_mode)
-    error = max(float((got[k] - reference[k]).abs().max() / reference[k].abs().max()) for k in reference)
+    per_chunk = {k: float((got[k] - reference[k]).abs().max() / reference[k].abs().max()) for k in sorted(reference)}
+    error = max(per_chunk.values())
     return {"device": device, "compile": compile_mode, "chunks": sorted(reference), "max_rel_err": error,
-            "tolerance": _TOLERANCE, "ok": error <= _TOLERANCE}
+            "rel_err_by_chunk": per_chunk, "tolerance": _TOLERANCE, "ok": error <= _TOLERANCE}
 
 
 def main(argv: list[str] | None = None) -> int:
