@@ -124,9 +124,9 @@ class WanVAEDecoder(nn.Module):
             elif param.dim() == 1:
                 param.zero_()
             else:
-                generator = torch.Generator(device=param.device).manual_seed(seed + zlib.crc32(name.encode()))
+                generator = torch.Generator().manual_seed(seed + zlib.crc32(name.encode()))  # same on every device
                 fan_in = param[0].numel()
-                param.normal_(0.0, fan_in**-0.5, generator=generator)
+                param.copy_(torch.randn(param.shape, generator=generator) * fan_in**-0.5)
 
     # geometry ----------------------------------------------------------------------------
     def frames_for(self, latent_frames: int, first: bool) -> int:

@@ -53,17 +53,16 @@ class CausalDiT(nn.Module):
     def init_random(self, seed: int) -> None:
         """Deterministic random init from `seed` (no global RNG): weights N(0, 0.02), biases 0,
         norms 1, modulations N(0, 1/dim); action embedding random too, so actions matter."""
-        device = self.patch_embedding.weight.device
-        gen = torch.Generator(device=device).manual_seed(seed)
+        gen = torch.Generator().manual_seed(seed)  # CPU numbers: the same weights on every device
         for name, param in self.named_parameters():
             if name.endswith("modulation"):
-                param.copy_(torch.randn(param.shape, generator=gen, device=device) / self.config.dim**0.5)
+                param.copy_(torch.randn(param.shape, generator=gen) / self.config.dim**0.5)
             elif "norm" in name:
                 param.fill_(1.0 if name.endswith("weight") else 0.0)
             elif name.endswith("bias"):
                 param.zero_()
             else:
-                param.copy_(torch.randn(param.shape, generator=gen, device=device) * _INIT_STD)
+                param.copy_(torch.randn(param.shape, generator=gen) * _INIT_STD)
 
     @torch.no_grad()
     def zero_action_output(self) -> None:
