@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,7 +43,7 @@ class PhaseRunner:
         self,
         latents: torch.Tensor,  # (B, C, F, h, w)
         sigmas_t: list[float],  # model timestep per sample
-        works: list[ChunkWork] | list[ChunkRecord],
+        works: Sequence[ChunkWork | ChunkRecord],
         contexts: torch.Tensor,  # (B, text_len, dim)
         context_slabs: list[list[int]],
         write_slabs: list[int] | None,
@@ -60,7 +61,11 @@ class PhaseRunner:
         x = torch.stack([w.x for w in works])
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
         timesteps = [self.schedule.timestep(w.step) for w in works]
-        flow = self.forward(x, timesteps, works, torch.stack([w.context for w in works]), slabs, None)
+        contexts = torch.stack([w.context for w in works])
+        if self._guided(works):
+            flow = self._guided_flow(x, timesteps, works, contexts, slabs)
+        else:
+            flow = self.forward(x, timesteps, works, contexts, slabs, None)
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
             clean = self.schedule.clean_estimate(x[i], flow[i], work.step)
             work.step += 1
@@ -69,6 +74,19 @@ class PhaseRunner:
                 work.x = self.schedule.renoise(clean, noise, work.step)
             else:
                 work.clean = clean
+
+    def _guided(self, works: list[ChunkWork]) -> bool:
+        c = self.config
+        return c.action_guidance != 1.0 and all(w.step < c.action_guidance_steps for w in works)
+
+    def _guided_flow(self, x: torch.Tensor, timesteps: list[float], works: list[ChunkWork], contexts: torch.Tensor,
+                     slabs: list[list[int]]) -> torch.Tensor:
+        """One pass over [sessions with their actions | the same with no input]; the guided flow."""
+        idle = [ChunkRecord(w.index, w.x, torch.zeros_like(w.actions), w.prompt) for w in works]
+        both = self.forward(torch.cat([x, x]), timesteps * 2, [*works, *idle], torch.cat([contexts, contexts]),
+                            slabs * 2, None)
+        acted, still = both.chunk(2)
+        return still + self.config.action_guidance * (acted - still)
 
     def cache(self, states: list[SessionState]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and

@@ -114,8 +114,13 @@ def build_parts(
     text_encoder_path: str | None,
     init_seed: int,
     compile_mode: str = "auto",
+    max_batch: int | None = None,
 ) -> EngineParts:
     config = get_config(model_name)
+    if max_batch is not None:
+        if max_batch < 1:
+            raise ConfigError("bad_max_batch", f"max_batch must be >= 1, got {max_batch}")
+        config = config.with_overrides(max_batch=max_batch)
     device = parse_device(device_name)
     if device.type == "cuda":
         _expandable_segments()

@@ -80,6 +80,12 @@ class ModelConfig:
     # alone (so the first frames come out sooner), then the rest; 0 = in one call. A causal
     # streaming decoder gives the same frames either way.
     first_decode_split: int = 0
+    # guidance on the actions (classifier-free style): on the first `action_guidance_steps` denoise
+    # steps the flow is flow(no input) + action_guidance * (flow(actions) - flow(no input)), the
+    # "no input" pass being the same sessions with every key up and no mouse or axis movement;
+    # 1.0 = off (one pass). It costs one more batched pass per guided step.
+    action_guidance: float = 1.0
+    action_guidance_steps: int = 1
     cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32

@@ -59,10 +59,13 @@ class Engine:
         init_seed: int = 0,
         compile: str = "auto",
         cpu_threads: int | None = None,
+        max_batch: int | None = None,
     ) -> Engine:
         """compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off".
         cpu_threads: set torch's intra-op threads (process-wide); on a shared 2-core box 1 thread
-        measured 7x faster than 2 for the demo model. None leaves torch's setting alone."""
+        measured 7x faster than 2 for the demo model. None leaves torch's setting alone.
+        max_batch: the most sessions the caller will step at once (warm-up builds every batch size up
+        to it, and the CUDA KV pool leaves room for its decode); None: the model config's."""
         if cpu_threads is not None:
             if cpu_threads < 1:
                 raise ConfigError("bad_cpu_threads", f"cpu_threads must be >= 1, got {cpu_threads}")
@@ -70,7 +73,7 @@ class Engine:
         return cls(
             build_parts(
                 model, device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
-                init_seed, compile,
+                init_seed, compile, max_batch,
             )
         )
 

@@ -52,11 +52,11 @@ def build_engine(config: ServeConfig) -> BuiltEngine:
                    "serving the tiny test model instead")
             logger.warning("%s", why)
             engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes,
-                                   cpu_threads=threads)
+                                   cpu_threads=threads, max_batch=config.max_batch)
             return BuiltEngine(engine, "tiny", why)
     try:
         engine = Engine.create(model=config.model, device=device, kv_budget_bytes=config.kv_budget_bytes,
-                               weights=weights, cpu_threads=threads)
+                               weights=weights, cpu_threads=threads, max_batch=config.max_batch)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
     return BuiltEngine(engine, config.model, None)

@@ -138,3 +138,13 @@ def test_warmup_leaves_no_session_and_no_slab_behind() -> None:
     stats = engine.kv_stats()
     assert engine.ready
     assert (stats.slabs_in_use, stats.per_session) == (0, {})
+
+
+def test_the_caller_sets_the_largest_batch_it_will_step() -> None:
+    from engine.engine import Engine
+
+    assert Engine.create(model="tiny", device="cpu", max_batch=5).config.max_batch == 5
+    assert Engine.create(model="tiny", device="cpu").config.max_batch == 3  # the tiny config's own
+    with pytest.raises(ConfigError) as err:
+        Engine.create(model="tiny", device="cpu", max_batch=0)
+    assert err.value.code == "bad_max_batch"

@@ -1,0 +1,58 @@
+"""Guidance on the actions: flow(no input) + g * (flow(actions) - flow(no input)) on the first steps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from engine.api import FrameAction, StepItem, StepPlan
+from engine.config import get_config, register_config, unregister_config
+from engine.engine import Engine
+from tests.engine._helpers import run_chunks
+
+MOVE = [FrameAction(keys=("w",), mouse=(5.0, -2.0))]
+
+
+@pytest.fixture
+def guided() -> Iterator[Engine]:
+    name = "tiny+guidance-test"
+    register_config(name, get_config("tiny").with_overrides(name=name, action_guidance=3.0, action_guidance_steps=2))
+    try:
+        yield Engine.create(model=name, device="cpu")
+    finally:
+        unregister_config(name)
+
+
+def _plain() -> Engine:
+    return Engine.create(model="tiny", device="cpu")
+
+
+def _frames(engine: Engine, actions: list[FrameAction] | None) -> np.ndarray:
+    assert engine.open_session("s", seed=4, prompt="a canyon")
+    return np.concatenate([c.frames for c in run_chunks(engine, "s", 3, actions)])
+
+
+def test_without_input_guidance_changes_nothing(guided: Engine) -> None:
+    assert np.array_equal(_frames(guided, None), _frames(_plain(), None))
+
+
+def test_with_input_guidance_changes_the_frames(guided: Engine) -> None:
+    assert not np.array_equal(_frames(guided, MOVE), _frames(_plain(), MOVE))
+
+
+def test_guided_steps_double_the_batch_and_later_steps_do_not(guided: Engine) -> None:
+    calls: list[int] = []
+    forward = guided.runner.forward
+
+    def counting(latents, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(latents.shape[0])
+        return forward(latents, *args, **kwargs)
+
+    guided.runner.forward = counting  # type: ignore[method-assign]
+    assert guided.open_session("s", seed=4, prompt="a canyon")
+    guided.begin_chunk("s", MOVE)
+    while (phase := guided.next_phase("s")) is not None:
+        assert guided.step(StepPlan((StepItem("s", phase),))).results[0].error is None
+    assert calls == [2, 2, 1, 1, 1]  # 2 guided denoise steps, 2 plain ones, the cache pass
