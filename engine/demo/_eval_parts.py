@@ -126,12 +126,14 @@ def motion_and_fidelity(engine: Engine, encoder: DemoEncoder, p: EvalParams, wor
         for name in p.directions:
             model[name].append(out[f"dir-{name}"])
     per_dir, gt_dir, fidelity = {}, {}, {"psnr_db": [], "ssim": []}  # type: ignore[var-annotated]
+    per_chunk_dir = {}
     for name in p.directions:
         engine.close_session(f"dir-{name}")
         frames = np.concatenate(model[name])
         truth = gt[name][p.context_chunks * fpc:]
         per_dir[name] = float(direction_correct(frame_motion(frames), DIRECTIONS[name][1]).mean())
         gt_dir[name] = float(direction_correct(frame_motion(truth), DIRECTIONS[name][1]).mean())
+        per_chunk_dir[name] = float(direction_correct(frame_motion(frames[::fpc]), DIRECTIONS[name][1]).mean())
         fidelity["psnr_db"].append([psnr(model[name][k], truth[k * fpc:(k + 1) * fpc])
                                     for k in range(min(p.fidelity_chunks, p.direction_chunks))])
         fidelity["ssim"].append([ssim(model[name][k], truth[k * fpc:(k + 1) * fpc])
@@ -140,6 +142,9 @@ def motion_and_fidelity(engine: Engine, encoder: DemoEncoder, p: EvalParams, wor
         "direction_accuracy": float(np.mean(list(per_dir.values()))),
         "direction_accuracy_by_direction": per_dir,
         "ground_truth_direction_accuracy": float(np.mean(list(gt_dir.values()))),
+        # secondary: the same test on the motion between frames one chunk (fpc frames) apart, which
+        # counts a model that moves the right way in jerks (some frames still, some jumping)
+        "direction_accuracy_per_chunk_span": float(np.mean(list(per_chunk_dir.values()))),
         "frames_per_rollout": p.direction_chunks * fpc,
         "psnr_db_by_chunk": [float(v) for v in np.mean(fidelity["psnr_db"], axis=0)],
         "ssim_by_chunk": [float(v) for v in np.mean(fidelity["ssim"], axis=0)],
