@@ -62,10 +62,7 @@ class PhaseRunner:
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
         timesteps = [self.schedule.timestep(w.step) for w in works]
         contexts = torch.stack([w.context for w in works])
-        if self._guided(works):
-            flow = self._guided_flow(x, timesteps, works, contexts, slabs)
-        else:
-            flow = self.forward(x, timesteps, works, contexts, slabs, None)
+        flow = self._flow(x, timesteps, works, contexts, slabs)
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
             clean = self.schedule.clean_estimate(x[i], flow[i], work.step)
             work.step += 1
@@ -75,18 +72,26 @@ class PhaseRunner:
             else:
                 work.clean = clean
 
-    def _guided(self, works: list[ChunkWork]) -> bool:
+    def _flow(self, x: torch.Tensor, timesteps: list[float], works: list[ChunkWork], contexts: torch.Tensor,
+              slabs: list[list[int]]) -> torch.Tensor:
+        """The model's flow for a denoise step; with guidance on the actions, the samples still in
+        their first `action_guidance_steps` steps also run with no input, in the same batched pass,
+        and get flow(no input) + g * (flow(actions) - flow(no input)). Per sample: a session's
+        result does not depend on what it is batched with."""
         c = self.config
-        return c.action_guidance != 1.0 and all(w.step < c.action_guidance_steps for w in works)
-
-    def _guided_flow(self, x: torch.Tensor, timesteps: list[float], works: list[ChunkWork], contexts: torch.Tensor,
-                     slabs: list[list[int]]) -> torch.Tensor:
-        """One pass over [sessions with their actions | the same with no input]; the guided flow."""
-        idle = [ChunkRecord(w.index, w.x, torch.zeros_like(w.actions), w.prompt) for w in works]
-        both = self.forward(torch.cat([x, x]), timesteps * 2, [*works, *idle], torch.cat([contexts, contexts]),
-                            slabs * 2, None)
-        acted, still = both.chunk(2)
-        return still + self.config.action_guidance * (acted - still)
+        guided = [i for i, w in enumerate(works) if w.step < c.action_guidance_steps] if c.action_guidance != 1.0 else []
+        if not guided:
+            return self.forward(x, timesteps, works, contexts, slabs, None)
+        idle = [ChunkRecord(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].prompt)
+                for i in guided]
+        both = self.forward(
+            torch.cat([x, torch.stack([x[i] for i in guided])]), timesteps + [timesteps[i] for i in guided],
+            [*works, *idle], torch.cat([contexts, torch.stack([contexts[i] for i in guided])]),
+            slabs + [slabs[i] for i in guided], None,
+        )
+        still = dict(zip(guided, both[len(works):], strict=True))
+        return torch.stack([still[i] + c.action_guidance * (both[i] - still[i]) if i in still else both[i]
+                            for i in range(len(works))])
 
     def cache(self, states: list[SessionState]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and

@@ -56,3 +56,31 @@ def test_guided_steps_double_the_batch_and_later_steps_do_not(guided: Engine) ->
     while (phase := guided.next_phase("s")) is not None:
         assert guided.step(StepPlan((StepItem("s", phase),))).results[0].error is None
     assert calls == [2, 2, 1, 1, 1]  # 2 guided denoise steps, 2 plain ones, the cache pass
+
+
+def _step_alone(engine: Engine, sid: str, steps: int) -> None:
+    for _ in range(steps):
+        phase = engine.next_phase(sid)
+        assert phase is not None
+        assert engine.step(StepPlan((StepItem(sid, phase),))).results[0].error is None
+
+
+def test_a_guided_session_gets_the_same_result_batched_with_an_unguided_one(guided: Engine) -> None:
+    name = "tiny+guidance-test"
+    register_config(name, get_config("tiny").with_overrides(name=name, action_guidance=3.0, action_guidance_steps=2))
+    try:
+        alone = Engine.create(model=name, device="cpu")
+    finally:
+        unregister_config(name)
+    for engine in (guided, alone):
+        for sid in ("a", "b"):
+            assert engine.open_session(sid, seed=len(sid) + ord(sid), prompt="a canyon")
+            engine.begin_chunk(sid, MOVE)
+        _step_alone(engine, "a", 2)  # a is past its guided steps, b is at its first
+    guided.step(StepPlan((StepItem("a", guided.next_phase("a")), StepItem("b", guided.next_phase("b")))))  # type: ignore[arg-type]
+    _step_alone(alone, "a", 1)
+    _step_alone(alone, "b", 1)
+    for sid in ("a", "b"):
+        got, want = guided.session(sid).work, alone.session(sid).work
+        assert got is not None and want is not None and got.step == want.step
+        assert float((got.x - want.x).abs().max()) <= 1e-5
