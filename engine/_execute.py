@@ -97,16 +97,25 @@ class PhaseRunner:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and
         finishes the chunk."""
         works = self._works(states)
-        clean = torch.stack([w.clean for w in works])  # type: ignore[misc]
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
         writes = [s.handle.slab_for_write(self.pool, w.index) for s, w in zip(states, works, strict=True)]
         contexts = torch.stack([w.context for w in works])
-        self.forward(clean, [0.0] * len(works), works, contexts, slabs, writes)
+        inputs = [self._cache_input(s.seed, w.index, w.clean) for s, w in zip(states, works, strict=True)]  # type: ignore[arg-type]
+        self.forward(torch.stack(inputs), [0.0] * len(works), works, contexts, slabs, writes)
         for state, work in zip(states, works, strict=True):
             state.handle.mark_written(self.pool, work.index)
             assert work.clean is not None
             state.records[work.index] = ChunkRecord(work.index, work.clean, work.actions, work.prompt)
             state.work = None  # the chunk is finished
+
+    def _cache_input(self, seed: int, chunk: int, clean: torch.Tensor) -> torch.Tensor:
+        """What the cache pass sees of a chunk: its clean latents plus `cache_context_noise` times
+        noise seeded by (session seed, chunk), so recomputing the KV from records is exact."""
+        std = self.config.cache_context_noise
+        if std == 0.0:
+            return clean
+        step = self.schedule.steps  # a step index no denoise step uses
+        return clean + std * seeded_noise(tuple(clean.shape), seed, chunk, step, self.device)
 
     def decode_slice(self, state: SessionState) -> tuple[int, int]:
         """Latent frames [start, end) of the chunk in progress that the next decode covers."""
@@ -148,7 +157,7 @@ class PhaseRunner:
             ]
             handle.written = record.index
             write = handle.slab_of(record.index)
-            latents = record.latents.to(self.device)[None]
+            latents = self._cache_input(state.seed, record.index, record.latents.to(self.device))[None]
             ctx_emb = embed[record.prompt][None]
             self.forward(latents, [0.0], [record], ctx_emb, [context], [write])
             handle.written = record.index + 1

@@ -86,6 +86,11 @@ class ModelConfig:
     # 1.0 = off (one pass). It costs one more batched pass per guided step.
     action_guidance: float = 1.0
     action_guidance_steps: int = 1
+    # std of seeded Gaussian noise added to a chunk's clean latents for its cache pass (still at
+    # t = 0, as the trainer's "clean context with a little noise"); the record keeps them clean.
+    # Masks the small errors a model's own chunks carry into its context so they do not compound
+    # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
+    cache_context_noise: float = 0.0
     cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
