@@ -104,10 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("error: the overlap probe needs CUDA (streams)", file=sys.stderr)
         return 2
-    engine = Engine.create(model=args.model, device="cuda")
+    batches = [int(b) for b in args.batch.split(",")]
+    # one session's KV is all the probe uses; warm-up only up to the largest probed batch
+    engine = Engine.create(model=args.model, device="cuda", max_batch=max(batches))
     engine.warmup()
     results = {}
-    for batch in (int(b) for b in args.batch.split(",")):
+    for batch in batches:
         results[str(batch)] = r = measure_overlap(engine, batch, args.context, args.repeats)
         print(f"b={batch}: DiT {_ms(r['dit_s'])} decode {_ms(r['decode_s'])} together {_ms(r['together_s'])} "
               f"-> {100 * r['hidden_share_of_decode']:.0f}% of the decode hidden", flush=True)
