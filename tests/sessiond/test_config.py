@@ -58,8 +58,8 @@ def test_a_config_file_that_is_not_json_says_so(tmp_path: Path) -> None:
         config_from_args(argparse.Namespace(config=str(tmp_path / "missing.json")))
 
 
-def test_the_engine_gets_one_torch_thread_on_cpu_unless_told_otherwise() -> None:
-    assert ServeConfig().engine_threads("cpu") == 1
+def test_the_engine_gets_half_the_cores_on_cpu_unless_told_otherwise() -> None:
+    assert [ServeConfig().engine_threads("cpu", cores) for cores in (1, 2, 3, 4, 8, 16)] == [1, 1, 1, 2, 4, 4]
     assert ServeConfig().engine_threads("cuda:0") is None
     c = config_from_args(build_parser().parse_args(["serve", "--cpu-threads", "2"]))
     assert (c.cpu_threads, c.engine_threads("cpu"), c.engine_threads("cuda")) == (2, 2, 2)
