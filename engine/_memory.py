@@ -55,7 +55,7 @@ def cuda_kv_budget(free_bytes: int, working: WorkingSet, session_kv_bytes: int, 
     every pooled session's decoder cache."""
     usable = (free_bytes - working.peak_bytes * (1.0 + config.cuda_working_margin)) * config.cuda_kv_memory_fraction
     per_session = session_kv_bytes + working.cache_bytes_per_session
-    sessions = int(usable // per_session) if usable > 0 else 0
+    sessions = min(int(usable // per_session), config.cuda_kv_max_sessions) if usable > 0 else 0
     if sessions < 1:
         raise ConfigError(
             "kv_budget_too_small",

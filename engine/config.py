@@ -91,7 +91,8 @@ class ModelConfig:
     # Masks the small errors a model's own chunks carry into its context so they do not compound
     # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
     cache_context_noise: float = 0.0
-    cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
+    cuda_working_margin: float = 0.5
+    cuda_kv_max_sessions: int = 1024  # ... but never more sessions than this (a small model would take the whole GPU)  # headroom on the measured working set (DiT activations, fragmentation)
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
     text_vocab_buckets: int = 4096  # built-in hashing text encoder

@@ -30,3 +30,8 @@ def test_no_room_for_one_session_is_a_coded_error_that_says_what_to_change() -> 
         cuda_kv_budget(30 * GIB, WorkingSet(24 * GIB, 1 * GIB), 6 * GIB, CONFIG)
     assert err.value.code == "kv_budget_too_small"
     assert "max_batch" in err.value.message and "kv_budget_bytes" in err.value.message
+
+
+def test_a_small_model_does_not_take_the_whole_gpu() -> None:
+    capped = dataclasses.replace(CONFIG, cuda_kv_max_sessions=100)
+    assert cuda_kv_budget(100 * GIB, WorkingSet(1 * GIB, 0), 1 << 20, capped) == 100 << 20
