@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from engine.api import ChunkFrames, FrameAction, StepItem, StepPlan
+from engine.config import get_config, register_config, unregister_config
 from engine.engine import Engine
 
-__all__ = ["W", "make_engine", "run_chunk", "run_chunks"]
+__all__ = ["W", "make_engine", "make_variant", "run_chunk", "run_chunks"]
 
 W = FrameAction(keys=("w",))
 
@@ -13,6 +14,16 @@ W = FrameAction(keys=("w",))
 def make_engine(**kwargs: object) -> Engine:
     options: dict[str, object] = {"model": "tiny", "device": "cpu", **kwargs}
     return Engine.create(**options)  # type: ignore[arg-type]
+
+
+def make_variant(name: str, **overrides: object) -> Engine:
+    """A tiny fp32 CPU engine whose config differs from tiny's by `overrides` (registered under
+    `name` only while the engine is built)."""
+    register_config(name, get_config("tiny").with_overrides(name=name, **overrides))
+    try:
+        return Engine.create(model=name, device="cpu")
+    finally:
+        unregister_config(name)
 
 
 def run_chunk(engine: Engine, session_id: str, actions: list[FrameAction] | None = None) -> ChunkFrames:

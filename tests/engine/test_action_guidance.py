@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 
 from engine.api import FrameAction, StepItem, StepPlan
-from engine.config import get_config, register_config, unregister_config
 from engine.engine import Engine
-from tests.engine._helpers import run_chunks
+from tests.engine._helpers import make_variant, run_chunks
 
 MOVE = [FrameAction(keys=("w",), mouse=(5.0, -2.0))]
 
 
+def _guided_engine() -> Engine:
+    return make_variant("tiny+guidance-test", action_guidance=3.0, action_guidance_steps=2)
+
+
 @pytest.fixture
-def guided() -> Iterator[Engine]:
-    name = "tiny+guidance-test"
-    register_config(name, get_config("tiny").with_overrides(name=name, action_guidance=3.0, action_guidance_steps=2))
-    try:
-        yield Engine.create(model=name, device="cpu")
-    finally:
-        unregister_config(name)
+def guided() -> Engine:
+    return _guided_engine()
 
 
 def _plain() -> Engine:
@@ -66,12 +62,7 @@ def _step_alone(engine: Engine, sid: str, steps: int) -> None:
 
 
 def test_a_guided_session_gets_the_same_result_batched_with_an_unguided_one(guided: Engine) -> None:
-    name = "tiny+guidance-test"
-    register_config(name, get_config("tiny").with_overrides(name=name, action_guidance=3.0, action_guidance_steps=2))
-    try:
-        alone = Engine.create(model=name, device="cpu")
-    finally:
-        unregister_config(name)
+    alone = _guided_engine()
     for engine in (guided, alone):
         for sid in ("a", "b"):
             assert engine.open_session(sid, seed=len(sid) + ord(sid), prompt="a canyon")

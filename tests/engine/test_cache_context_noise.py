@@ -3,28 +3,20 @@ the KV rebuilt from records is the KV the cache pass wrote, and the records stay
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 import pytest
 import torch
 
 from engine.api import FrameAction
-from engine.config import get_config, register_config, unregister_config
 from engine.engine import Engine
-from tests.engine._helpers import make_engine, run_chunks
+from tests.engine._helpers import make_engine, make_variant, run_chunks
 
 W = [FrameAction(keys=("w",))]
-MODEL = "tiny+cache-noise-test"
 
 
 @pytest.fixture
-def noisy() -> Iterator[Engine]:
-    register_config(MODEL, get_config("tiny").with_overrides(name=MODEL, cache_context_noise=0.3))
-    try:
-        yield Engine.create(model=MODEL, device="cpu")
-    finally:
-        unregister_config(MODEL)
+def noisy() -> Engine:
+    return make_variant("tiny+cache-noise-test", cache_context_noise=0.3)
 
 
 def test_the_noise_changes_what_later_chunks_see(noisy: Engine) -> None:

@@ -6,20 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
-from engine.config import get_config, register_config, unregister_config
 from engine.decoders.wan_vae import WanVAEConfig
 from engine.engine import Engine
+from tests.engine._helpers import make_variant
 
 
 def _engine(split: int) -> Engine:
-    name = f"tiny+wan-vae-split{split}-test"
-    tiny = get_config("tiny")
-    register_config(name, tiny.with_overrides(name=name, decoder_kind="wan_vae", first_decode_split=split,
-                                              extra={"wan_vae": WanVAEConfig.tiny()}))
-    try:
-        engine = Engine.create(model=name, device="cpu")
-    finally:
-        unregister_config(name)
+    engine = make_variant(f"tiny+wan-vae-split{split}-test", decoder_kind="wan_vae", first_decode_split=split,
+                          extra={"wan_vae": WanVAEConfig.tiny()})
     assert engine.open_session("s", seed=7, prompt="a quiet harbour")
     return engine
 
