@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Budget", "LossLog", "save_loss_plot"]
+__all__ = ["Budget", "LossLog", "save_loss_plot", "stage_profile"]
 
 
 @dataclass
@@ -81,3 +83,27 @@ def save_loss_plot(log: LossLog, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+@contextmanager
+def stage_profile(path: Path, prefix: str = "dit.") -> Iterator[None]:
+    """Profile the enclosed run; write per training stage (``record_function`` labels starting with
+    ``prefix``) host and device milliseconds, then the top operators by device time, to ``path``."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
+    with profile(activities=activities) as prof:
+        yield
+    events = prof.key_averages()
+
+    def device_ms(e: object) -> float:
+        return float(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))) / 1000.0
+
+    lines = [f"{'stage':<20} {'calls':>6} {'host ms':>10} {'device ms':>10}"]
+    for e in sorted((e for e in events if e.key.startswith(prefix)), key=lambda e: e.key):
+        lines.append(f"{e.key:<20} {e.count:>6} {e.cpu_time_total / 1000.0:>10.1f} {device_ms(e):>10.1f}")
+    sort = "device_time_total" if torch.cuda.is_available() else "cpu_time_total"
+    text = "\n".join(lines) + "\n\n" + events.table(sort_by=sort, row_limit=25) + "\n"
+    path.write_text(text)
+    print(text, flush=True)

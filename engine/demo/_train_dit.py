@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+from torch.profiler import record_function
 
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
@@ -184,30 +185,37 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
     while not budget.done():
         for group in opt.param_groups:
             group["lr"] = _lr(params, budget.step, budget.fraction())
-        episodes = source.sample(params.batch, params.chunks * fpc, fpc)
-        clean = encode_video(encoder, episodes.frames)  # (B, C, T, h, w)
-        sigma, weight, extra = (v.to(device) for v in sample_noise_levels(
-            params.batch, params.chunks, config.window_chunks, sampler_sigmas, params, gen))
-        actions = action_features(episodes.actions, config)
-        context = _embed_prompts(dit, text, episodes.prompts, params.chunks)
+        with record_function("dit.render"):
+            episodes = source.sample(params.batch, params.chunks * fpc, fpc)
+        with record_function("dit.encode"):
+            clean = encode_video(encoder, episodes.frames)  # (B, C, T, h, w)
+        with record_function("dit.conditioning"):
+            sigma, weight, extra = (v.to(device) for v in sample_noise_levels(
+                params.batch, params.chunks, config.window_chunks, sampler_sigmas, params, gen))
+            actions = action_features(episodes.actions, config)
+            context = _embed_prompts(dit, text, episodes.prompts, params.chunks)
         source_latents = clean
         if budget.fraction() >= params.self_context_after and float(
                 torch.rand(1, generator=gen)) < params.self_context_probability:
-            source_latents, chosen = _self_context(forward, clean, weight, actions, context.detach(),
-                                                   sampler_sigmas, params, gen)
+            with record_function("dit.self_context"):
+                source_latents, chosen = _self_context(forward, clean, weight, actions, context.detach(),
+                                                       sampler_sigmas, params, gen)
             extra = extra * (~chosen)
-        noise = torch.randn_like(clean)
-        x = (1 - _per_frame(sigma, fpc)) * source_latents + _per_frame(sigma, fpc) * noise
-        x = x + _per_frame(extra, fpc) * torch.randn_like(x)
-        flow = forward(x, sigma, actions, context)
-        err = (flow - (noise - clean)).pow(2).mean(dim=(1, 3, 4))  # (B, T)
-        per_chunk = err.view(params.batch, params.chunks, fpc).mean(dim=2)
-        loss = (per_chunk * weight).sum() / weight.sum().clamp_min(1.0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(trained, 1.0)
-        opt.step()
-        with torch.no_grad():
+        with record_function("dit.forward"):
+            noise = torch.randn_like(clean)
+            x = (1 - _per_frame(sigma, fpc)) * source_latents + _per_frame(sigma, fpc) * noise
+            x = x + _per_frame(extra, fpc) * torch.randn_like(x)
+            flow = forward(x, sigma, actions, context)
+            err = (flow - (noise - clean)).pow(2).mean(dim=(1, 3, 4))  # (B, T)
+            per_chunk = err.view(params.batch, params.chunks, fpc).mean(dim=2)
+            loss = (per_chunk * weight).sum() / weight.sum().clamp_min(1.0)
+        with record_function("dit.backward"):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        with record_function("dit.optimizer"):
+            grad_norm = torch.nn.utils.clip_grad_norm_(trained, 1.0)
+            opt.step()
+        with torch.no_grad(), record_function("dit.ema"):
             warming = min(params.ema_decay, (1 + budget.step) / (10 + budget.step))
             decay = params.ema_decay if start is not None else warming  # a resumed average is already warm
             for a, p in zip(averaged, trained, strict=True):

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from engine._setup import parse_device
-from engine.demo._progress import Budget, LossLog, save_loss_plot
+from engine.demo._progress import Budget, LossLog, save_loss_plot, stage_profile
 from engine.demo._train_ae import AETrainParams, train_autoencoder
 from engine.demo._train_dit import DiTTrainParams, train_dit
 from engine.demo.config import AE_CONFIG, CONFIG, TRAIN_CHUNKS
@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", type=Path, default=None,
                    help="train the DiT on from the files an earlier run wrote here (its autoencoder is kept)")
+    p.add_argument("--profile", type=Path, default=None,
+                   help="with --steps: profile the run and write where each training stage's time goes here")
     p.add_argument("--lr", type=float, default=DiTTrainParams.lr, help=f"DiT peak learning rate (default {DiTTrainParams.lr})")
     return p
 
@@ -61,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> torch.device:
     if args.minutes <= 1.0:
         raise DemoError("bad_minutes", f"--minutes must be more than 1, got {args.minutes}")
+    if args.profile is not None and args.steps is None:
+        raise DemoError("bad_profile", "--profile needs --steps (a profile of a timed run would never end)")
     if args.steps is not None and args.steps < 1:
         raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
     if not 0.05 <= args.ae_fraction <= 0.8:
@@ -181,7 +185,12 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        run(args)
+        if args.profile is not None:
+            _check(args)
+            with stage_profile(args.profile):
+                run(args)
+        else:
+            run(args)
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
