@@ -50,8 +50,8 @@ class DiTTrainParams:
     ema_decay: float = 0.998
     layout_weights: tuple[float, float, float] = (0.6, 0.15, 0.25)  # rollout, start, forcing (see _layout)
     clean_probability: float = 0.3  # forcing layout: a chunk is clean context (t = 0, no loss)
-    clean_noise_probability: float = 0.5  # clean context chunks carrying a little noise
-    clean_noise_max: float = 0.1  # std of that noise, uniform up to this
+    clean_noise_probability: float = 0.8  # clean context chunks carrying some noise ...
+    clean_noise_max: float = 0.4  # ... of std uniform up to this (serving adds cache_context_noise = 0.3)
     schedule_probability: float = 0.6  # a noisy chunk sits exactly at one of the sampler's sigmas ...
     first_sigma_weight: float = 0.4  # ... and this often at the first, pure-noise one (it sets the motion)
     logit_mean: float = 0.5  # other noisy chunks: sigmoid(N(logit_mean, 1)), leaning to high noise

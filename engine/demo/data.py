@@ -46,7 +46,10 @@ class SourceParams:
     switch_probability: float = 0.35  # chance an episode changes theme at one chunk boundary
     # chance an episode stands still for 1-3 whole chunks, then holds one direction to the end: a
     # user who stops and presses a key; the motion must then come from the keys, not from momentum
-    from_rest_probability: float = 0.2
+    from_rest_probability: float = 0.4
+    # how many whole chunks such an episode rests: 1, 2 or 3 with these weights; 2 puts the first moving
+    # chunk on the trainer's first inference-layout target (context = the two resting chunks)
+    rest_chunk_weights: tuple[float, float, float] = (0.25, 0.5, 0.25)
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ class EpisodeSource:
         (cardinal or diagonal, sometimes running) to the end."""
         batch = play.keys.shape[0]
         chosen = torch.rand(batch, generator=self.gen) < self.params.from_rest_probability
-        rest_chunks = torch.randint(1, 4, (batch,), generator=self.gen)
+        weights = torch.tensor(self.params.rest_chunk_weights)
+        rest_chunks = 1 + torch.multinomial(weights, batch, replacement=True, generator=self.gen)
         first = torch.randint(0, 4, (batch,), generator=self.gen)  # up, left, down, right (key order)
         second = (first + 1 + 2 * torch.randint(0, 2, (batch,), generator=self.gen)) % 4
         diagonal = torch.rand(batch, generator=self.gen) < 0.3

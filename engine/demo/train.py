@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=13.0, help="wall-clock budget for the whole run (default 13)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--steps", type=int, default=None, help="run exactly this many steps per stage (smoke runs)")
-    p.add_argument("--batch", type=int, default=None, help="DiT sequences per step (default 64 on cuda, 2 on cpu)")
+    p.add_argument("--batch", type=int, default=None, help="DiT sequences per step (default 128 on cuda, 2 on cpu)")
     p.add_argument("--ae-batch", type=int, default=None, help="AE episodes of 4 frames per step (32 cuda, 2 cpu)")
     p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
     p.add_argument("--ae-fraction", type=float, default=0.15, help="share of the time budget for the autoencoder")
@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", type=Path, default=None,
                    help="train the DiT on from the files an earlier run wrote here (its autoencoder is kept)")
+    p.add_argument("--autoencoder-from", type=Path, default=None,
+                   help="keep the autoencoder an earlier run wrote here and train a new DiT from scratch")
     p.add_argument("--profile", type=Path, default=None,
                    help="with --steps: profile the run and write where each training stage's time goes here")
     p.add_argument("--lr", type=float, default=DiTTrainParams.lr, help=f"DiT peak learning rate (default {DiTTrainParams.lr})")
@@ -63,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _check(args: argparse.Namespace) -> torch.device:
     if args.minutes <= 1.0:
         raise DemoError("bad_minutes", f"--minutes must be more than 1, got {args.minutes}")
+    if args.resume is not None and args.autoencoder_from is not None:
+        raise DemoError("bad_resume", "give --resume (the DiT trains on) or --autoencoder-from (a new DiT), not both")
     if args.profile is not None and args.steps is None:
         raise DemoError("bad_profile", "--profile needs --steps (a profile of a timed run would never end)")
     if args.steps is not None and args.steps < 1:
@@ -122,6 +126,19 @@ def _earlier_steps(meta: dict[str, object]) -> int:
     return steps + (_earlier_steps(earlier) if isinstance(earlier, dict) else 0)
 
 
+def _autoencoder_origin(meta: dict[str, object]) -> dict[str, object]:
+    """Where a kept autoencoder was trained: the run that trained it (following resumes back)."""
+    ae = meta.get("autoencoder")
+    if isinstance(ae, dict) and int(ae.get("steps", 0)) > 0:
+        return {"date": meta.get("date"), "device": meta.get("device"), "wall_seconds": meta.get("wall_seconds"),
+                "autoencoder": ae}
+    for key in ("resumed_from", "autoencoder_from"):
+        inner = meta.get(key)
+        if isinstance(inner, dict):
+            return inner if key == "autoencoder_from" else _autoencoder_origin(inner)
+    return {}
+
+
 def run(args: argparse.Namespace) -> dict[str, Path]:
     device = _check(args)
     started = time.monotonic()
@@ -139,7 +156,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     log = LossLog()
 
     ae_params = AETrainParams(batch=args.ae_batch or (32 if cuda else 2))
-    resumed = load_trained(args.resume, CONFIG, AE_CONFIG) if args.resume is not None else None
+    earlier = args.resume or args.autoencoder_from
+    resumed = load_trained(earlier, CONFIG, AE_CONFIG) if earlier is not None else None
     if resumed is None:
         left = total_s - (time.monotonic() - started) - _RESERVE_S
         ae_budget = Budget("autoencoder", left * args.ae_fraction, steps=args.steps)
@@ -148,11 +166,15 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     else:  # the earlier run's autoencoder stays as it is: the DiT's latents must not move
         ae_budget = Budget("autoencoder", 0.0, steps=0)
         encoder, decoder = resumed.encoder.to(device).eval(), resumed.decoder.to(device).eval()
-        start = (resumed.dit.to(device), resumed.text.to(device))
-        print(f"[resume] from {args.resume} (DiT steps so far: {_earlier_steps(resumed.meta)})", flush=True)
+        if args.resume is not None:
+            start = (resumed.dit.to(device), resumed.text.to(device))
+            print(f"[resume] from {args.resume} (DiT steps so far: {_earlier_steps(resumed.meta)})", flush=True)
+        else:
+            start = None
+            print(f"[autoencoder] kept from {args.autoencoder_from}; the DiT starts from scratch", flush=True)
 
     left = total_s - (time.monotonic() - started) - _RESERVE_S
-    dit_params = DiTTrainParams(batch=args.batch or (64 if cuda else 2), chunks=args.chunks, seed=args.seed,
+    dit_params = DiTTrainParams(batch=args.batch or (128 if cuda else 2), chunks=args.chunks, seed=args.seed,
                                 lr=args.lr)
     dit_budget = Budget("dit", left, steps=args.steps)
 
@@ -162,7 +184,9 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
                             "config": dataclasses.asdict(AE_CONFIG)},
             "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params)},
             "data": {"world": dataclasses.asdict(world), "source": dataclasses.asdict(source_params)},
-            **({"resumed_from": resumed.meta} if resumed is not None else {}),
+            **({"resumed_from": resumed.meta} if args.resume is not None and resumed is not None else {}),
+            **({"autoencoder_from": _autoencoder_origin(resumed.meta)}
+               if args.autoencoder_from is not None and resumed is not None else {}),
         }
 
     def checkpoint(dit: CausalDiT, text: HashTextEncoder, step: int) -> None:
