@@ -8,7 +8,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Budget", "LossLog", "save_loss_plot", "stage_profile"]
+import torch
+from torch.profiler import record_function
+
+__all__ = ["Budget", "LossLog", "StageClock", "save_loss_plot"]
 
 
 @dataclass
@@ -85,25 +88,41 @@ def save_loss_plot(log: LossLog, path: Path) -> None:
     plt.close(fig)
 
 
-@contextmanager
-def stage_profile(path: Path, prefix: str = "dit.") -> Iterator[None]:
-    """Profile the enclosed run; write per training stage (``record_function`` labels starting with
-    ``prefix``) host and device milliseconds, then the top operators by device time, to ``path``."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if torch.cuda.is_available() else [])
-    with profile(activities=activities) as prof:
-        yield
-    events = prof.key_averages()
+class StageClock:
+    """Seconds spent in each named stage of a training loop. On CUDA it records events on the
+    current stream (no synchronisation inside the loop) and reads them once at the end; on the
+    CPU it takes wall time. Each stage is also a ``record_function`` range for external profilers."""
 
-    def device_ms(e: object) -> float:
-        return float(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0))) / 1000.0
+    def __init__(self, device: torch.device, prefix: str) -> None:
+        self.device, self.prefix = device, prefix
+        self._events: dict[str, list[tuple[torch.cuda.Event, torch.cuda.Event]]] = {}
+        self._seconds: dict[str, float] = {}
 
-    lines = [f"{'stage':<20} {'calls':>6} {'host ms':>10} {'device ms':>10}"]
-    for e in sorted((e for e in events if e.key.startswith(prefix)), key=lambda e: e.key):
-        lines.append(f"{e.key:<20} {e.count:>6} {e.cpu_time_total / 1000.0:>10.1f} {device_ms(e):>10.1f}")
-    sort = "device_time_total" if torch.cuda.is_available() else "cpu_time_total"
-    text = "\n".join(lines) + "\n\n" + events.table(sort_by=sort, row_limit=25) + "\n"
-    path.write_text(text)
-    print(text, flush=True)
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        with record_function(f"{self.prefix}.{name}"):
+            if self.device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                yield
+                end.record()
+                self._events.setdefault(name, []).append((start, end))
+            else:
+                began = time.perf_counter()
+                yield
+                self._seconds[name] = self._seconds.get(name, 0.0) + time.perf_counter() - began
+
+    def seconds(self) -> dict[str, float]:
+        """Total seconds per stage so far, in the order the stages first ran."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            for name, pairs in self._events.items():
+                self._seconds[name] = self._seconds.get(name, 0.0) + sum(a.elapsed_time(b) for a, b in pairs) / 1000.0
+            self._events.clear()
+        return dict(self._seconds)
+
+    def summary(self) -> str:
+        times = self.seconds()
+        total = sum(times.values()) or 1.0
+        return ", ".join(f"{name} {t:.1f}s ({100 * t / total:.0f}%)" for name, t in times.items())

@@ -21,11 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from torch.profiler import record_function
 
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
-from engine.demo._progress import Budget, LossLog
+from engine.demo._progress import Budget, LossLog, StageClock
 from engine.demo.autoencoder import DemoEncoder
 from engine.demo.conditioning import action_features, chunked_kernels, prompt_context
 from engine.demo.data import EpisodeSource
@@ -160,10 +159,13 @@ def _self_context(forward: _Forward, clean: torch.Tensor, weight: torch.Tensor, 
 
 def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, budget: Budget,
               params: DiTTrainParams, log: LossLog, checkpoint: Checkpoint | None = None,
-              start: tuple[CausalDiT, HashTextEncoder] | None = None) -> tuple[CausalDiT, HashTextEncoder]:
+              start: tuple[CausalDiT, HashTextEncoder] | None = None,
+              clock: StageClock | None = None) -> tuple[CausalDiT, HashTextEncoder]:
     """Train until the budget is spent; returns the EMA DiT and text encoder. ``start``: weights to
-    train on from (a resumed run; both the trained and the averaged copy begin there)."""
+    train on from (a resumed run; both the trained and the averaged copy begin there). ``clock``
+    collects the seconds spent per stage of a step (render, encode, forward, backward, ...)."""
     device = source.device
+    clock = clock if clock is not None else StageClock(device, "dit")
     if start is None:
         dit = CausalDiT(config)
         dit.init_random(params.seed)
@@ -185,11 +187,11 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
     while not budget.done():
         for group in opt.param_groups:
             group["lr"] = _lr(params, budget.step, budget.fraction())
-        with record_function("dit.render"):
+        with clock.stage("render"):
             episodes = source.sample(params.batch, params.chunks * fpc, fpc)
-        with record_function("dit.encode"):
+        with clock.stage("encode"):
             clean = encode_video(encoder, episodes.frames)  # (B, C, T, h, w)
-        with record_function("dit.conditioning"):
+        with clock.stage("conditioning"):
             sigma, weight, extra = (v.to(device) for v in sample_noise_levels(
                 params.batch, params.chunks, config.window_chunks, sampler_sigmas, params, gen))
             actions = action_features(episodes.actions, config)
@@ -197,11 +199,11 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
         source_latents = clean
         if budget.fraction() >= params.self_context_after and float(
                 torch.rand(1, generator=gen)) < params.self_context_probability:
-            with record_function("dit.self_context"):
+            with clock.stage("self_context"):
                 source_latents, chosen = _self_context(forward, clean, weight, actions, context.detach(),
                                                        sampler_sigmas, params, gen)
             extra = extra * (~chosen)
-        with record_function("dit.forward"):
+        with clock.stage("forward"):
             noise = torch.randn_like(clean)
             x = (1 - _per_frame(sigma, fpc)) * source_latents + _per_frame(sigma, fpc) * noise
             x = x + _per_frame(extra, fpc) * torch.randn_like(x)
@@ -209,13 +211,13 @@ def train_dit(source: EpisodeSource, encoder: DemoEncoder, config: ModelConfig, 
             err = (flow - (noise - clean)).pow(2).mean(dim=(1, 3, 4))  # (B, T)
             per_chunk = err.view(params.batch, params.chunks, fpc).mean(dim=2)
             loss = (per_chunk * weight).sum() / weight.sum().clamp_min(1.0)
-        with record_function("dit.backward"):
+        with clock.stage("backward"):
             opt.zero_grad(set_to_none=True)
             loss.backward()
-        with record_function("dit.optimizer"):
+        with clock.stage("optimizer"):
             grad_norm = torch.nn.utils.clip_grad_norm_(trained, 1.0)
             opt.step()
-        with torch.no_grad(), record_function("dit.ema"):
+        with torch.no_grad(), clock.stage("ema"):
             warming = min(params.ema_decay, (1 + budget.step) / (10 + budget.step))
             decay = params.ema_decay if start is not None else warming  # a resumed average is already warm
             for a, p in zip(averaged, trained, strict=True):

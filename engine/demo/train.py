@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from engine._setup import parse_device
-from engine.demo._progress import Budget, LossLog, save_loss_plot, stage_profile
+from engine.demo._progress import Budget, LossLog, StageClock, save_loss_plot
 from engine.demo._train_ae import AETrainParams, train_autoencoder
 from engine.demo._train_dit import DiTTrainParams, train_dit
 from engine.demo.config import AE_CONFIG, CONFIG, TRAIN_CHUNKS
@@ -56,8 +56,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train the DiT on from the files an earlier run wrote here (its autoencoder is kept)")
     p.add_argument("--autoencoder-from", type=Path, default=None,
                    help="keep the autoencoder an earlier run wrote here and train a new DiT from scratch")
-    p.add_argument("--profile", type=Path, default=None,
-                   help="with --steps: profile the run and write where each training stage's time goes here")
     p.add_argument("--lr", type=float, default=DiTTrainParams.lr, help=f"DiT peak learning rate (default {DiTTrainParams.lr})")
     return p
 
@@ -67,8 +65,6 @@ def _check(args: argparse.Namespace) -> torch.device:
         raise DemoError("bad_minutes", f"--minutes must be more than 1, got {args.minutes}")
     if args.resume is not None and args.autoencoder_from is not None:
         raise DemoError("bad_resume", "give --resume (the DiT trains on) or --autoencoder-from (a new DiT), not both")
-    if args.profile is not None and args.steps is None:
-        raise DemoError("bad_profile", "--profile needs --steps (a profile of a timed run would never end)")
     if args.steps is not None and args.steps < 1:
         raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
     if not 0.05 <= args.ae_fraction <= 0.8:
@@ -177,12 +173,14 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     dit_params = DiTTrainParams(batch=args.batch or (128 if cuda else 2), chunks=args.chunks, seed=args.seed,
                                 lr=args.lr)
     dit_budget = Budget("dit", left, steps=args.steps)
+    clock = StageClock(device, "dit")
 
     def stages() -> dict[str, object]:
         return {
             "autoencoder": {"steps": ae_budget.step, "params": dataclasses.asdict(ae_params),
                             "config": dataclasses.asdict(AE_CONFIG)},
-            "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params)},
+            "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params),
+                    "stage_seconds": {k: round(v, 2) for k, v in clock.seconds().items()}},
             "data": {"world": dataclasses.asdict(world), "source": dataclasses.asdict(source_params)},
             **({"resumed_from": resumed.meta} if args.resume is not None and resumed is not None else {}),
             **({"autoencoder_from": _autoencoder_origin(resumed.meta)}
@@ -193,7 +191,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
         write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, True))
         print(f"[checkpoint] step {step} written to {args.out}", flush=True)
 
-    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint, start)
+    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint, start, clock)
+    print(f"[dit] time per stage: {clock.summary()}", flush=True)
     paths = write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, False))
     paths["plot"] = args.out / "losses.png"
     save_loss_plot(log, paths["plot"])
@@ -209,12 +208,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if args.profile is not None:
-            _check(args)
-            with stage_profile(args.profile):
-                run(args)
-        else:
-            run(args)
+        run(args)
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

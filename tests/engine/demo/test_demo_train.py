@@ -33,6 +33,10 @@ def test_a_smoke_run_writes_weights_encoder_metadata_and_loss_plot(trained: Path
     assert meta["autoencoder"]["steps"] == 1
     assert meta["dit"]["steps"] == 1
     assert meta["model"] == "demo"
+    # where the DiT's step time went, per stage (the self-made context starts later in a run)
+    assert set(meta["dit"]["stage_seconds"]) == {"render", "encode", "conditioning", "forward", "backward",
+                                                 "optimizer", "ema"}
+    assert all(v >= 0.0 for v in meta["dit"]["stage_seconds"].values())
 
 
 def test_the_weights_file_stays_within_15_mb(trained: Path) -> None:
@@ -66,6 +70,35 @@ def test_a_resumed_run_keeps_the_autoencoder_and_trains_the_dit_on(trained: Path
                      fresh.state_dict().values(), strict=True))
     assert max(float((b - a).abs().max()) for a, b, _ in pairs) <= 2e-3
     assert max(float((c - a).abs().max()) for a, _, c in pairs) > 0.1
+
+
+def test_a_new_dit_on_a_kept_autoencoder_starts_from_scratch(trained: Path, tmp_path: Path) -> None:
+    args = ["--steps", "1", "--pool", "1", "--batch", "1", "--chunks", "3", "--device", "cpu"]
+    assert train_main(["--out", str(tmp_path), "--autoencoder-from", str(trained), "--seed", "5", *args]) == 0
+    before, after = load_trained(trained, CONFIG, AE_CONFIG), load_trained(tmp_path, CONFIG, AE_CONFIG)
+    assert "resumed_from" not in after.meta
+    origin = after.meta["autoencoder_from"]
+    assert origin["autoencoder"] == before.meta["autoencoder"]  # type: ignore[index]
+    assert origin["date"] == before.meta["date"]  # type: ignore[index]
+    for a, b in zip(before.encoder.state_dict().values(), after.encoder.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    for a, b in zip(before.decoder.state_dict().values(), after.decoder.state_dict().values(), strict=True):
+        assert torch.equal(a, b)
+    # the DiT is a fresh initialisation of its own seed (one warm-up step moves it by far less than
+    # fp16 rounding), far from the earlier run's DiT
+    fresh = CausalDiT(CONFIG)
+    fresh.init_random(5)
+    triples = list(zip(before.dit.state_dict().values(), after.dit.state_dict().values(),
+                       fresh.state_dict().values(), strict=True))
+    assert max(float((b - c).abs().max()) for _, b, c in triples) <= 2e-3
+    assert max(float((a - b).abs().max()) for a, b, _ in triples) > 0.1
+
+
+def test_resume_and_autoencoder_from_together_are_a_coded_error(trained: Path, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert train_main(["--out", str(tmp_path), "--resume", str(trained), "--autoencoder-from", str(trained),
+                       "--steps", "1", "--device", "cpu"]) == 2
+    assert "error: bad_resume" in capsys.readouterr().err
 
 
 def test_resuming_from_a_directory_without_a_model_is_a_coded_error(tmp_path: Path,
