@@ -90,8 +90,17 @@ class PhaseRunner:
             slabs + [slabs[i] for i in guided], None,
         )
         still = dict(zip(guided, both[len(works):], strict=True))
-        return torch.stack([still[i] + c.action_guidance * (both[i] - still[i]) if i in still else both[i]
-                            for i in range(len(works))])
+        return torch.stack([self._guide(both[i], still[i]) if i in still else both[i] for i in range(len(works))])
+
+    def _guide(self, acted: torch.Tensor, still: torch.Tensor) -> torch.Tensor:
+        """One sample's guided flow; with `action_guidance_rescale` r, its std is pulled (by r) toward
+        the std of the plain flow with the actions, which keeps large scales from overshooting."""
+        c = self.config
+        flow = still + c.action_guidance * (acted - still)
+        if c.action_guidance_rescale == 0.0:
+            return flow
+        matched = flow * (acted.float().std() / flow.float().std().clamp_min(1e-12)).to(flow.dtype)
+        return c.action_guidance_rescale * matched + (1.0 - c.action_guidance_rescale) * flow
 
     def cache(self, states: list[SessionState]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and

@@ -86,6 +86,9 @@ class ModelConfig:
     # 1.0 = off (one pass). It costs one more batched pass per guided step.
     action_guidance: float = 1.0
     action_guidance_steps: int = 1
+    # share in [0, 1] of the guided flow rescaled to the std of the plain flow with the actions (per
+    # sample, as in CFG rescale): large guidance scales overshoot (stripes) and this pulls them back
+    action_guidance_rescale: float = 0.0
     # std of seeded Gaussian noise added to a chunk's clean latents for its cache pass (still at
     # t = 0, as the trainer's "clean context with a little noise"); the record keeps them clean.
     # Masks the small errors a model's own chunks carry into its context so they do not compound
@@ -111,6 +114,15 @@ class ModelConfig:
             problems.append("patch_size[0] must be 1: modulation and actions are per latent frame")
         if not self.denoise_timesteps:
             problems.append("denoise_timesteps must name at least one step")
+        if any(not 0.0 < t <= self.num_train_timesteps for t in self.denoise_timesteps):
+            problems.append(f"denoise_timesteps must lie in (0, {self.num_train_timesteps}]")
+        if self.action_guidance <= 0.0:
+            problems.append(f"action_guidance must be > 0 (1 = none), got {self.action_guidance}")
+        if not 0.0 <= self.action_guidance_rescale <= 1.0:
+            problems.append(f"action_guidance_rescale must lie in [0, 1], got {self.action_guidance_rescale}")
+        if not 0 <= self.action_guidance_steps <= len(self.denoise_timesteps):
+            problems.append(f"action_guidance_steps must lie in [0, {len(self.denoise_timesteps)}] "
+                            f"(the number of denoise steps), got {self.action_guidance_steps}")
         if self.sink_chunks < 0 or self.window_chunks < 1:
             problems.append("sink_chunks must be >= 0 and window_chunks >= 1")
         if self.max_rollback_chunks < 1:

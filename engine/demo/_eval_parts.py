@@ -180,9 +180,11 @@ def theme_switches(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassi
 
 
 def long_rollouts(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassifier, p: EvalParams,
-                  worlds: Worlds) -> dict[str, object]:
+                  worlds: Worlds, strip: list[np.ndarray] | None = None) -> dict[str, object]:
     """Random play for ``collapse_seconds`` after ground-truth context: drift per window over the first
-    ``drift_seconds`` and collapse statistics (spatial std, inter-frame change) over all of it."""
+    ``drift_seconds`` and collapse statistics (spatial std, inter-frame change) over all of it.
+    ``strip``: if given, receives per session a ground-truth row and a model row, one frame per
+    ``window_seconds`` (uint8 (H, n * W, 3) each), for a picture of the whole minute."""
     fpc, fps = engine.config.latent_frames_per_chunk, engine.config.fps
     chunks = round(p.collapse_seconds * fps / fpc)
     themes = [THEME_NAMES[(3 * i) % len(THEME_NAMES)] for i in range(p.long_sessions)]
@@ -204,6 +206,9 @@ def long_rollouts(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassif
     for i, theme in enumerate(themes):
         engine.close_session(f"long-{i}")
         frames, truth = np.concatenate(out[i]), gts[i][p.context_chunks * fpc:]
+        if strip is not None:
+            picks = range(window - 1, len(frames), window)
+            strip.extend(np.concatenate([source[j] for j in picks], axis=1) for source in (truth, frames))
         for w0 in range(0, int(p.drift_seconds * fps), window):
             f, t = frames[w0:w0 + window], truth[w0:w0 + window]
             drift["psnr_db"].append(psnr(f, t))

@@ -20,6 +20,7 @@ from engine.demo.world import (
     initial_state,
     render,
     render_tables,
+    stack_states,
     stack_terrains,
     step_dynamics,
 )
@@ -47,6 +48,7 @@ class SourceParams:
     # chance an episode stands still for 1-3 whole chunks, then holds one direction to the end: a
     # user who stops and presses a key; the motion must then come from the keys, not from momentum
     from_rest_probability: float = 0.4
+    render_steps: int = 8  # world steps rendered per call (bounds the memory of one render)
     # how many whole chunks such an episode rests: 1, 2 or 3 with these weights; 2 puts the first moving
     # chunk on the trainer's first inference-layout target (context = the two resting chunks)
     rest_chunk_weights: tuple[float, float, float] = (0.25, 0.5, 0.25)
@@ -103,15 +105,29 @@ class EpisodeSource:
 
         themes = self._themes(batch, n_chunks)
         theme_per_frame = themes.repeat_interleave(frames_per_chunk, dim=1).to(self.device)
-        out = []
+        states = []
         for t in range(frames):
             state = step_dynamics(state, play.frame(p.warmup_frames + t).to(self.device), self.world)
-            out.append(render(maps, state, theme_per_frame[:, t], self.world, self._tables))
-        video = torch.stack(out, dim=1).permute(0, 1, 4, 2, 3) * 2.0 - 1.0  # (B, T, 3, H, W)
+            states.append(state)
+        video = self._render(maps, states, theme_per_frame).permute(0, 1, 4, 2, 3) * 2.0 - 1.0  # (B, T, 3, H, W)
         actions = ActionBatch(play.keys[:, p.warmup_frames:], play.mouse[:, p.warmup_frames:],
                               play.axes[:, p.warmup_frames:])
         prompts = self._prompts(themes)
         return Episodes(video, actions.to(self.device), themes, prompts)
+
+    def _render(self, maps: tuple[torch.Tensor, torch.Tensor, torch.Tensor], states: list[WorldState],
+                themes: torch.Tensor) -> torch.Tensor:
+        """Frames (B, T, H, W, 3) of T steps, rendered ``render_steps`` steps per call (the same pixels
+        as one call per step: every operation is per pixel)."""
+        batch, group = themes.shape[0], self.params.render_steps
+        episode = torch.arange(batch, device=self.device)
+        out = []
+        for t0 in range(0, len(states), group):
+            part = states[t0:t0 + group]
+            frames = render(maps, stack_states(part), themes[:, t0:t0 + len(part)].T.reshape(-1), self.world,
+                            self._tables, episode=episode.repeat(len(part)))
+            out.append(frames.view(len(part), batch, *frames.shape[1:]))
+        return torch.cat(out).transpose(0, 1)
 
     def _from_rest(self, play: ActionBatch, frames_per_chunk: int) -> ActionBatch:
         """Rewrite some episodes as rest (warm-up included) for 1-3 chunks, then one held direction

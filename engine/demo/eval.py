@@ -1,5 +1,7 @@
 """Evaluate the demo model against its ground-truth world:
 ``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``.
+``--timesteps``, ``--guidance``, ``--guided-steps`` and ``--guidance-rescale`` evaluate other sampling settings than the
+ones ``engine/demo/config.py`` serves with (the report records the settings it ran).
 
 Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
 over as a continuation snapshot) under the same seeds, actions and prompts as the world.
@@ -20,6 +22,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from engine.demo._eval_parts import (
@@ -37,6 +40,7 @@ from engine.demo.config import AE_CONFIG
 from engine.demo.errors import DemoError
 from engine.demo.export import ENCODER_FILE, load_encoder
 from engine.demo.world import WorldParams
+from engine.config import get_config, register_config, unregister_config
 from engine.engine import Engine
 from engine.errors import EngineError
 
@@ -49,9 +53,11 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
 
 
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
-             speed: bool = True) -> dict[str, object]:
+             speed: bool = True, model: str = "demo", strip: Path | None = None) -> dict[str, object]:
+    """``model``: the registered config to run (the demo's, or a variant of its sampling settings).
+    ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s)."""
     started = time.monotonic()
-    engine = Engine.create(model="demo", device=device, weights=weights, attention="sdpa", compile="off")
+    engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
     encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
@@ -63,6 +69,10 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "params": asdict(params),
+        "sampling": {"denoise_timesteps": list(cfg.denoise_timesteps), "action_guidance": cfg.action_guidance,
+                     "action_guidance_steps": cfg.action_guidance_steps,
+                     "action_guidance_rescale": cfg.action_guidance_rescale,
+                     "cache_context_noise": cfg.cache_context_noise},
         "classifier_ground_truth_accuracy": classifier_accuracy,
         "autoencoder": autoencoder_quality(encoder, engine, params, worlds),
     }
@@ -70,7 +80,12 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
         report["motion"] = motion_and_fidelity(engine, encoder, params, worlds)
         report["theme"] = theme_switches(engine, encoder, classifier, params, worlds)
         if long:
-            report["long"] = long_rollouts(engine, encoder, classifier, params, worlds)
+            rows: list[np.ndarray] = []
+            report["long"] = long_rollouts(engine, encoder, classifier, params, worlds, rows)
+            if strip is not None:
+                from PIL import Image
+
+                Image.fromarray(np.concatenate(rows, axis=0)).save(strip)
         if speed:
             report["speed"] = streaming_speed(engine, params)
     motion, theme = report["motion"], report["theme"]
@@ -87,11 +102,11 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
 TRAINING_CHECK = EvalParams(direction_chunks=8, theme_chunks=2, classifier_seeds=2)
 
 
-def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path) -> None:
+def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model: str = "demo") -> None:
     """Ground truth vs model, one frame per chunk, per theme (see ``sample_sheet``), as a PNG."""
     from PIL import Image
 
-    engine = Engine.create(model="demo", device=device, weights=weights, attention="sdpa", compile="off")
+    engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
     encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
     worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
     with torch.inference_mode():
@@ -110,7 +125,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-speed", action="store_true", help="skip the streaming speed measurement")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument("--sheet", type=Path, default=None, help="also save a ground truth vs model PNG here")
+    p.add_argument("--long-strip", type=Path, default=None,
+                   help="save the 60 s rollouts here as a PNG (ground truth above model, one frame per 5 s)")
+    p.add_argument("--timesteps", default=None, help="denoise timesteps to sample with, e.g. 1000,750,500,250")
+    p.add_argument("--guidance", type=float, default=None, help="action guidance scale (1 = none)")
+    p.add_argument("--guided-steps", type=int, default=None, help="how many first denoise steps are guided")
+    p.add_argument("--guidance-rescale", type=float, default=None, help="share of the guided flow rescaled to "
+                                                                        "the unguided flow's std, 0..1")
     return p
+
+
+_VARIANT = "demo-eval"
+
+
+def _sampling_variant(args: argparse.Namespace) -> str:
+    """The config name to evaluate: the demo's own, or a variant with the sampling settings asked for."""
+    changes: dict[str, object] = {}
+    if args.timesteps is not None:
+        try:
+            changes["denoise_timesteps"] = tuple(float(v) for v in args.timesteps.split(","))
+        except ValueError as exc:
+            raise DemoError("bad_timesteps", f"--timesteps takes numbers separated by commas, got "
+                                             f"{args.timesteps!r}") from exc
+    if args.guidance is not None:
+        changes["action_guidance"] = args.guidance
+    if args.guided_steps is not None:
+        changes["action_guidance_steps"] = args.guided_steps
+    if args.guidance_rescale is not None:
+        changes["action_guidance_rescale"] = args.guidance_rescale
+    if not changes:
+        return "demo"
+    register_config(_VARIANT, get_config("demo").with_overrides(name=_VARIANT, **changes))
+    return _VARIANT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,16 +166,22 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --threads must be at least 1", file=sys.stderr)
             return 2
         torch.set_num_threads(args.threads)
+    if args.long_strip is not None and (args.quick or args.no_long):
+        print("error: bad_long_strip: --long-strip draws the long rollouts; drop --quick / --no-long", file=sys.stderr)
+        return 2
     encoder = args.encoder or args.weights.parent / ENCODER_FILE
     params = replace(QUICK) if args.quick else EvalParams()
     try:
+        model = _sampling_variant(args)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
-                          speed=not (args.quick or args.no_speed))
+                          speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip)
         if args.sheet is not None:
-            save_sheet(args.weights, encoder, args.device, args.sheet)
+            save_sheet(args.weights, encoder, args.device, args.sheet, model=model)
     except (DemoError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        unregister_config(_VARIANT)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,8 @@ def phase_shift(before: np.ndarray, after: np.ndarray) -> tuple[int, int]:
 
 def frame_motion(frames: np.ndarray) -> np.ndarray:
     """(T-1, 2) camera motion (dy, dx) per consecutive pair: the opposite of the content shift."""
-    return np.array([[-s for s in phase_shift(frames[i], frames[i + 1])] for i in range(len(frames) - 1)])
+    shifts = [[-s for s in phase_shift(frames[i], frames[i + 1])] for i in range(len(frames) - 1)]
+    return np.array(shifts, dtype=np.int64).reshape(-1, 2)
 
 
 def direction_correct(motion: np.ndarray, direction: tuple[float, float], min_pixels: float = 1.0) -> np.ndarray:

@@ -25,6 +25,7 @@ __all__ = [
     "initial_state",
     "render",
     "render_tables",
+    "stack_states",
     "stack_terrains",
     "step_dynamics",
     "to_uint8",
@@ -143,18 +144,27 @@ def _disc(dist: torch.Tensor, radius: float) -> torch.Tensor:
     return (radius - dist + 0.5).clamp(0.0, 1.0)
 
 
+def stack_states(states: list[WorldState]) -> WorldState:
+    """Several steps of B episodes as one state of len(states) * B rows, step-major."""
+    return WorldState(torch.cat([s.pos for s in states]), torch.cat([s.vel for s in states]),
+                      torch.cat([s.facing for s in states]), torch.cat([s.frame for s in states]))
+
+
 def render(maps: tuple[torch.Tensor, torch.Tensor, torch.Tensor], state: WorldState, theme: torch.Tensor,
-           params: WorldParams, tables: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
-    """Frames (B, H, W, 3) float in [0, 1] for each episode's state and theme index (B,)."""
+           params: WorldParams, tables: dict[str, torch.Tensor] | None = None,
+           episode: torch.Tensor | None = None) -> torch.Tensor:
+    """Frames (N, H, W, 3) float in [0, 1] for each of the N rows of ``state`` and theme index (N,).
+    ``episode`` (N,) says which map row each state row is drawn on (default: row i on map i), so
+    many steps of the same episodes render in one call."""
     material, detail, light = maps
     dev = material.device
-    b, m = material.shape[0], material.shape[1]
+    b, m = state.pos.shape[0], material.shape[1]
     h, w = params.height, params.width
     top = torch.round(state.pos[:, 0]).long() - h // 2
     left = torch.round(state.pos[:, 1]).long() - w // 2
-    rows = (top[:, None] + torch.arange(h, device=dev)[None, :]) % m  # (B, H)
-    cols = (left[:, None] + torch.arange(w, device=dev)[None, :]) % m  # (B, W)
-    bi = torch.arange(b, device=dev)[:, None, None]
+    rows = (top[:, None] + torch.arange(h, device=dev)[None, :]) % m  # (N, H)
+    cols = (left[:, None] + torch.arange(w, device=dev)[None, :]) % m  # (N, W)
+    bi = (episode if episode is not None else torch.arange(b, device=dev))[:, None, None]
     mat = material[bi, rows[:, :, None], cols[:, None, :]]  # (B, H, W)
     det = detail[bi, rows[:, :, None], cols[:, None, :]]
     lit = light[bi, rows[:, :, None], cols[:, None, :]]

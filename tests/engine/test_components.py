@@ -37,6 +37,16 @@ def test_an_inconsistent_config_names_every_problem() -> None:
         assert fragment in info.value.message
 
 
+def test_sampling_settings_out_of_range_are_named() -> None:
+    with pytest.raises(ConfigError) as info:
+        get_config("tiny").with_overrides(denoise_timesteps=(1000.0, 0.0), action_guidance=0.0,
+                                          action_guidance_steps=3)
+    assert info.value.code == "bad_config"
+    for fragment in ("denoise_timesteps must lie in (0, 1000]", "action_guidance must be > 0",
+                     "action_guidance_steps must lie in [0, 2]"):
+        assert fragment in info.value.message
+
+
 def test_wan_geometry_is_derived_from_the_config() -> None:
     c = get_config("wan-1.3b")
     assert (c.head_dim, c.tokens_per_frame, c.tokens_per_chunk, c.frames_per_chunk) == (128, 1560, 4680, 12)

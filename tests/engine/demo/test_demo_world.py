@@ -205,3 +205,35 @@ def test_from_rest_episodes_stand_still_for_whole_chunks_then_hold_one_direction
         if int(episodes.themes[b, 0]) != THEME_NAMES.index("rain"):
             assert torch.equal(still, still[:1].expand_as(still))
         assert not torch.equal(episodes.frames[b, -1], episodes.frames[b, start - 1])
+
+
+def test_episodes_render_the_same_pixels_whatever_the_steps_per_render_call() -> None:
+    def draw(render_steps: int) -> torch.Tensor:
+        source = EpisodeSource(PARAMS, torch.device("cpu"), seed=9,
+                               params=SourceParams(pool_size=2, render_steps=render_steps, switch_probability=1.0))
+        return source.sample(3, 10, 2).frames
+
+    one_per_call = draw(1)
+    assert one_per_call.shape == (3, 10, 3, 128, 128)
+    for steps in (3, 10, 16):
+        assert torch.equal(draw(steps), one_per_call)
+
+
+def test_an_episode_source_frame_is_the_world_s_own_frame(land: Terrain) -> None:
+    """Frame t of a training episode is what the evaluation's World renders after the same actions
+    from the same position (same map, same theme)."""
+    source = EpisodeSource(PARAMS, torch.device("cpu"), seed=4,
+                           params=SourceParams(pool_size=1, warmup_frames=0, switch_probability=0.0,
+                                               from_rest_probability=0.0, render_steps=4))
+    source._pool = [land]  # the map the World below uses
+    gen_state = source.gen.get_state()
+    episodes = source.sample(1, 8, 4)
+    source.gen.set_state(gen_state)
+    torch.randint(0, 1, (1,), generator=source.gen)  # the pool pick
+    start = (torch.rand(1, 2, generator=source.gen) * PARAMS.map_size).round()
+    world = _world(land, THEME_NAMES[int(episodes.themes[0, 0])])
+    world.state = type(world.state)(start, torch.zeros(1, 2), world.state.facing, torch.zeros(1, dtype=torch.long))
+    from engine.demo.actions import frame_actions
+    truth = world.rollout(frame_actions(episodes.actions))
+    model_view = ((episodes.frames[0].permute(0, 2, 3, 1) + 1.0) / 2.0 * 255.0).round().to(torch.uint8).numpy()
+    assert np.array_equal(model_view, truth)
