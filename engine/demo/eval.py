@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engine.config import get_config, register_config, unregister_config
 from engine.demo._eval_parts import (
     EvalParams,
     Worlds,
@@ -40,7 +41,6 @@ from engine.demo.config import AE_CONFIG
 from engine.demo.errors import DemoError
 from engine.demo.export import ENCODER_FILE, load_encoder
 from engine.demo.world import WorldParams
-from engine.config import get_config, register_config, unregister_config
 from engine.engine import Engine
 from engine.errors import EngineError
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-import torch
 import pytest
+import torch
 
 from engine.api import FrameAction, StepItem, StepPlan
 from engine.engine import Engine
