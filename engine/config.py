@@ -25,7 +25,7 @@ __all__ = [
 DECODER_KINDS = ("wan_vae", "tiny", "demo_ae")
 
 # configs whose numbers live in another module; importing it registers the config
-_LAZY_CONFIGS: dict[str, str] = {"demo": "engine.demo.config"}
+_LAZY_CONFIGS: dict[str, str] = {"demo": "engine.demo.config", "demo-fine": "engine.demo.config"}
 
 _WASD_KEYS = (
     "w", "a", "s", "d", "arrowup", "arrowdown", "arrowleft", "arrowright", "space", "shift",

@@ -1,4 +1,4 @@
-"""The demo autoencoder: 8x spatial compression, no temporal compression.
+"""The demo autoencoder: 8x (or 4x) spatial compression, no temporal compression.
 
 One latent frame is one video frame, so the decoder needs no temporal state: its streaming
 cache only counts decoded frames. Latents leave the encoder normalised (per-channel mean/std
@@ -25,10 +25,19 @@ __all__ = ["AEConfig", "DemoCache", "DemoDecoder", "DemoEncoder", "ae_config_for
 @dataclass(frozen=True)
 class AEConfig:
     latent_channels: int = 8
-    downsample: int = 8  # 3 halvings
-    enc_channels: tuple[int, int, int] = (32, 64, 128)  # at 1/2, 1/4, 1/8
-    dec_channels: tuple[int, int, int, int] = (128, 64, 32, 16)  # at 1/8, 1/4, 1/2, 1/1
-    dec_blocks_low: int = 2  # residual blocks at 1/8
+    downsample: int = 8  # 3 halvings (8) or 2 (4: the latent cell is 4 px)
+    enc_channels: tuple[int, int, int] = (32, 64, 128)  # at 1/2, 1/4, 1/8 (the last is also used at 1/4 for 4x)
+    dec_channels: tuple[int, int, int, int] = (128, 64, 32, 16)  # at 1/8 (8x only), 1/4, 1/2, 1/1
+    dec_blocks_low: int = 2  # residual blocks at the latent resolution
+
+    def __post_init__(self) -> None:
+        if self.downsample not in (4, 8):
+            raise ConfigError("bad_config", f"the demo autoencoder downsamples 4x or 8x, not {self.downsample}x")
+
+    @property
+    def deep(self) -> bool:
+        """Three halvings (8x) rather than two."""
+        return self.downsample == 8
 
 
 class _Res(nn.Module):
@@ -42,7 +51,7 @@ class _Res(nn.Module):
 
 
 class DemoEncoder(nn.Module):
-    """(N, 3, H, W) in [-1, 1] -> normalised latents (N, C, H/8, W/8)."""
+    """(N, 3, H, W) in [-1, 1] -> normalised latents (N, C, H/d, W/d), d = cfg.downsample."""
 
     latent_mean: torch.Tensor
     latent_std: torch.Tensor
@@ -55,8 +64,10 @@ class DemoEncoder(nn.Module):
         self.res1 = _Res(c2)
         self.down2 = nn.Conv2d(c2, c3, 4, stride=2, padding=1)
         self.res2 = _Res(c3)
-        self.down3 = nn.Conv2d(c3, c3, 4, stride=2, padding=1)
-        self.res3 = _Res(c3)
+        if cfg.deep:
+            self.down3 = nn.Conv2d(c3, c3, 4, stride=2, padding=1)
+            self.res3 = _Res(c3)
+        self.deep = cfg.deep
         self.conv_out = nn.Conv2d(c3, cfg.latent_channels, 3, padding=1)
         self.register_buffer("latent_mean", torch.zeros(cfg.latent_channels))
         self.register_buffer("latent_std", torch.ones(cfg.latent_channels))
@@ -66,7 +77,8 @@ class DemoEncoder(nn.Module):
         h = F.silu(self.conv_in(x))
         h = self.res1(self.down1(h))
         h = self.res2(self.down2(F.silu(h)))
-        h = self.res3(self.down3(F.silu(h)))
+        if self.deep:
+            h = self.res3(self.down3(F.silu(h)))
         return self.conv_out(F.silu(h))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -82,24 +94,28 @@ class DemoCache:
 
 
 class DemoDecoder(nn.Module):
-    """Normalised latents (N, C, h, w) -> (N, 3, 8h, 8w) in [-1, 1] (not clamped).
+    """Normalised latents (N, C, h, w) -> (N, 3, dh, dw) in [-1, 1] (not clamped), d = cfg.downsample.
 
     Also the engine's StreamingDecoder of kind ``demo_ae``: ``decode`` maps (B, C, T, h, w)
-    latents to uint8 (B, T, 8h, 8w, 3) frames.
+    latents to uint8 (B, T, dh, dw, 3) frames. The 4x decoder is the 8x one without its lowest
+    stage: it starts at 1/4 with dec_channels[1] channels.
     """
 
     kind = "demo_ae"
     latent_mean: torch.Tensor
     latent_std: torch.Tensor
-    label = "demo autoencoder decoder (trained with the demo model; per frame, 8x spatial)"
+    label = "demo autoencoder decoder (trained with the demo model; per frame, spatial only)"
 
     def __init__(self, cfg: AEConfig) -> None:
         super().__init__()
         c0, c1, c2, c3 = cfg.dec_channels
-        self.conv_in = nn.Conv2d(cfg.latent_channels, c0, 3, padding=1)
-        self.res_low = nn.ModuleList([_Res(c0) for _ in range(cfg.dec_blocks_low)])
-        self.up1 = nn.ConvTranspose2d(c0, c1, 2, stride=2)
-        self.res_mid = _Res(c1)
+        low = c0 if cfg.deep else c1
+        self.conv_in = nn.Conv2d(cfg.latent_channels, low, 3, padding=1)
+        self.res_low = nn.ModuleList([_Res(low) for _ in range(cfg.dec_blocks_low)])
+        if cfg.deep:
+            self.up1 = nn.ConvTranspose2d(c0, c1, 2, stride=2)
+            self.res_mid = _Res(c1)
+        self.deep = cfg.deep
         self.up2 = nn.ConvTranspose2d(c1, c2, 2, stride=2)
         self.conv_mid = nn.Conv2d(c2, c2, 3, padding=1)
         self.up3 = nn.ConvTranspose2d(c2, c3, 2, stride=2)
@@ -113,13 +129,14 @@ class DemoDecoder(nn.Module):
         h = self.conv_in(z)
         for block in self.res_low:
             h = block(h)
-        h = self.res_mid(self.up1(F.silu(h)))  # (N, c1, 2h, 2w)
-        h = F.silu(self.conv_mid(F.silu(self.up2(F.silu(h)))))  # (N, c2, 4h, 4w)
-        h = F.silu(self.conv_high(F.silu(self.up3(h))))  # (N, c3, 8h, 8w)
+        if self.deep:
+            h = self.res_mid(self.up1(F.silu(h)))  # (N, c1, 1/4 of the frame)
+        h = F.silu(self.conv_mid(F.silu(self.up2(F.silu(h)))))  # (N, c2, 1/2)
+        h = F.silu(self.conv_high(F.silu(self.up3(h))))  # (N, c3, full size)
         return self.conv_out(h)
 
     def to_uint8(self, z: torch.Tensor) -> torch.Tensor:
-        """Normalised latents (N, C, h, w) -> uint8 frames (N, 8h, 8w, 3)."""
+        """Normalised latents (N, C, h, w) -> uint8 frames (N, dh, dw, 3)."""
         x = self.forward(z).float()
         return ((x.clamp(-1.0, 1.0) + 1.0) * 127.5).round().to(torch.uint8).permute(0, 2, 3, 1)
 
@@ -157,7 +174,7 @@ def ae_config_for(config: ModelConfig) -> AEConfig:
 
 def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> DemoDecoder:
     """The engine's hook for decoder kind ``demo_ae`` (weights come from the checkpoint)."""
-    if config.vae_stride[0] != 1 or config.vae_stride[1] != 8 or config.vae_stride[2] != 8:
-        raise ConfigError("bad_config", f"the demo_ae decoder upsamples (1, 8, 8); model {config.name!r} "
-                          f"asks vae_stride {config.vae_stride}")
+    if config.vae_stride[0] != 1 or config.vae_stride[1] not in (4, 8) or config.vae_stride[2] != config.vae_stride[1]:
+        raise ConfigError("bad_config", f"the demo_ae decoder upsamples (1, 8, 8) or (1, 4, 4); model "
+                          f"{config.name!r} asks vae_stride {config.vae_stride}")
     return DemoDecoder(ae_config_for(config)).to(device=device, dtype=dtype).eval()

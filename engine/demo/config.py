@@ -26,11 +26,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.api import ActionSpace
-from engine.config import ModelConfig
+from engine.config import ModelConfig, register_config
 from engine.demo.actions import DEMO_AXES, DEMO_KEYS
 from engine.demo.autoencoder import AEConfig
 
-__all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
+__all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "MODELS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
 
 AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
 MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
@@ -77,3 +77,22 @@ CONFIG = ModelConfig(
     text_cache_entries=64,
     extra={"default_weights": str(DEFAULT_WEIGHTS)},
 )
+
+# An experiment, not served: the same world model over a 4x autoencoder (latent cell 4 px, 4 channels,
+# 32 x 32 latents, patch 4 x 4 -> still 64 tokens of 16 px per frame). The shipped 8x model moves in
+# 4-pixel steps, half its latent cell (MODEL_CARD.md); with a 4 px cell the world's usual speed of
+# ~4 px a frame is a whole-cell shift. No weights ship for it: train with
+# `python -m engine.demo.train --model demo-fine ...`.
+FINE_CONFIG = CONFIG.with_overrides(
+    name="demo-fine",
+    in_dim=4,
+    out_dim=4,
+    patch_size=(1, 4, 4),
+    latent_height=32,
+    latent_width=32,
+    vae_stride=(1, 4, 4),
+    extra={},
+)
+register_config(FINE_CONFIG.name, FINE_CONFIG)
+
+MODELS: dict[str, ModelConfig] = {CONFIG.name: CONFIG, FINE_CONFIG.name: FINE_CONFIG}

@@ -37,7 +37,8 @@ from engine.demo._eval_parts import (
     streaming_speed,
     theme_switches,
 )
-from engine.demo.config import AE_CONFIG
+from engine.demo.autoencoder import ae_config_for
+from engine.demo.config import MODELS
 from engine.demo.errors import DemoError
 from engine.demo.export import ENCODER_FILE, load_encoder
 from engine.demo.world import WorldParams
@@ -58,11 +59,12 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
     ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s)."""
     started = time.monotonic()
     engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
-    encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
+    encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
     classifier, classifier_accuracy = fit_classifier(params, worlds)
     report: dict[str, object] = {
+        "model": engine.config.name,
         "weights": str(weights),
         "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
         "device": device,
@@ -107,7 +109,7 @@ def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model
     from PIL import Image
 
     engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
-    encoder = load_encoder(encoder_path, AE_CONFIG, engine.device)
+    encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
     with torch.inference_mode():
         sheet = sample_sheet(engine, encoder, EvalParams(), worlds)
@@ -117,6 +119,7 @@ def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.demo.eval", description=__doc__.split("\n\n")[0])
     p.add_argument("--weights", required=True, type=Path, help="the demo model's demo.safetensors")
+    p.add_argument("--model", default="demo", choices=sorted(MODELS), help="the config the weights were trained for")
     p.add_argument("--encoder", type=Path, default=None, help=f"default: {ENCODER_FILE} next to --weights")
     p.add_argument("--json", type=Path, default=None, help="write the report here")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda")
@@ -154,8 +157,8 @@ def _sampling_variant(args: argparse.Namespace) -> str:
     if args.guidance_rescale is not None:
         changes["action_guidance_rescale"] = args.guidance_rescale
     if not changes:
-        return "demo"
-    register_config(_VARIANT, get_config("demo").with_overrides(name=_VARIANT, **changes))
+        return str(args.model)
+    register_config(_VARIANT, get_config(args.model).with_overrides(name=_VARIANT, **changes))
     return _VARIANT
 
 

@@ -61,6 +61,12 @@ class TrainedModel:
 
 def _load_part(module: nn.Module, state: dict[str, torch.Tensor], prefix: str, what: str, path: Path) -> None:
     part = {k[len(prefix):]: v.float() for k, v in state.items() if k.startswith(prefix)}
+    own = module.state_dict()
+    wrong = [f"{k} {tuple(v.shape)} (this config: {tuple(own[k].shape)})" for k, v in part.items()
+             if k in own and v.shape != own[k].shape]
+    if wrong:
+        raise DemoError("weights_mismatch", f"{path}: the {what} was trained for another config (is --model "
+                                            f"right?): {wrong[:3]}")
     missing, unexpected = module.load_state_dict(part, strict=False)
     if missing or unexpected:
         raise DemoError("weights_mismatch", f"{path}: the {what} does not fit this trainer's config: "

@@ -24,7 +24,8 @@ from engine._setup import parse_device
 from engine.demo._progress import Budget, LossLog, StageClock, save_loss_plot
 from engine.demo._train_ae import AETrainParams, train_autoencoder
 from engine.demo._train_dit import DiTTrainParams, train_dit
-from engine.demo.config import AE_CONFIG, CONFIG, TRAIN_CHUNKS
+from engine.demo.autoencoder import ae_config_for
+from engine.demo.config import MODELS, TRAIN_CHUNKS
 from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
 from engine.demo.export import load_trained, write_model
@@ -42,6 +43,8 @@ _CHECK_S = 70.0  # ... and for the evaluation on the training device (cuda)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.demo.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for weights, metadata and loss plot")
+    p.add_argument("--model", default="demo", choices=sorted(MODELS),
+                   help="demo (served, 8x autoencoder) or demo-fine (an experiment: 4x autoencoder)")
     p.add_argument("--minutes", type=float, default=13.0, help="wall-clock budget for the whole run (default 13)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--steps", type=int, default=None, help="run exactly this many steps per stage (smoke runs)")
@@ -71,8 +74,9 @@ def _check(args: argparse.Namespace) -> torch.device:
         raise DemoError("bad_ae_fraction", f"--ae-fraction must lie in [0.05, 0.8], got {args.ae_fraction}")
     if not 0.0 < args.lr <= 0.01:
         raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
-    if args.chunks < CONFIG.window_chunks + 1:
-        raise DemoError("bad_chunks", f"--chunks must be at least {CONFIG.window_chunks + 1} so the window rolls")
+    window = MODELS[args.model].window_chunks
+    if args.chunks < window + 1:
+        raise DemoError("bad_chunks", f"--chunks must be at least {window + 1} so the window rolls")
     for name in ("batch", "ae_batch", "pool"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -86,27 +90,29 @@ def _check(args: argparse.Namespace) -> torch.device:
 
 def _meta(args: argparse.Namespace, device: torch.device, started: float, stages: dict[str, object],
           log: LossLog, partial: bool) -> dict[str, object]:
+    config = MODELS[args.model]
     return {
-        "model": CONFIG.name,
+        "model": config.name,
         "partial": partial,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "wall_seconds": round(time.monotonic() - started, 1),
         "args": {k: str(v) for k, v in vars(args).items()},
-        "config": {k: (str(v) if k == "extra" else v) for k, v in dataclasses.asdict(CONFIG).items()},
+        "config": {k: (str(v) if k == "extra" else v) for k, v in dataclasses.asdict(config).items()},
         **stages,
         "final_losses": {name: sum(v[-50:]) / len(v[-50:]) for name, v in log.series.items()},
     }
 
 
-def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device) -> None:
+def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device, model: str) -> None:
     """Evaluate the fresh weights on the training device and draw a sample sheet (quick feedback)."""
     from engine.demo.eval import TRAINING_CHECK, evaluate, save_sheet
 
-    report = evaluate(paths["weights"], paths["encoder"], str(device), TRAINING_CHECK, long=False, speed=False)
+    report = evaluate(paths["weights"], paths["encoder"], str(device), TRAINING_CHECK, long=False, speed=False,
+                      model=model)
     (out / "check.json").write_text(json.dumps(report, indent=2) + "\n")
-    save_sheet(paths["weights"], paths["encoder"], str(device), out / "samples.png")
+    save_sheet(paths["weights"], paths["encoder"], str(device), out / "samples.png", model=model)
     motion, theme = report["motion"], report["theme"]
     assert isinstance(motion, dict) and isinstance(theme, dict)
     print(f"[check] direction accuracy {motion['direction_accuracy']:.3f} (ground truth "
@@ -145,7 +151,9 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(args.seed)
-    world = WorldParams(width=CONFIG.width, height=CONFIG.height)
+    config = MODELS[args.model]
+    ae_config = ae_config_for(config)
+    world = WorldParams(width=config.width, height=config.height)
     source_params = SourceParams(pool_size=args.pool or (64 if cuda else 2))
     print(f"[setup] device {device}, building {source_params.pool_size} terrains", flush=True)
     source = EpisodeSource(world, device, seed=args.seed, params=source_params)
@@ -153,11 +161,11 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
 
     ae_params = AETrainParams(batch=args.ae_batch or (32 if cuda else 2))
     earlier = args.resume or args.autoencoder_from
-    resumed = load_trained(earlier, CONFIG, AE_CONFIG) if earlier is not None else None
+    resumed = load_trained(earlier, config, ae_config) if earlier is not None else None
     if resumed is None:
         left = total_s - (time.monotonic() - started) - _RESERVE_S
         ae_budget = Budget("autoencoder", left * args.ae_fraction, steps=args.steps)
-        encoder, decoder = train_autoencoder(source, AE_CONFIG, ae_budget, ae_params, log)
+        encoder, decoder = train_autoencoder(source, ae_config, ae_budget, ae_params, log)
         start = None
     else:  # the earlier run's autoencoder stays as it is: the DiT's latents must not move
         ae_budget = Budget("autoencoder", 0.0, steps=0)
@@ -178,7 +186,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     def stages() -> dict[str, object]:
         return {
             "autoencoder": {"steps": ae_budget.step, "params": dataclasses.asdict(ae_params),
-                            "config": dataclasses.asdict(AE_CONFIG)},
+                            "config": dataclasses.asdict(ae_config)},
             "dit": {"steps": dit_budget.step, "params": dataclasses.asdict(dit_params),
                     "stage_seconds": {k: round(v, 2) for k, v in clock.seconds().items()}},
             "data": {"world": dataclasses.asdict(world), "source": dataclasses.asdict(source_params)},
@@ -191,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
         write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, True))
         print(f"[checkpoint] step {step} written to {args.out}", flush=True)
 
-    dit, text = train_dit(source, encoder, CONFIG, dit_budget, dit_params, log, checkpoint, start, clock)
+    dit, text = train_dit(source, encoder, config, dit_budget, dit_params, log, checkpoint, start, clock)
     print(f"[dit] time per stage: {clock.summary()}", flush=True)
     paths = write_model(args.out, dit, text, decoder, encoder, _meta(args, device, started, stages(), log, False))
     paths["plot"] = args.out / "losses.png"
@@ -199,7 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     print(f"[done] {time.monotonic() - started:.0f}s; wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     if check:
         try:
-            _check_on_device(args.out, paths, device)
+            _check_on_device(args.out, paths, device, config.name)
         except (DemoError, EngineError, RuntimeError) as exc:  # the weights are written; say why the check failed
             print(f"[check] failed, weights kept: {exc}", flush=True)
     return paths

@@ -52,3 +52,32 @@ def test_a_config_with_another_stride_is_refused_with_a_coded_error() -> None:
     with pytest.raises(ConfigError) as err:
         build_decoder(CONFIG.with_overrides(vae_stride=(4, 8, 8)), torch.device("cpu"), torch.float32)
     assert err.value.code == "bad_config"
+
+
+def test_the_fine_variant_compresses_4x_and_decodes_back_to_full_size() -> None:
+    from engine.demo.autoencoder import ae_config_for
+    from engine.demo.config import FINE_CONFIG
+
+    cfg = ae_config_for(FINE_CONFIG)
+    assert (cfg.latent_channels, cfg.downsample) == (4, 4)
+    z = DemoEncoder(cfg)(torch.zeros(2, 3, 128, 128))
+    assert z.shape == (2, 4, 32, 32) == (2, FINE_CONFIG.in_dim, FINE_CONFIG.latent_height, FINE_CONFIG.latent_width)
+    decoder = build_decoder(FINE_CONFIG, torch.device("cpu"), torch.float32)
+    assert isinstance(decoder, DemoDecoder)
+    frames, caches = decoder.decode(torch.randn(1, 4, 3, 32, 32), [None])
+    assert frames.shape == (1, 3, 128, 128, 3) and caches == [DemoCache(3)]
+    # the 4x decoder is the 8x one without its lowest stage
+    deep, fine = set(DemoDecoder(AE_CONFIG).state_dict()), set(decoder.state_dict())
+    assert deep - fine == {k for k in deep if k.startswith(("up1.", "res_mid."))}
+    assert fine <= deep
+
+
+def test_an_autoencoder_of_another_factor_is_refused_with_a_coded_error() -> None:
+    from engine.demo.autoencoder import AEConfig
+
+    with pytest.raises(ConfigError) as err:
+        AEConfig(downsample=2)
+    assert err.value.code == "bad_config" and "4x or 8x" in err.value.message
+    with pytest.raises(ConfigError):
+        build_decoder(CONFIG.with_overrides(vae_stride=(1, 2, 2), latent_height=64, latent_width=64),
+                      torch.device("cpu"), torch.float32)
