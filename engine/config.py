@@ -118,6 +118,8 @@ class ModelConfig:
             problems.append(f"denoise_timesteps must lie in (0, {self.num_train_timesteps}]")
         if self.action_guidance <= 0.0:
             problems.append(f"action_guidance must be > 0 (1 = none), got {self.action_guidance}")
+        if self.cache_context_noise < 0.0:
+            problems.append(f"cache_context_noise must be >= 0, got {self.cache_context_noise}")
         if not 0.0 <= self.action_guidance_rescale <= 1.0:
             problems.append(f"action_guidance_rescale must lie in [0, 1], got {self.action_guidance_rescale}")
         if not 0 <= self.action_guidance_steps <= len(self.denoise_timesteps):

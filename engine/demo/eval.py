@@ -1,6 +1,6 @@
 """Evaluate the demo model against its ground-truth world:
 ``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``.
-``--timesteps``, ``--guidance``, ``--guided-steps`` and ``--guidance-rescale`` evaluate other sampling settings than the
+``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise`` evaluate other sampling settings than the
 ones ``engine/demo/config.py`` serves with (the report records the settings it ran).
 
 Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
@@ -133,12 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timesteps", default=None, help="denoise timesteps to sample with, e.g. 1000,750,500,250")
     p.add_argument("--guidance", type=float, default=None, help="action guidance scale (1 = none)")
     p.add_argument("--guided-steps", type=int, default=None, help="how many first denoise steps are guided")
+    p.add_argument("--context-noise", type=float, default=None, help="std of the seeded noise on each chunk's "
+                                                                     "latents for its cache pass")
     p.add_argument("--guidance-rescale", type=float, default=None, help="share of the guided flow rescaled to "
                                                                         "the unguided flow's std, 0..1")
     return p
 
 
-_VARIANT = "demo-eval"
+_VARIANT = "+sampling"  # suffix of the name a variant of the evaluated config is registered under
 
 
 def _sampling_variant(args: argparse.Namespace) -> str:
@@ -154,12 +156,15 @@ def _sampling_variant(args: argparse.Namespace) -> str:
         changes["action_guidance"] = args.guidance
     if args.guided_steps is not None:
         changes["action_guidance_steps"] = args.guided_steps
+    if args.context_noise is not None:
+        changes["cache_context_noise"] = args.context_noise
     if args.guidance_rescale is not None:
         changes["action_guidance_rescale"] = args.guidance_rescale
     if not changes:
         return str(args.model)
-    register_config(_VARIANT, get_config(args.model).with_overrides(name=_VARIANT, **changes))
-    return _VARIANT
+    name = args.model + _VARIANT
+    register_config(name, get_config(args.model).with_overrides(name=name, **changes))
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
-        unregister_config(_VARIANT)
+        unregister_config(args.model + _VARIANT)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -40,10 +40,10 @@ def test_an_inconsistent_config_names_every_problem() -> None:
 def test_sampling_settings_out_of_range_are_named() -> None:
     with pytest.raises(ConfigError) as info:
         get_config("tiny").with_overrides(denoise_timesteps=(1000.0, 0.0), action_guidance=0.0,
-                                          action_guidance_steps=3)
+                                          action_guidance_steps=3, cache_context_noise=-0.1)
     assert info.value.code == "bad_config"
     for fragment in ("denoise_timesteps must lie in (0, 1000]", "action_guidance must be > 0",
-                     "action_guidance_steps must lie in [0, 2]"):
+                     "action_guidance_steps must lie in [0, 2]", "cache_context_noise must be >= 0"):
         assert fragment in info.value.message
 
 

@@ -77,7 +77,7 @@ def test_unknown_model_names_the_valid_ones() -> None:
     with pytest.raises(ConfigError) as info:
         make_engine(model="wan-14b")
     assert info.value.code == "unknown_model"
-    assert "demo, tiny, wan-1.3b" in info.value.message
+    assert "demo, demo-fine, tiny, wan-1.3b" in info.value.message
 
 
 def test_out_of_range_action_key_is_a_clear_error() -> None:

@@ -34,23 +34,26 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
 
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
-                     "--guidance-rescale", "0.25")
+                     "--guidance-rescale", "0.25", "--context-noise", "0.5")
     assert report["sampling"] == {"denoise_timesteps": [1000.0, 500.0], "action_guidance": 2.0,
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
-                                  "cache_context_noise": CONFIG.cache_context_noise}
-    assert "demo-eval" not in config_names()
+                                  "cache_context_noise": 0.5}
+    assert report["model"] == "demo+sampling"
+    assert "demo+sampling" not in config_names()
 
 
 @pytest.mark.parametrize(("flags", "code"), [(["--timesteps", "1000,x"], "bad_timesteps"),
                                              (["--long-strip", "strip.png"], "bad_long_strip"),
                                              (["--guided-steps", "9"], "bad_config"),
                                              (["--guidance", "0"], "bad_config"),
-                                             (["--guidance-rescale", "1.5"], "bad_config")])
+                                             (["--guidance-rescale", "1.5"], "bad_config"),
+                                             (["--context-noise", "-1"], "bad_config"),
+                                             (["--model", "demo-fine", "--guided-steps", "9"], "bad_config")])
 def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], code: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2
     assert code in capsys.readouterr().err
-    assert "demo-eval" not in config_names()
+    assert "demo+sampling" not in config_names()
 
 
 def test_the_long_strip_shows_truth_above_model_one_frame_per_window(tmp_path: Path) -> None:
