@@ -11,7 +11,7 @@ import torch
 from engine.api import FrameAction
 from engine.demo.config import AE_CONFIG, CONFIG
 from engine.demo.eval import main as eval_main
-from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE, load_trained
+from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE, TrainedModel, load_trained
 from engine.demo.rollout import run_chunks
 from engine.demo.train import main as train_main
 from engine.engine import Engine
@@ -51,6 +51,23 @@ def test_the_checkpoint_loads_into_the_engine_and_streams_a_chunk(trained: Path)
     assert str(frames.dtype) == "uint8"
 
 
+def _assert_same_autoencoder(before: TrainedModel, after: TrainedModel) -> None:
+    for part in ("encoder", "decoder"):
+        old, new = getattr(before, part).state_dict(), getattr(after, part).state_dict()
+        assert old.keys() == new.keys()
+        assert all(torch.equal(old[k], new[k]) for k in old), part
+
+
+def _dit_distances(before: TrainedModel, after: TrainedModel, seed: int) -> tuple[float, float]:
+    """Largest weight difference of the new DiT from the earlier run's, and from a fresh init of ``seed``."""
+    fresh = CausalDiT(CONFIG)
+    fresh.init_random(seed)
+    triples = list(zip(before.dit.state_dict().values(), after.dit.state_dict().values(),
+                       fresh.state_dict().values(), strict=True))
+    return (max(float((b - a).abs().max()) for a, b, _ in triples),
+            max(float((b - c).abs().max()) for _, b, c in triples))
+
+
 def test_a_resumed_run_keeps_the_autoencoder_and_trains_the_dit_on(trained: Path, tmp_path: Path) -> None:
     args = ["--steps", "1", "--pool", "1", "--batch", "1", "--chunks", "3", "--device", "cpu", "--lr", "1e-4"]
     assert train_main(["--out", str(tmp_path), "--resume", str(trained), *args]) == 0
@@ -58,18 +75,11 @@ def test_a_resumed_run_keeps_the_autoencoder_and_trains_the_dit_on(trained: Path
     assert after.meta["autoencoder"]["steps"] == 0  # type: ignore[index]
     assert after.meta["resumed_from"] == before.meta
     assert after.meta["dit"]["params"]["lr"] == 1e-4  # type: ignore[index]
-    for a, b in zip(before.encoder.state_dict().values(), after.encoder.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(before.decoder.state_dict().values(), after.decoder.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
+    _assert_same_autoencoder(before, after)
     # the DiT went on from the earlier weights (one warm-up step moves it by far less than fp16 rounding),
     # not from a fresh initialisation (which differs by the size of the weights themselves)
-    fresh = CausalDiT(CONFIG)
-    fresh.init_random(1)
-    pairs = list(zip(before.dit.state_dict().values(), after.dit.state_dict().values(),
-                     fresh.state_dict().values(), strict=True))
-    assert max(float((b - a).abs().max()) for a, b, _ in pairs) <= 2e-3
-    assert max(float((c - a).abs().max()) for a, _, c in pairs) > 0.1
+    near_earlier, near_fresh = _dit_distances(before, after, seed=1)
+    assert near_earlier <= 2e-3 and near_fresh > 0.1
 
 
 def test_a_new_dit_on_a_kept_autoencoder_starts_from_scratch(trained: Path, tmp_path: Path) -> None:
@@ -80,18 +90,11 @@ def test_a_new_dit_on_a_kept_autoencoder_starts_from_scratch(trained: Path, tmp_
     origin = after.meta["autoencoder_from"]
     assert origin["autoencoder"] == before.meta["autoencoder"]  # type: ignore[index]
     assert origin["date"] == before.meta["date"]  # type: ignore[index]
-    for a, b in zip(before.encoder.state_dict().values(), after.encoder.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
-    for a, b in zip(before.decoder.state_dict().values(), after.decoder.state_dict().values(), strict=True):
-        assert torch.equal(a, b)
+    _assert_same_autoencoder(before, after)
     # the DiT is a fresh initialisation of its own seed (one warm-up step moves it by far less than
     # fp16 rounding), far from the earlier run's DiT
-    fresh = CausalDiT(CONFIG)
-    fresh.init_random(5)
-    triples = list(zip(before.dit.state_dict().values(), after.dit.state_dict().values(),
-                       fresh.state_dict().values(), strict=True))
-    assert max(float((b - c).abs().max()) for _, b, c in triples) <= 2e-3
-    assert max(float((a - b).abs().max()) for a, b, _ in triples) > 0.1
+    near_earlier, near_fresh = _dit_distances(before, after, seed=5)
+    assert near_fresh <= 2e-3 and near_earlier > 0.1
 
 
 def test_the_fine_variant_trains_and_its_checkpoint_streams_in_the_engine(trained: Path, tmp_path: Path,
