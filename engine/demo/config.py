@@ -1,11 +1,12 @@
 """The `demo` model: the small world model the project trains on its procedural world.
 
 Sizing arithmetic (2-core CPU, fp32, 128x128 at 16 fps): latents 8 x 16 x 16 per frame, patch
-(1, 2, 2) -> 64 tokens per frame, 4 latent frames per chunk -> 256 tokens. A chunk costs 4
-denoise passes + 1 cache pass over 256 tokens attending to <= 768 (a window of 2 chunks + itself).
-dim 256, 6 layers, ffn 768: ~6.1 M DiT parameters, ~1.6 GFLOP of matmuls + ~0.5 GFLOP of
-attention per pass -> ~33 ms per pass on this CPU, ~165 ms per chunk, plus ~15 ms to decode 4
-frames: ~20 frames/s measured for 16 fps playback. fp16 weights: 13.9 MB with the decoder and
+(1, 2, 2) -> 64 tokens per frame, 4 latent frames per chunk -> 256 tokens. A chunk costs 3
+denoise passes (the first two at double batch: guidance, below) + 1 cache pass over 256 tokens
+attending to <= 768 (a window of 2 chunks + itself), 6 passes' worth. dim 256, 6 layers, ffn 768:
+~6.1 M DiT parameters, ~1.6 GFLOP of matmuls + ~0.5 GFLOP of attention per pass -> ~33 ms per
+pass on this CPU, ~200 ms per chunk, plus ~15 ms to decode 4 frames: 15-18 frames/s measured for
+16 fps playback (~20 with the 4 unguided steps served before). fp16 weights: 13.9 MB with the decoder and
 the text table (<= 15 MB).
 
 Context: no sink and a window of two chunks (the 8 frames before the chunk). RoPE positions are
@@ -15,7 +16,7 @@ distance inside the trained range for endless sessions. The top-down world needs
 beyond what is on screen. The shipped weights were trained with this window (see MODEL_CARD.md).
 
 Sampling: 3 flow-matching steps, the first two guided on the actions (scale 3); per chunk that is
-6 passes' worth of work where 4 unguided steps were 5 (~16 frames/s on this CPU, measured).
+6 passes' worth of work where 4 unguided steps were 5 (17.7 frames/s on this CPU in the evaluation).
 
 Context noise: each chunk's cache pass sees its latents plus seeded noise of std 0.3 (still at
 t = 0); without it the shipped weights' free rollouts collapse into flat colour within 10-25 s.
