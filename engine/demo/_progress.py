@@ -88,7 +88,6 @@ def save_loss_plot(log: LossLog, path: Path) -> None:
     plt.close(fig)
 
 
-
 class StageClock:
     """Seconds spent in each named stage of a training loop. On CUDA it records events on the
     current stream (no synchronisation inside the loop) and reads them once at the end; on the

@@ -1,7 +1,8 @@
 """Evaluate the demo model against its ground-truth world:
 ``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``.
-``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise`` evaluate other sampling settings than the
-ones ``engine/demo/config.py`` serves with (the report records the settings it ran).
+``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
+evaluate other sampling settings than the ones ``engine/demo/config.py`` serves with (the report
+records the settings it ran).
 
 Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
 over as a continuation snapshot) under the same seeds, actions and prompts as the world.
@@ -53,6 +54,11 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
                    theme_chunks=2, classifier_seeds=1, classifier_frames=16)
 
 
+# the config fields that say how the model is sampled (recorded in every report)
+_SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "action_guidance_rescale",
+             "cache_context_noise")
+
+
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
              speed: bool = True, model: str = "demo", strip: Path | None = None) -> dict[str, object]:
     """``model``: the registered config to run (the demo's, or a variant of its sampling settings).
@@ -71,10 +77,7 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "params": asdict(params),
-        "sampling": {"denoise_timesteps": list(cfg.denoise_timesteps), "action_guidance": cfg.action_guidance,
-                     "action_guidance_steps": cfg.action_guidance_steps,
-                     "action_guidance_rescale": cfg.action_guidance_rescale,
-                     "cache_context_noise": cfg.cache_context_noise},
+        "sampling": {name: list(v) if isinstance(v := getattr(cfg, name), tuple) else v for name in _SAMPLING},
         "classifier_ground_truth_accuracy": classifier_accuracy,
         "autoencoder": autoencoder_quality(encoder, engine, params, worlds),
     }
@@ -136,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context-noise", type=float, default=None, help="std of the seeded noise on each chunk's "
                                                                      "latents for its cache pass")
     p.add_argument("--guidance-rescale", type=float, default=None, help="share of the guided flow rescaled to "
-                                                                        "the unguided flow's std, 0..1")
+                                                                        "the plain flow-with-actions std, 0..1")
     return p
 
 

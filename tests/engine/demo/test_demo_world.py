@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from engine.api import FrameAction
-from engine.demo.actions import DEMO_KEYS, random_play
+from engine.demo.actions import DEMO_KEYS, frame_actions, random_play
 from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
 from engine.demo.terrain import Terrain, generate_terrain
@@ -233,7 +233,6 @@ def test_an_episode_source_frame_is_the_world_s_own_frame(land: Terrain) -> None
     start = (torch.rand(1, 2, generator=source.gen) * PARAMS.map_size).round()
     world = _world(land, THEME_NAMES[int(episodes.themes[0, 0])])
     world.state = type(world.state)(start, torch.zeros(1, 2), world.state.facing, torch.zeros(1, dtype=torch.long))
-    from engine.demo.actions import frame_actions
     truth = world.rollout(frame_actions(episodes.actions))
     model_view = ((episodes.frames[0].permute(0, 2, 3, 1) + 1.0) / 2.0 * 255.0).round().to(torch.uint8).numpy()
     assert np.array_equal(model_view, truth)
