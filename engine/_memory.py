@@ -17,7 +17,7 @@ from engine.config import ModelConfig
 from engine.decoders import StreamingDecoder
 from engine.errors import ConfigError
 
-__all__ = ["WorkingSet", "cuda_kv_budget", "measure_decode_working_set"]
+__all__ = ["WorkingSet", "check_cuda_kv_budget", "cuda_kv_budget", "measure_decode_working_set"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,34 @@ def measure_decode_working_set(decoder: StreamingDecoder, config: ModelConfig, d
     return WorkingSet(peak_bytes=peak, cache_bytes_per_session=max(0, held) // batch)
 
 
+def _beside_working_set(free_bytes: int, working: WorkingSet, config: ModelConfig) -> float:
+    """Bytes left once the decode working set (with its margin for DiT activations) has its room."""
+    return free_bytes - working.peak_bytes * (1.0 + config.cuda_working_margin)
+
+
+def check_cuda_kv_budget(budget: int, free_bytes: int, working: WorkingSet, session_kv_bytes: int,
+                         config: ModelConfig) -> None:
+    """An explicit KV pool size must leave the decoder its working set at max_batch (and each pooled
+    session its decoder cache): otherwise the warm-up or the first full batch runs out of memory.
+    Unlike the default size it may take all of what is left (no `cuda_kv_memory_fraction`)."""
+    sessions = budget // session_kv_bytes
+    need = sessions * (session_kv_bytes + working.cache_bytes_per_session)
+    usable = _beside_working_set(free_bytes, working, config)
+    if need > usable:
+        fits = max(0, int(usable // (session_kv_bytes + working.cache_bytes_per_session)))
+        raise ConfigError(
+            "kv_budget_too_large",
+            f"a KV pool of {budget / 2**30:.1f} GiB ({sessions} sessions with their decoder caches, "
+            f"{need / 2**30:.1f} GiB) does not fit beside the decoder's working set at max_batch={config.max_batch} "
+            f"({working.peak_bytes / 2**30:.1f} GiB measured) in the {free_bytes / 2**30:.1f} GiB free: "
+            f"pass at most {fits * session_kv_bytes / 2**30:.1f} GiB ({fits} sessions), or lower max_batch",
+        )
+
+
 def cuda_kv_budget(free_bytes: int, working: WorkingSet, session_kv_bytes: int, config: ModelConfig) -> int:
     """KV pool bytes (a whole number of sessions' KV) that leave room for the working set and for
     every pooled session's decoder cache."""
-    usable = (free_bytes - working.peak_bytes * (1.0 + config.cuda_working_margin)) * config.cuda_kv_memory_fraction
+    usable = _beside_working_set(free_bytes, working, config) * config.cuda_kv_memory_fraction
     per_session = session_kv_bytes + working.cache_bytes_per_session
     sessions = min(int(usable // per_session), config.cuda_kv_max_sessions) if usable > 0 else 0
     if sessions < 1:

@@ -10,7 +10,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from engine._memory import cuda_kv_budget, measure_decode_working_set
+from engine._memory import check_cuda_kv_budget, cuda_kv_budget, measure_decode_working_set
 from engine.api import ModelInfo
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig, get_config
@@ -89,13 +89,15 @@ def _compile_wanted(mode: str, device: torch.device) -> bool:
 
 def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None,
                decoder: StreamingDecoder) -> int:
-    if budget is None:
-        if device.type == "cuda":
-            working = measure_decode_working_set(decoder, config, device)
-            free, _ = torch.cuda.mem_get_info(device)
+    if device.type == "cuda":
+        working = measure_decode_working_set(decoder, config, device)
+        free, _ = torch.cuda.mem_get_info(device)
+        if budget is None:
             budget = cuda_kv_budget(free, working, session_bytes, config)
         else:
-            budget = config.default_kv_sessions * session_bytes
+            check_cuda_kv_budget(budget, free, working, session_bytes, config)
+    elif budget is None:
+        budget = config.default_kv_sessions * session_bytes
     if budget < session_bytes:
         raise ConfigError(
             "kv_budget_too_small", f"kv_budget_bytes {budget} holds no session; one needs {session_bytes} bytes"

@@ -33,7 +33,8 @@ class ServeConfig:
     record: str | None = None  # write the recorded trace here at shutdown
     policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
     kv_budget_bytes: int | None = None
-    admission_wait_s: float = 30.0  # one-per-gpu: a create waits this long in the FIFO before its 503
+    admission_wait_s: float = 20.0  # one-per-gpu: a create waits this long in the FIFO before its 503 (under
+    # the usual 30 s HTTP client timeout, so that a waiting client hears the 503 rather than timing out)
     calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
     # sessions

@@ -1,11 +1,19 @@
-"""Frame metrics for evaluating the demo model against its world: PSNR, SSIM, motion by phase
-correlation, a nearest-centroid theme classifier, sharpness and collapse statistics.
+"""Frame metrics for evaluating the demo model against its world: PSNR, SSIM, motion (by block
+matching, and by phase correlation for comparison), a nearest-centroid theme classifier,
+sharpness and collapse statistics.
+
+Why block matching is the motion estimate: phase correlation whitens the spectrum, so on
+decoded frames (smooth, with faint static decoder patterns) the static patterns outweigh the
+moving content and it reports "no motion". Measured on the demo autoencoder's reconstructions
+of the TRUE frames of the eight direction rollouts: phase correlation 0.38 direction accuracy,
+block matching 1.00 (both 1.00 on the true frames themselves).
 
 All take uint8 RGB frames (..., H, W, 3) as numpy arrays.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +21,10 @@ import torch
 from torch.nn import functional as F
 
 __all__ = [
+    "MOTION_RADIUS",
+    "MotionEstimator",
     "ThemeClassifier",
+    "block_shift",
     "direction_correct",
     "frame_motion",
     "phase_shift",
@@ -24,6 +35,9 @@ __all__ = [
 ]
 
 _AVATAR_HALF = 8  # the avatar sits in the centre 16x16 px; motion estimates ignore it
+MOTION_RADIUS = 6  # px: the largest per-axis shift block matching considers (the world pans <= 5 px a frame)
+
+MotionEstimator = Callable[[np.ndarray, np.ndarray], tuple[int, int]]
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -70,9 +84,36 @@ def phase_shift(before: np.ndarray, after: np.ndarray) -> tuple[int, int]:
     return (int(dy) - h if dy > h // 2 else int(dy)), (int(dx) - w if dx > w // 2 else int(dx))
 
 
-def frame_motion(frames: np.ndarray) -> np.ndarray:
+def _candidate_shifts(radius: int) -> list[tuple[int, int]]:
+    """Every (dy, dx) within ``radius`` per axis, nearest to (0, 0) first (ties go to less motion)."""
+    shifts = [(dy, dx) for dy in range(-radius, radius + 1) for dx in range(-radius, radius + 1)]
+    return sorted(shifts, key=lambda s: (s[0] ** 2 + s[1] ** 2, s))
+
+
+def block_shift(before: np.ndarray, after: np.ndarray, radius: int = MOTION_RADIUS) -> tuple[int, int]:
+    """Integer (dy, dx) with after[y, x] ~ before[y - dy, x - dx], |dy|, |dx| <= ``radius``: the shift
+    with the least mean squared grey difference over the frame less a ``radius`` border and the
+    avatar. Exact ties (flat pictures) go to the smallest shift, so they never count as motion."""
+    a = before.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    b = after.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    h, w = a.shape
+    r = radius
+    target = b[r:h - r, r:w - r]
+    keep = np.ones((h, w), dtype=bool)
+    keep[h // 2 - _AVATAR_HALF: h // 2 + _AVATAR_HALF, w // 2 - _AVATAR_HALF: w // 2 + _AVATAR_HALF] = False
+    keep = keep[r:h - r, r:w - r]
+    best, best_err = (0, 0), np.inf
+    for dy, dx in _candidate_shifts(radius):
+        moved = a[r - dy:h - r - dy, r - dx:w - r - dx]
+        err = float(np.mean((moved - target)[keep] ** 2))
+        if err < best_err - 1e-9:
+            best, best_err = (dy, dx), err
+    return best
+
+
+def frame_motion(frames: np.ndarray, estimator: MotionEstimator = block_shift) -> np.ndarray:
     """(T-1, 2) camera motion (dy, dx) per consecutive pair: the opposite of the content shift."""
-    shifts = [[-s for s in phase_shift(frames[i], frames[i + 1])] for i in range(len(frames) - 1)]
+    shifts = [[-s for s in estimator(frames[i], frames[i + 1])] for i in range(len(frames) - 1)]
     return np.array(shifts, dtype=np.int64).reshape(-1, 2)
 
 

@@ -36,20 +36,26 @@ class ProfileEngine(Protocol):
 
 
 def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | None) -> None:
-    """One chunk for every session of `group` in lock-step, recording each phase when `model` is given."""
+    """One chunk for every session of `group`, each step asking every session for its own next
+    phase (a stream's first chunk may need two decodes where a later one needs one), recording
+    each phase's batch when `model` is given."""
     for sid in group:
         engine.begin_chunk(sid, [FrameAction()])
-    phase = engine.next_phase(group[0])
-    while phase is not None:
-        result = engine.step(StepPlan(tuple(StepItem(sid, phase) for sid in group)))
+    while True:
+        items = tuple(StepItem(sid, phase) for sid in group if (phase := engine.next_phase(sid)) is not None)
+        if not items:
+            return
+        result = engine.step(StepPlan(items))
         failed = [r for r in result.results if r.error is not None]
         if failed:
-            raise CostModelError("uncalibrated", f"profile step {phase.value} failed: {failed[0].error}")
-        seconds = result.seconds.get(phase.value)
-        if model is not None and seconds is not None:
-            context = max(r.chunk_index for r in result.results)
-            model.record(phase.value, result.batch_sizes.get(phase.value, len(group)), context, seconds)
-        phase = engine.next_phase(group[0])
+            raise CostModelError("uncalibrated", f"profile step {failed[0].phase.value} failed: {failed[0].error}")
+        if model is None:
+            continue
+        for phase in {item.phase for item in items}:
+            seconds = result.seconds.get(phase.value)
+            if seconds is not None:
+                context = max(r.chunk_index for r in result.results if r.phase is phase)
+                model.record(phase.value, result.batch_sizes.get(phase.value, len(items)), context, seconds)
 
 
 def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
@@ -88,6 +94,8 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
         for batch in sorted(set(batches)):
             group = sids[:batch]
             began = time.perf_counter()
+            for i, sid in enumerate(group):  # the group starts in lock-step: every stream fresh
+                engine.reset(sid, seed=i, prompt=_PROMPT)
             _run_chunk(engine, group, None)
             tick(f"batch {batch} warm-up")
             for r in range(rounds):

@@ -80,7 +80,8 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
 def _engine(cfg: CompareConfig) -> Any:
     from engine.engine import Engine
 
-    engine = Engine.create(model=cfg.model, device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes)
+    engine = Engine.create(model=cfg.model, device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes,
+                           max_batch=cfg.max_batch)
     engine.warmup()
     return engine
 

@@ -34,6 +34,7 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from engine.errors import EngineError
     from sessiond.admission.decision import Objectives
     from sessiond.admission.errors import AdmissionConfigError, CostModelError
     from sessiond.admission.factory import POLICIES
@@ -70,6 +71,9 @@ def run(args: argparse.Namespace) -> int:
                             kv_budget_bytes=None if args.kv_budget_gib is None else int(args.kv_budget_gib * 2**30))
         run_comparison(trace, cfg)
     except (AdmissionConfigError, CostModelError) as exc:
+        print(f"replay-compare: {exc}", file=sys.stderr)
+        return 2
+    except EngineError as exc:  # e.g. an unknown model, or a KV pool that does not fit on the GPU
         print(f"replay-compare: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -1,4 +1,4 @@
-"""The default CUDA KV pool leaves room for the decoder's measured working set and caches."""
+"""The CUDA KV pool, default or explicit, leaves room for the decoder's measured working set and caches."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from engine._memory import WorkingSet, cuda_kv_budget
+from engine._memory import WorkingSet, check_cuda_kv_budget, cuda_kv_budget
 from engine.config import get_config
 from engine.errors import ConfigError
 
@@ -35,3 +35,15 @@ def test_no_room_for_one_session_is_a_coded_error_that_says_what_to_change() -> 
 def test_a_small_model_does_not_take_the_whole_gpu() -> None:
     capped = dataclasses.replace(CONFIG, cuda_kv_max_sessions=100)
     assert cuda_kv_budget(100 * GIB, WorkingSet(1 * GIB, 0), 1 << 20, capped) == 100 << 20
+
+
+def test_an_explicit_pool_may_fill_what_the_working_set_leaves() -> None:
+    # 100 GiB free, 20 GiB peak -> 75 GiB beside it (no 0.8 fraction) -> 9 sessions of 6 + 2 GiB = 72 GiB fit
+    check_cuda_kv_budget(9 * 6 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG)
+
+
+def test_an_explicit_pool_too_large_for_the_working_set_is_a_coded_error_naming_what_fits() -> None:
+    with pytest.raises(ConfigError) as err:  # 10 sessions need 80 GiB of the 75 beside the working set
+        check_cuda_kv_budget(10 * 6 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG)
+    assert err.value.code == "kv_budget_too_large"
+    assert "at most 54.0 GiB (9 sessions)" in err.value.message and "max_batch=" in err.value.message

@@ -39,3 +39,9 @@ def test_a_bad_speed_or_objective_is_refused(capsys: Any) -> None:
 def test_compare_names_an_unknown_policy(capsys: Any) -> None:
     assert compare_cli.run(_args(compare_cli, "replay-compare", "x.jsonl", "--policies", "duty,lottery")) == 2
     assert "duty, one-per-gpu, fifo" in capsys.readouterr().err
+
+
+def test_compare_names_an_unknown_model_with_its_code(capsys: Any) -> None:
+    trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
+    assert compare_cli.run(_args(compare_cli, "replay-compare", trace, "--model", "nope", "--device", "cpu")) == 2
+    assert "replay-compare: [unknown_model]" in capsys.readouterr().err

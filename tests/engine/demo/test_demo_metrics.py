@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch.nn import functional as F
 
-from engine.demo.metrics import direction_correct, frame_motion, phase_shift, psnr, sharpness, ssim
+from engine.demo.metrics import (
+    MOTION_RADIUS,
+    block_shift,
+    direction_correct,
+    frame_motion,
+    phase_shift,
+    psnr,
+    sharpness,
+    ssim,
+)
 
 
 def _texture(seed: int = 0, size: int = 128) -> np.ndarray:
@@ -25,11 +36,48 @@ def test_phase_correlation_finds_the_exact_integer_shift(dy: int, dx: int) -> No
     assert phase_shift(before, _camera(before, dy, dx)) == (-dy, -dx)
 
 
-def test_frame_motion_reports_the_camera_motion_per_pair() -> None:
+@pytest.mark.parametrize(("dy", "dx"), [(0, 4), (-3, 0), (5, -2), (0, 0), (-6, 6)])
+def test_block_matching_finds_the_exact_integer_shift(dy: int, dx: int) -> None:
+    before = _texture()
+    assert block_shift(before, _camera(before, dy, dx)) == (-dy, -dx)
+
+
+def _smooth(seed: int = 0, size: int = 128) -> np.ndarray:
+    """A smooth picture (bilinear from a 16x16 random grid), like a small decoder's output."""
+    small = torch.from_numpy(np.random.default_rng(seed).uniform(40, 215, (1, 3, 16, 16)))
+    return F.interpolate(small, size=(size, size), mode="bilinear", align_corners=False)[0].permute(1, 2, 0).numpy()
+
+
+def test_a_faint_static_pattern_hides_motion_from_phase_correlation_not_from_block_matching() -> None:
+    grid = np.zeros((128, 128, 3))
+    grid[::8] = 6.0  # a decoder's fixed pattern: 6 grey levels every 8 px, in the same place every frame
+    grid[:, ::8] = 6.0
+    picture = _smooth()
+    for dy, dx in [(0, 3), (-2, 0), (2, 2)]:
+        before = (picture + grid).astype(np.uint8)
+        after = (_camera(picture, dy, dx) + grid).astype(np.uint8)
+        assert block_shift(before, after) == (-dy, -dx)
+        assert phase_shift(before, after) == (0, 0)  # the whitened spectrum locks onto the grid
+
+
+def test_a_flat_picture_shows_no_motion() -> None:
+    flat = np.full((64, 64, 3), 90, dtype=np.uint8)  # every shift fits equally: ties go to (0, 0)
+    assert block_shift(flat, flat.copy()) == (0, 0)
+
+
+def test_block_matching_looks_no_further_than_its_radius() -> None:
+    before = _texture(2)
+    far = MOTION_RADIUS + 2
+    assert block_shift(before, _camera(before, 0, far), radius=far) == (0, -far)
+    assert block_shift(before, _camera(before, 0, far)) != (0, -far)
+
+
+@pytest.mark.parametrize("estimator", [block_shift, phase_shift])
+def test_frame_motion_reports_the_camera_motion_per_pair(estimator: object) -> None:
     f0 = _texture(1)
     frames = np.stack([f0, _camera(f0, 0, 3), _camera(f0, 2, 3)])
-    assert frame_motion(frames).tolist() == [[0, 3], [2, 0]]
-    assert frame_motion(frames[:1]).shape == (0, 2)  # one frame: no pairs
+    assert frame_motion(frames, estimator).tolist() == [[0, 3], [2, 0]]  # type: ignore[arg-type]
+    assert frame_motion(frames[:1], estimator).shape == (0, 2)  # type: ignore[arg-type]  # one frame: no pairs
 
 
 def test_direction_needs_a_pixel_of_motion_within_45_degrees() -> None:

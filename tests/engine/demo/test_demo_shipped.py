@@ -49,3 +49,18 @@ def test_first_chunk_fidelity_is_reproduced(committed: dict, measured: dict) -> 
 def test_direction_and_theme_accuracy_are_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
     for group, name in (("motion", "direction_accuracy"), ("theme", "theme_accuracy")):
         assert measured[group][name] == pytest.approx(committed[group][name], abs=0.15)
+
+
+def test_motion_is_judged_by_an_estimator_the_truth_and_the_autoencoder_pass(measured: dict) -> None:  # type: ignore[type-arg]
+    motion = measured["motion"]
+    assert motion["ground_truth_direction_accuracy"] == 1.0
+    assert motion["autoencoder_direction_accuracy"] == 1.0  # the true frames, encoded and decoded
+
+
+def test_the_phase_correlation_figures_are_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    for name in ("direction_accuracy_phase_correlation", "autoencoder_direction_accuracy_phase_correlation"):
+        assert measured["motion"][name] == pytest.approx(committed["motion"][name], abs=0.15)
+
+
+def test_the_speed_of_motion_is_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    assert measured["motion"]["speed_ratio"] == pytest.approx(committed["motion"]["speed_ratio"], abs=0.15)
