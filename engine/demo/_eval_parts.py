@@ -18,10 +18,12 @@ from engine.demo.metrics import (
     block_shift,
     direction_correct,
     frame_motion,
+    motion_ratios,
     phase_shift,
     psnr,
     sharpness,
     ssim,
+    still_fraction,
 )
 from engine.demo.rollout import ContextChunk, encode_frames, open_with_context, run_chunks
 from engine.demo.terrain import Terrain
@@ -249,7 +251,8 @@ def long_rollouts(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassif
             out[i].append(res[f"long-{i}"])
     window = int(p.window_seconds * fps)
     drift: dict[str, list[float]] = {"psnr_db": [], "sharpness_ratio": [], "theme_accuracy": [], "mean_colour_l1": []}
-    std_min, change_min = [], []
+    std_min: list[float] = []
+    ratios: list[float] = []  # per second of each session: model inter-frame change / ground truth's
     for i, theme in enumerate(themes):
         engine.close_session(f"long-{i}")
         frames, truth = np.concatenate(out[i]), gts[i][p.context_chunks * fpc:]
@@ -263,11 +266,8 @@ def long_rollouts(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassif
             drift["theme_accuracy"].append(float(np.mean([x == theme for x in classifier.predict(f)])))
             drift["mean_colour_l1"].append(float(np.abs(f.reshape(-1, 3).mean(0) - t.reshape(-1, 3).mean(0)).sum()))
         per_window_std = [float(frames[w0:w0 + fps].std(axis=(1, 2, 3)).min()) for w0 in range(0, len(frames), fps)]
-        change = np.abs(np.diff(frames.astype(np.float64), axis=0)).mean(axis=(1, 2, 3))
-        truth_change = np.abs(np.diff(truth.astype(np.float64), axis=0)).mean(axis=(1, 2, 3))
         std_min.append(min(per_window_std))
-        change_min.append(float(min(change[w0:w0 + fps].mean() / max(truth_change[w0:w0 + fps].mean(), 1e-9)
-                                    for w0 in range(0, len(change), fps))))
+        ratios.extend(motion_ratios(frames, truth, fps))
     n_windows = len(drift["psnr_db"]) // p.long_sessions
     by_window = {k: [float(np.mean(v[j::n_windows])) for j in range(n_windows)] for k, v in drift.items()}
     return {
@@ -275,7 +275,10 @@ def long_rollouts(engine: Engine, encoder: DemoEncoder, classifier: ThemeClassif
         "drift_by_window": by_window,
         "collapse_seconds": p.collapse_seconds,
         "min_frame_std_per_second": float(min(std_min)),
-        "min_motion_ratio_per_second": float(min(change_min)),
+        "min_motion_ratio_per_second": float(min(ratios)),
+        "median_motion_ratio_per_second": float(np.median(ratios)),
+        # seconds in which the picture changed less than a quarter as much as the ground truth's
+        "still_seconds_fraction": still_fraction(ratios),
     }
 
 

@@ -22,15 +22,18 @@ from torch.nn import functional as F
 
 __all__ = [
     "MOTION_RADIUS",
+    "STILL_RATIO",
     "MotionEstimator",
     "ThemeClassifier",
     "block_shift",
     "direction_correct",
     "frame_motion",
+    "motion_ratios",
     "phase_shift",
     "psnr",
     "sharpness",
     "ssim",
+    "still_fraction",
     "theme_features",
 ]
 
@@ -124,6 +127,23 @@ def direction_correct(motion: np.ndarray, direction: tuple[float, float], min_pi
     length = np.linalg.norm(motion, axis=1)
     cos = (motion @ d) / np.maximum(length, 1e-9)
     return (length >= min_pixels) & (cos > np.cos(np.pi / 4) - 1e-9)
+
+
+STILL_RATIO = 0.25  # a second is still when the model's picture changes < this x the ground truth's
+
+
+def motion_ratios(frames: np.ndarray, truth: np.ndarray, per: int) -> list[float]:
+    """Per span of ``per`` frame pairs (a second at the frame rate): the model's mean absolute
+    inter-frame change over the ground truth's (1: as lively as the world; 0: a frozen picture)."""
+    change = np.abs(np.diff(frames.astype(np.float64), axis=0)).mean(axis=(1, 2, 3))
+    truth_change = np.abs(np.diff(truth.astype(np.float64), axis=0)).mean(axis=(1, 2, 3))
+    return [float(change[s:s + per].mean() / max(truth_change[s:s + per].mean(), 1e-9))
+            for s in range(0, len(change), per)]
+
+
+def still_fraction(ratios: list[float]) -> float:
+    """Share of the spans whose motion ratio is under ``STILL_RATIO``."""
+    return float(np.mean(np.asarray(ratios) < STILL_RATIO))
 
 
 def sharpness(frames: np.ndarray) -> float:

@@ -12,10 +12,12 @@ from engine.demo.metrics import (
     block_shift,
     direction_correct,
     frame_motion,
+    motion_ratios,
     phase_shift,
     psnr,
     sharpness,
     ssim,
+    still_fraction,
 )
 
 
@@ -95,3 +97,15 @@ def test_psnr_ssim_and_sharpness_on_known_pictures() -> None:
     assert ssim(a, a) == pytest.approx(1.0, abs=1e-6)
     flat = np.full_like(a, 128)
     assert sharpness(flat) == pytest.approx(0.0, abs=1e-9) and sharpness(a) > 10.0
+
+
+def test_motion_ratio_is_the_models_change_over_the_truths_per_span() -> None:
+    truth = np.stack([_camera(_texture(3), 0, 2 * i) for i in range(9)])  # 8 pairs, all moving
+    frozen = np.repeat(truth[:1], 9, axis=0)
+    half = truth.copy()
+    half[5:] = truth[4]  # moves for 4 pairs, then stands still
+    assert motion_ratios(truth, truth, 4) == [1.0, 1.0]
+    assert motion_ratios(frozen, truth, 4) == [0.0, 0.0]
+    assert motion_ratios(half, truth, 4) == [1.0, 0.0]
+    assert still_fraction(motion_ratios(half, truth, 4)) == 0.5
+    assert still_fraction([0.3, 0.24, 1.2, 0.25]) == 0.25  # under 0.25 only
