@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 from pathlib import Path
 from typing import Any
 
+from sessiond.config import ServeConfig
 from sessiond.replay import cli, compare_cli
+from sessiond.replay.session_runner import SessionRunner
 
 
 def _args(module: Any, name: str, *argv: str) -> argparse.Namespace:
@@ -45,3 +48,10 @@ def test_compare_names_an_unknown_model_with_its_code(capsys: Any) -> None:
     trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
     assert compare_cli.run(_args(compare_cli, "replay-compare", trace, "--model", "nope", "--device", "cpu")) == 2
     assert "replay-compare: [unknown_model]" in capsys.readouterr().err
+
+
+def test_a_replayed_create_outwaits_the_daemons_admission_wait() -> None:
+    # a client that gives up first counts the session as failed where the daemon would say 503:
+    # the H200 comparison's one-per-gpu waiters did, with both at 30 s
+    client_timeout = inspect.signature(SessionRunner.__init__).parameters["timeout_s"].default
+    assert ServeConfig().admission_wait_s + 5.0 <= client_timeout
