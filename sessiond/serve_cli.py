@@ -36,7 +36,7 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--policy", default=None,
                        help="admission policy: kv (default: KV pool only), duty, one-per-gpu, fifo")
     serve.add_argument("--admission-wait-s", type=float, default=None,
-                       help="one-per-gpu: how long a create waits in the FIFO for a slot before its 503 (default 30)")
+                       help="one-per-gpu: how long a create waits in the FIFO for a slot before its 503 (default 20)")
     serve.add_argument("--calibration-budget-s", type=float, default=None,
                        help="duty/fifo/one-per-gpu: most seconds of the start-up cost profile (default 60)")
     serve.add_argument("--record", default=None, metavar="TRACE",
