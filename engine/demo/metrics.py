@@ -68,10 +68,19 @@ def ssim(a: np.ndarray, b: np.ndarray) -> float:
     return float(s.mean())
 
 
+def _luma(frames: np.ndarray) -> np.ndarray:
+    """(..., H, W, 3) uint8 -> (..., H, W) float64 grey (Rec. 601 weights)."""
+    return frames.astype(np.float64) @ np.array([0.299, 0.587, 0.114])  # type: ignore[no-any-return]
+
+
+def _avatar(h: int, w: int) -> tuple[slice, slice]:
+    """Rows and columns of the avatar at the centre of an h x w frame (motion estimates ignore it)."""
+    return (slice(h // 2 - _AVATAR_HALF, h // 2 + _AVATAR_HALF), slice(w // 2 - _AVATAR_HALF, w // 2 + _AVATAR_HALF))
+
+
 def _grey(frame: np.ndarray) -> np.ndarray:
-    g = frame.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-    h, w = g.shape
-    g[h // 2 - _AVATAR_HALF: h // 2 + _AVATAR_HALF, w // 2 - _AVATAR_HALF: w // 2 + _AVATAR_HALF] = g.mean()
+    g = _luma(frame)
+    g[_avatar(*g.shape)] = g.mean()
     return g - g.mean()
 
 
@@ -97,13 +106,12 @@ def block_shift(before: np.ndarray, after: np.ndarray, radius: int = MOTION_RADI
     """Integer (dy, dx) with after[y, x] ~ before[y - dy, x - dx], |dy|, |dx| <= ``radius``: the shift
     with the least mean squared grey difference over the frame less a ``radius`` border and the
     avatar. Exact ties (flat pictures) go to the smallest shift, so they never count as motion."""
-    a = before.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
-    b = after.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    a, b = _luma(before), _luma(after)
     h, w = a.shape
     r = radius
     target = b[r:h - r, r:w - r]
     keep = np.ones((h, w), dtype=bool)
-    keep[h // 2 - _AVATAR_HALF: h // 2 + _AVATAR_HALF, w // 2 - _AVATAR_HALF: w // 2 + _AVATAR_HALF] = False
+    keep[_avatar(h, w)] = False
     keep = keep[r:h - r, r:w - r]
     best, best_err = (0, 0), np.inf
     for dy, dx in _candidate_shifts(radius):
@@ -148,7 +156,7 @@ def still_fraction(ratios: list[float]) -> float:
 
 def sharpness(frames: np.ndarray) -> float:
     """Mean absolute Laplacian of the grey image (0..255 scale): falls when frames blur."""
-    g = frames.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    g = _luma(frames)
     lap = 4 * g[..., 1:-1, 1:-1] - g[..., :-2, 1:-1] - g[..., 2:, 1:-1] - g[..., 1:-1, :-2] - g[..., 1:-1, 2:]
     return float(np.abs(lap).mean())
 
