@@ -142,7 +142,7 @@ class PhaseRunner:
         start, end = self.decode_slice(states[0])
         latents = torch.stack([w.clean[:, start:end] for w in works])  # type: ignore[index]
         frames, caches = self.decoder.decode(latents, [s.decoder_cache for s in states])
-        host = frames.cpu().numpy()
+        host = _to_host(frames)
         chunks = []
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
             if start == 0:
@@ -170,3 +170,14 @@ class PhaseRunner:
             ctx_emb = embed[record.prompt][None]
             self.forward(latents, [0.0], [record], ctx_emb, [context], [write])
             handle.written = record.index + 1
+
+
+def _to_host(frames: torch.Tensor) -> np.ndarray:
+    """Decoded frames as a host array. From CUDA through pinned memory (the arrays keep it alive):
+    the copy to pageable memory took ~5.4 ms of each 12-frame 480x832 chunk on the H200."""
+    if frames.device.type != "cuda":
+        return frames.numpy()
+    host = torch.empty(frames.shape, dtype=frames.dtype, pin_memory=True)
+    host.copy_(frames, non_blocking=True)
+    torch.cuda.current_stream(frames.device).synchronize()
+    return host.numpy()

@@ -23,7 +23,7 @@ from engine.sampling import Schedule
 from engine.text import EmbeddingCache, HashTextEncoder, T5TextEncoder, TextEncoder
 from engine.weights import Checkpoint, load_checkpoint, load_dit, parse_dtype
 
-__all__ = ["COMPILE_CHOICES", "EngineParts", "build_parts", "parse_device"]
+__all__ = ["COMPILE_CHOICES", "EngineParts", "build_parts", "expandable_segments", "parse_device"]
 
 
 @dataclass
@@ -68,7 +68,7 @@ def _text_encoder(
     return encoder.to(device).eval()
 
 
-def _expandable_segments() -> None:
+def expandable_segments() -> None:
     """Let the CUDA caching allocator grow segments instead of carving fixed ones: with the KV pool,
     decoder activations at max_batch and DiT activations interleaved, fixed segments fragmented
     (on the H200: 48 GiB reserved but unusable, a 6.9 GiB decode buffer refused). The allocator
@@ -125,7 +125,7 @@ def build_parts(
         config = config.with_overrides(max_batch=max_batch)
     device = parse_device(device_name)
     if device.type == "cuda":
-        _expandable_segments()
+        expandable_segments()
     dtype = parse_dtype(dtype_name, device)
     attend = AttentionBackend.create(attention, device)
     checkpoint = load_checkpoint(weights) if weights is not None else None

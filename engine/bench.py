@@ -89,7 +89,7 @@ def _engine(args: argparse.Namespace, model: str, device: str) -> tuple[Engine, 
             "label": decoder.label,
             "layout": getattr(decoder, "layout", None),
             "cudnn_benchmark": getattr(decoder, "cudnn_benchmark", None),
-            "fused_norm_silu": getattr(decoder, "fused", None) is not None,
+            "fused_norm_silu": bool(getattr(decoder, "fused", False)),
             "layout_timings_s": getattr(decoder, "layout_timings", None),
         },
         "decoder_cache_bytes_per_session": (

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
+
+from engine.profile_trace import phase_times
+from engine.profile_trace import table as gpu_time_table
 
 __all__ = ["TOP_OPS", "profile_call"]
 
@@ -26,6 +31,7 @@ def profile_call(
     run: Callable[[], object], device: torch.device, table_path: str | Path
 ) -> dict[str, object]:
     """Run `run()` under the profiler; write the op table to `table_path`; return the top ops.
+    On CUDA also the GPU's busy and idle time per phase (engine.profile_trace), as a table beside it.
 
     On CUDA ops are ranked by self device (kernel) time, on CPU by self CPU time. Phases show
     up as `bench.denoise` / `bench.cache` / `bench.decode` ranges (record_function)."""
@@ -35,6 +41,15 @@ def profile_call(
         run()
         if cuda:
             torch.cuda.synchronize(device)
+    gpu_time: dict[str, object] = {}
+    if cuda:  # busy vs idle GPU time per phase, from the kernel timeline
+        with tempfile.TemporaryDirectory() as scratch:
+            trace_path = Path(scratch) / "trace.json"
+            prof.export_chrome_trace(str(trace_path))
+            gpu_phases = phase_times(json.loads(trace_path.read_text()))
+        gpu_path = Path(table_path).with_name(Path(table_path).stem + "_gpu_time.txt")
+        gpu_path.write_text(gpu_time_table(gpu_phases))
+        gpu_time = {"table": str(gpu_path), "phases": {k: v.summary() for k, v in gpu_phases.items()}}
     averages = prof.key_averages()
     sort_by = "self_device_time_total" if cuda else "self_cpu_time_total"
     table = averages.table(sort_by=sort_by, row_limit=TOP_OPS, max_name_column_width=70)
@@ -57,6 +72,7 @@ def profile_call(
     }
     return {
         "table": str(table_path),
+        "gpu_time": gpu_time,
         "ranked_by": "self device time" if cuda else "self CPU time",
         "total_ms": total_us / US_PER_MS,
         "phases": phases,

@@ -42,10 +42,9 @@ class ResidualBlock(nn.Module):
     def forward(self, x: torch.Tensor, cursor: HistoryCursor | None) -> torch.Tensor:
         norm1, conv1 = cast(RMSNorm, self.residual[0]), cast(CausalConv3d, self.residual[2])
         norm2, conv2 = cast(RMSNorm, self.residual[3]), cast(CausalConv3d, self.residual[6])
-        fused = cursor.fused if cursor is not None else None
         skip = self.shortcut(x)
-        h = conv1.forward_cached(norm1.silu(x, fused), cursor)
-        h = conv2.forward_cached(norm2.silu(h, fused), cursor)
+        h = conv1.forward_normed(x, norm1, cursor)
+        h = conv2.forward_normed(h, norm2, cursor)
         return h.add_(skip)
 
 

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.decoders._triton_norm_silu import norm_silu_into, norm_silu_usable
 from engine.errors import EngineError
 
-__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "NormSiLU", "RMSNorm", "layout_of", "norm_silu"]
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "layout_of"]
 
 # frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
 HISTORY_FRAMES = 2
@@ -28,18 +29,6 @@ def layout_of(x: torch.Tensor) -> torch.memory_format:
     if not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last_3d):
         return torch.channels_last_3d
     return torch.contiguous_format
-
-
-def norm_silu(x: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
-    """SiLU(x / ||x||_channels * gamma) for (B, C, T, h, w), gamma (C,) already times sqrt(C).
-
-    One expression so that a compiler can fuse it into a single pass over x (eager PyTorch makes
-    ~7 passes: norm, clamp, divide, scale, SiLU)."""
-    norm = x.float().pow(2).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)
-    return F.silu(x.float() / norm * gamma.float().reshape(1, -1, 1, 1, 1)).to(x.dtype)
-
-
-NormSiLU = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 class RMSNorm(nn.Module):
@@ -59,11 +48,13 @@ class RMSNorm(nn.Module):
         gamma = self.gamma.reshape(-1, 1, 1, 1)
         return F.normalize(x, dim=1).mul_(gamma * self.scale)  # in place: one full-size tensor less
 
-    def silu(self, x: torch.Tensor, fused: NormSiLU | None) -> torch.Tensor:
-        """SiLU(norm(x)); through ``fused`` (a compiled :func:`norm_silu`) when given."""
-        if fused is None:
-            return F.silu(self(x), inplace=True)
-        return fused(x, self.gamma.reshape(-1) * self.scale)
+    def silu(self, x: torch.Tensor) -> torch.Tensor:
+        """SiLU(norm(x)) in eager PyTorch (~7 passes over x)."""
+        return F.silu(self(x), inplace=True)
+
+    def scaled_gamma(self) -> torch.Tensor:
+        """(C,): gamma times sqrt(C), what the one-pass kernel multiplies by."""
+        return self.gamma.reshape(-1) * self.scale
 
 
 class CausalConv3d(nn.Conv3d):
@@ -86,6 +77,16 @@ class CausalConv3d(nn.Conv3d):
         padded = F.pad(x, (0, 0, 0, 0, self.context, 0)) if cursor is None else cursor.extend(x, self.context)
         return super().forward(padded)
 
+    def forward_normed(self, x: torch.Tensor, norm: RMSNorm, cursor: HistoryCursor | None) -> torch.Tensor:
+        """conv(SiLU(norm(x))). With the cursor's one-pass kernel (channels-last, Triton), the normed x
+        is written straight behind the history frames of this conv's input buffer: no eager passes,
+        no copy."""
+        if cursor is None or not cursor.fused or self.context == 0 or not norm_silu_usable(x):
+            return self.forward_cached(norm.silu(x), cursor)
+        gamma = norm.scaled_gamma()
+        padded = cursor.extend_into(x, self.context, lambda view: norm_silu_into(x, gamma, view))
+        return super().forward(padded)
+
 
 class HistoryCursor:
     """Walks the cached convs of one decode call in order, slot by slot.
@@ -99,16 +100,20 @@ class HistoryCursor:
         self,
         sessions: Sequence[tuple[torch.Tensor, ...] | None],
         memory_format: torch.memory_format = torch.contiguous_format,
-        fused: NormSiLU | None = None,
+        fused: bool = False,
     ) -> None:
         self.memory_format = memory_format  # layout of every conv input this cursor builds
-        self.fused = fused  # the norm + SiLU kernel of this call (None: eager PyTorch)
+        self.fused = fused  # norm + SiLU through the one-pass kernel where it applies (else eager)
         self._sessions = list(sessions)
         self._slot = 0
         self._new: list[list[torch.Tensor]] = [[] for _ in self._sessions]
 
     def extend(self, x: torch.Tensor, context: int) -> torch.Tensor:
         """x: (B, C, T, h, w) -> (B, C, context + T, h, w): history then x; records the new history."""
+        return self.extend_into(x, context, lambda view: view.copy_(x))
+
+    def extend_into(self, x: torch.Tensor, context: int, fill: Callable[[torch.Tensor], object]) -> torch.Tensor:
+        """Like `extend`, but `fill(view)` writes the frames after the history (shape and dtype of x)."""
         batch, channels, frames, height, width = x.shape
         shape = (batch, channels, context + frames, height, width)
         padded = torch.empty(shape, dtype=x.dtype, device=x.device, memory_format=self.memory_format)
@@ -117,7 +122,7 @@ class HistoryCursor:
                 padded[b, :, :context].zero_()
             else:
                 padded[b, :, :context].copy_(self._history(history, x, context))
-        padded[:, :, context:].copy_(x)
+        fill(padded[:, :, context:])
         for b in range(batch):
             self._new[b].append(padded[b, :, -context:].clone())
         self._slot += 1

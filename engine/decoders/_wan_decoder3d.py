@@ -65,4 +65,4 @@ class Decoder3d(nn.Module):
         for block in self.upsamples:
             x = block(x, cursor, first) if isinstance(block, TemporalSpatialUpsample) else block(x, cursor)
         norm, conv = cast(RMSNorm, self.head[0]), cast(CausalConv3d, self.head[2])
-        return conv.forward_cached(norm.silu(x, cursor.fused if cursor is not None else None), cursor)
+        return conv.forward_normed(x, norm, cursor)

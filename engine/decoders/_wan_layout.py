@@ -1,10 +1,10 @@
 """Choosing how the Wan VAE decoder runs its convolutions, by measurement.
 
 Activation layout (NCDHW or channels-last) and, on CUDA, whether cuDNN benchmarks its conv
-algorithms and whether each norm + SiLU runs as one compiled kernel: which is fastest depends
-on the GPU, the library version and the shapes, so it is timed, not assumed: a first-chunk and
-a steady-chunk decode of one session per candidate, after an untimed run of each (allocations,
-algorithm search, compilation).
+algorithms and whether each norm + SiLU runs as one Triton kernel (channels-last only): which is
+fastest depends on the GPU, the library version and the shapes, so it is timed, not assumed: a
+first-chunk and a steady-chunk decode of one session per candidate, after an untimed run of each
+(allocations, algorithm search, compilation).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 if TYPE_CHECKING:
     from engine.decoders.wan_vae import WanVAEDecoder
 
-__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "cudnn_benchmark", "memory_format",
+__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "candidates", "cudnn_benchmark", "memory_format",
            "parse_candidate", "time_layouts"]
 
 LAYOUTS = ("ncdhw", "channels_last")
@@ -49,11 +49,13 @@ def parse_candidate(name: str) -> Candidate:
     return Candidate(name.removesuffix(BENCHMARK_SUFFIX), benchmark, fused)
 
 
-def _candidates(cuda: bool) -> list[Candidate]:
-    if not cuda:  # compiling needs a C++ toolchain on CPU and the decoder is not the CPU's bottleneck
+def candidates(cuda: bool, fused: bool) -> list[Candidate]:
+    """Each layout; on CUDA each with and without cuDNN benchmarking; where the one-pass norm +
+    SiLU kernel runs (fused), channels-last with it, with and without benchmarking."""
+    if not cuda:
         return [Candidate(layout) for layout in LAYOUTS]
-    return [Candidate(layout, benchmark, fused) for fused in (False, True) for layout in LAYOUTS
-            for benchmark in ((False, True) if not fused else (False,))]
+    plain = [Candidate(layout, benchmark) for layout in LAYOUTS for benchmark in (False, True)]
+    return plain + ([Candidate("channels_last", benchmark, True) for benchmark in (False, True)] if fused else [])
 
 
 def memory_format(layout: str) -> torch.memory_format:
@@ -87,11 +89,11 @@ def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
 def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, float]:
     """Seconds per candidate for a first + steady decode at this latent size; leaves the decoder
     on the fastest. Candidates: each layout; on CUDA also with cuDNN benchmarking, and with the
-    fused norm + SiLU kernel."""
+    one-pass norm + SiLU kernel where Triton runs."""
     device = decoder.conv2.weight.device
     latents = torch.zeros(1, decoder.config.z_channels, latent_frames, height, width, device=device)
     timings: dict[str, float] = {}
-    for candidate in _candidates(device.type == "cuda"):
+    for candidate in candidates(device.type == "cuda", decoder.fused_available()):
         decoder.set_layout(candidate.layout, cudnn_benchmark=candidate.benchmark, fused=candidate.fused)
         _decode_pair(decoder, latents)
         timings[candidate.name] = _decode_pair(decoder, latents)

@@ -18,7 +18,8 @@ import torch
 from torch import nn
 
 from engine.config import ModelConfig
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, NormSiLU, norm_silu
+from engine.decoders._triton_norm_silu import norm_silu_usable
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
 from engine.decoders._wan_decoder3d import Decoder3d
 from engine.decoders._wan_layout import LAYOUTS, cudnn_benchmark, memory_format, parse_candidate, time_layouts
 from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
@@ -74,15 +75,22 @@ class WanVAEDecoder(nn.Module):
         self.register_buffer("latent_std", torch.tensor(config.latent_std).view(shape), persistent=False)
         self.layout = "ncdhw"  # activation layout, see set_layout
         self.cudnn_benchmark = False
-        self.fused: NormSiLU | None = None  # compiled norm + SiLU, see set_layout
+        self.fused = False  # norm + SiLU through the one-pass Triton kernel, see set_layout
         self.layout_timings: dict[str, float] = {}
 
     def set_layout(self, layout: str, cudnn_benchmark: bool = False, fused: bool = False) -> None:
         """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last";
         `cudnn_benchmark` lets cuDNN time its conv algorithms during this decoder's calls; `fused`
-        runs each norm + SiLU as one compiled kernel (torch.compile, dynamic shapes)."""
+        runs each norm + SiLU as one Triton kernel writing into the next conv's input buffer
+        (channels_last only, where Triton runs: see fused_available)."""
         if layout not in LAYOUTS:
             raise EngineError("bad_vae_layout", f"Wan VAE layout {layout!r} is not one of {list(LAYOUTS)}")
+        if fused and not (layout == "channels_last" and self.fused_available()):
+            raise EngineError(
+                "bad_vae_layout",
+                f"the fused norm + SiLU needs the channels_last layout and Triton on a CUDA device "
+                f"(asked: layout {layout!r} on {self.conv2.weight.device}); drop '+fused' from the choice",
+            )
         fmt = memory_format(layout)
         with torch.no_grad():
             for param in self.parameters():
@@ -90,7 +98,12 @@ class WanVAEDecoder(nn.Module):
                     param.data = param.data.contiguous(memory_format=fmt)
         self.layout = layout
         self.cudnn_benchmark = cudnn_benchmark
-        self.fused = torch.compile(norm_silu, dynamic=True) if fused else None
+        self.fused = fused
+
+    def fused_available(self) -> bool:
+        """Whether the one-pass norm + SiLU kernel can run on this decoder's device."""
+        probe = torch.empty((1, 1, 1, 1, 1), device=self.conv2.weight.device)
+        return norm_silu_usable(probe)
 
     def choose_layout(self, latent_frames: int, latent_height: int, latent_width: int) -> dict[str, float]:
         """Time each layout on a first + steady decode of one session and keep the fastest."""
