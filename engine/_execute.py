@@ -48,13 +48,15 @@ class PhaseRunner:
         context_slabs: list[list[int]],
         write_slabs: list[int] | None,
     ) -> torch.Tensor:
+        """One batched DiT pass; the blocks reuse each sample's cached prompt K/V when every sample
+        has them (ChunkWork.cross), else project them from `contexts`."""
         frames = self.config.latent_frames_per_chunk
         # per-sample timesteps filled on the device (no host-to-device copy in the per-pass path)
         t = torch.stack([torch.full((frames,), value, device=self.device) for value in sigmas_t])
         actions = torch.stack([w.actions.to(self.device) for w in works])
         starts = [w.index * frames for w in works]
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
-        return self.model(latents, t, actions, contexts, ctx, self.attend)  # type: ignore[no-any-return]
+        return self.model(latents, t, actions, contexts, ctx, self.attend, _batched_cross(works))  # type: ignore[no-any-return]
 
     def denoise(self, states: list[SessionState]) -> None:
         works = self._works(states)
@@ -82,8 +84,8 @@ class PhaseRunner:
         guided = [i for i, w in enumerate(works) if w.step < c.action_guidance_steps] if c.action_guidance != 1.0 else []
         if not guided:
             return self.forward(x, timesteps, works, contexts, slabs, None)
-        idle = [ChunkRecord(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].prompt)
-                for i in guided]
+        idle = [ChunkWork(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].context,
+                          works[i].prompt, works[i].steps, cross=works[i].cross) for i in guided]
         both = self.forward(
             torch.cat([x, torch.stack([x[i] for i in guided])]), timesteps + [timesteps[i] for i in guided],
             [*works, *idle], torch.cat([contexts, torch.stack([contexts[i] for i in guided])]),
@@ -181,3 +183,11 @@ def _to_host(frames: torch.Tensor) -> np.ndarray:
     host.copy_(frames, non_blocking=True)
     torch.cuda.current_stream(frames.device).synchronize()
     return host.numpy()
+
+
+def _batched_cross(works: Sequence[ChunkWork | ChunkRecord]) -> torch.Tensor | None:
+    """The samples' cached cross-attention K/V stacked on the batch dim, or None if one has none."""
+    cross = [w.cross if isinstance(w, ChunkWork) else None for w in works]
+    if any(c is None for c in cross):
+        return None
+    return cross[0] if len(cross) == 1 else torch.cat(cross, dim=2)  # type: ignore[arg-type]

@@ -112,6 +112,8 @@ class Engine:
     def _context(self, state: SessionState) -> torch.Tensor:
         if state.context is None or state.context_prompt != state.prompt:
             state.context = self._embed(state.prompt)
+            with torch.no_grad():  # computed once per prompt, not in every block of every pass
+                state.cross = self.parts.model.cross_kv_all(state.context[None])
             state.context_prompt = state.prompt
         return state.context
 
@@ -137,6 +139,7 @@ class Engine:
             context=self._context(state),
             prompt=state.prompt,
             steps=self.parts.schedule.steps,
+            cross=state.cross,
         )
         state.next_chunk = index + 1
         return index
@@ -278,10 +281,12 @@ class Engine:
             record.actions = record.actions.to(device)
         if state.context is not None:
             state.context = state.context.to(device)
+        state.cross = None if state.cross is None else state.cross.to(device)
         work = state.work
         if work is not None:
             work.x, work.actions, work.context = work.x.to(device), work.actions.to(device), work.context.to(device)
             work.clean = None if work.clean is None else work.clean.to(device)
+            work.cross = state.cross if work.prompt == state.context_prompt else None
 
     # snapshots ---------------------------------------------------------------------------------
     def snapshot(self, session_id: str) -> bytes:

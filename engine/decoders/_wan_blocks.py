@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, layout_of
+from engine.decoders._triton_norm_silu import add_bias_residual_
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, fused_path, layout_of
 
 __all__ = ["AttentionBlock", "ResidualBlock", "SpatialUpsample", "TemporalSpatialUpsample"]
 
@@ -43,6 +44,11 @@ class ResidualBlock(nn.Module):
         norm1, conv1 = cast(RMSNorm, self.residual[0]), cast(CausalConv3d, self.residual[2])
         norm2, conv2 = cast(RMSNorm, self.residual[3]), cast(CausalConv3d, self.residual[6])
         skip = self.shortcut(x)
+        if cursor is not None and fused_path(x, cursor):
+            # conv1's bias goes into norm2's kernel, conv2's into the residual add: no bias passes
+            h = conv1.forward_fused(x, norm1, cursor)
+            h = conv2.forward_fused(h, norm2, cursor, x_bias=conv1.bias)
+            return add_bias_residual_(h, conv2.bias, skip)
         h = conv1.forward_normed(x, norm1, cursor)
         h = conv2.forward_normed(h, norm2, cursor)
         return h.add_(skip)

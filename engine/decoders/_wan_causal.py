@@ -18,7 +18,7 @@ from torch import nn
 from engine.decoders._triton_norm_silu import norm_silu_into, norm_silu_usable
 from engine.errors import EngineError
 
-__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "layout_of"]
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "fused_path", "layout_of"]
 
 # frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
 HISTORY_FRAMES = 2
@@ -78,14 +78,23 @@ class CausalConv3d(nn.Conv3d):
         return super().forward(padded)
 
     def forward_normed(self, x: torch.Tensor, norm: RMSNorm, cursor: HistoryCursor | None) -> torch.Tensor:
-        """conv(SiLU(norm(x))). With the cursor's one-pass kernel (channels-last, Triton), the normed x
-        is written straight behind the history frames of this conv's input buffer: no eager passes,
-        no copy."""
-        if cursor is None or not cursor.fused or self.context == 0 or not norm_silu_usable(x):
-            return self.forward_cached(norm.silu(x), cursor)
+        """conv(SiLU(norm(x))) in eager PyTorch (~7 passes over x for the norm, one more to copy it
+        behind the history frames)."""
+        return self.forward_cached(norm.silu(x), cursor)
+
+    def forward_fused(self, x: torch.Tensor, norm: RMSNorm, cursor: HistoryCursor,
+                      x_bias: torch.Tensor | None = None) -> torch.Tensor:
+        """conv(SiLU(norm(x + x_bias))) WITHOUT this conv's own bias (the caller adds it where it
+        costs nothing: see ResidualBlock). The one-pass kernel writes the normed x straight behind
+        the history frames of this conv's input buffer. Needs `fused_path(x, cursor)`."""
         gamma = norm.scaled_gamma()
-        padded = cursor.extend_into(x, self.context, lambda view: norm_silu_into(x, gamma, view))
-        return super().forward(padded)
+        padded = cursor.extend_into(x, self.context, lambda view: norm_silu_into(x, gamma, view, x_bias))
+        return F.conv3d(padded, self.weight, None, padding=self.padding)
+
+
+def fused_path(x: torch.Tensor, cursor: HistoryCursor | None) -> bool:
+    """Whether the one-pass Triton kernels apply to activation x in this decode call."""
+    return cursor is not None and cursor.fused and norm_silu_usable(x)
 
 
 class HistoryCursor:

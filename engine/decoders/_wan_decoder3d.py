@@ -14,7 +14,7 @@ from engine.decoders._wan_blocks import (
     SpatialUpsample,
     TemporalSpatialUpsample,
 )
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm
+from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, fused_path
 
 __all__ = ["Decoder3d", "stage_channels"]
 
@@ -65,4 +65,7 @@ class Decoder3d(nn.Module):
         for block in self.upsamples:
             x = block(x, cursor, first) if isinstance(block, TemporalSpatialUpsample) else block(x, cursor)
         norm, conv = cast(RMSNorm, self.head[0]), cast(CausalConv3d, self.head[2])
+        if cursor is not None and fused_path(x, cursor):
+            rgb = conv.forward_fused(x, norm, cursor)
+            return rgb if conv.bias is None else rgb.add_(conv.bias.view(1, -1, 1, 1, 1))  # 3 channels: cheap
         return conv.forward_normed(x, norm, cursor)

@@ -119,6 +119,7 @@ class Block(nn.Module):
         ctx: AttnContext,
         attend: AttentionBackend,
         kernels: BlockKernels,
+        cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,  # this block's prompt K, V if known
     ) -> torch.Tensor:
         sa, ca, ffn = self.self_attn, self.cross_attn, self.ffn
         mod = self.modulation.float().unsqueeze(1) + e  # (B, frames, 6, dim)
@@ -129,7 +130,7 @@ class Block(nn.Module):
         out = _self_attention(q, k, v, layer, ctx, attend)  # (B, Lq, heads, d); reads before the write
         if ctx.write is not None:
             ctx.write(layer, k, v)
-        ck, cv = self.cross_kv(context)
+        ck, cv = self.cross_kv(context) if cross_kv is None else cross_kv
         return kernels.post(
             x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,
             ca.q.weight, ca.q.bias, ca.norm_q.weight, ck, cv, ca.o.weight, ca.o.bias,

@@ -8,6 +8,7 @@ checkpoint without it is loaded, so a text-to-video checkpoint behaves exactly a
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 from torch import nn
@@ -81,6 +82,11 @@ class CausalDiT(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.patch_embedding.weight.dtype
 
+    def cross_kv_all(self, context: torch.Tensor) -> torch.Tensor:
+        """(B, text_len, dim) prompt embeddings -> (layers, 2, B, text_len, heads, d): every block's
+        cross-attention K and V (they depend on the prompt only; `forward(cross=...)` reuses them)."""
+        return torch.stack([torch.stack(cast(Block, block).cross_kv(context)) for block in self.blocks])
+
     def modulation(self, t: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """t (B, frames) timesteps, actions (B, frames, features) -> e (B, frames, dim) and the
         6-way block modulation (B, frames, 6, dim), both fp32."""
@@ -99,15 +105,18 @@ class CausalDiT(nn.Module):
         context: torch.Tensor,  # (B, text_len, dim) from embed_text
         ctx: AttnContext,
         attend: AttentionBackend,
+        cross: torch.Tensor | None = None,  # (layers, 2, B, text_len, heads, d) from cross_kv_all
     ) -> torch.Tensor:
-        """Predicted flow (noise - clean) for `latents`, fp32, same shape."""
+        """Predicted flow (noise - clean) for `latents`, fp32, same shape. Without `cross` every
+        block projects the prompt's K and V itself."""
         b, _, frames, h, w = latents.shape
         ph, pw = self.config.patch_size[1:]
         x = self.patch_embedding(latents.to(self.dtype))  # (B, dim, frames, h/ph, w/pw)
         x = x.flatten(2).transpose(1, 2).float()  # (B, L, dim), frame-major tokens
         e, e0 = self.modulation(t, actions)
         for layer, block in enumerate(self.blocks):
-            x = block(x, e0, context, layer, ctx, attend, self.kernels)
+            kv = None if cross is None else (cross[layer, 0], cross[layer, 1])
+            x = block(x, e0, context, layer, ctx, attend, self.kernels, kv)
         out = self.head(x, e, self.dtype)  # (B, L, ph*pw*C)
         c = self.config.out_dim
         out = out.view(b, frames, h // ph, w // pw, ph, pw, c)

@@ -23,7 +23,7 @@ CHILD = textwrap.dedent(
     import json
     import torch
     import torch.nn.functional as F
-    from engine.decoders._triton_norm_silu import norm_silu_into, norm_silu_usable
+    from engine.decoders._triton_norm_silu import add_bias_residual_, norm_silu_into, norm_silu_usable
     from engine.decoders.wan_vae import WanVAEConfig, WanVAEDecoder
 
     report = {}
@@ -36,6 +36,19 @@ CHILD = textwrap.dedent(
         expected = F.silu(F.normalize(x, dim=1) * gamma.reshape(1, -1, 1, 1, 1))
         report[f"err_{channels}"] = float((buffer[:, :, 2:] - expected).abs().max())
         report[f"history_kept_{channels}"] = bool((buffer[:, :, :2] == 7.0).all())
+    x = torch.randn(2, 96, 3, 5, 7, generator=generator).contiguous(memory_format=torch.channels_last_3d)
+    gamma, bias = torch.rand(96, generator=generator) + 0.5, torch.randn(96, generator=generator)
+    out = torch.empty_like(x)
+    norm_silu_into(x, gamma, out, bias)
+    expected = F.silu(F.normalize(x + bias.reshape(1, -1, 1, 1, 1), dim=1) * gamma.reshape(1, -1, 1, 1, 1))
+    report["err_bias"] = float((out - expected).abs().max())
+    for layout in (torch.channels_last_3d, torch.contiguous_format):  # the kernel, then the eager fallback
+        h = torch.randn(2, 96, 3, 5, 7, generator=generator).contiguous(memory_format=layout)
+        skip = torch.randn(2, 96, 3, 5, 7, generator=generator).contiguous(memory_format=layout)
+        expected = h + bias.reshape(1, -1, 1, 1, 1) + skip
+        returned = add_bias_residual_(h, bias, skip)
+        report[f"residual_err_{layout}"] = float((h - expected).abs().max())
+        report[f"residual_in_place_{layout}"] = returned is h
     report["usable_contiguous"] = norm_silu_usable(torch.randn(1, 4, 2, 3, 3))
     report["usable_channels_last"] = norm_silu_usable(
         torch.randn(1, 4, 2, 3, 3).contiguous(memory_format=torch.channels_last_3d))
@@ -75,6 +88,18 @@ def test_the_kernel_writes_silu_of_the_channel_norm_behind_the_history(
 ) -> None:
     assert interpreted[f"err_{channels}"] <= 1e-5  # type: ignore[operator]
     assert interpreted[f"history_kept_{channels}"] is True
+
+
+def test_a_bias_is_added_before_the_norm(interpreted: dict[str, object]) -> None:
+    assert interpreted["err_bias"] <= 1e-5  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("layout", ["torch.channels_last_3d", "torch.contiguous_format"])
+def test_bias_and_residual_are_added_in_place_in_one_pass_or_eagerly(
+    interpreted: dict[str, object], layout: str
+) -> None:
+    assert interpreted[f"residual_err_{layout}"] <= 1e-6  # type: ignore[operator]
+    assert interpreted[f"residual_in_place_{layout}"] is True
 
 
 def test_the_kernel_runs_only_on_channels_last_activations(interpreted: dict[str, object]) -> None:
