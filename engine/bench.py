@@ -90,6 +90,7 @@ def _engine(args: argparse.Namespace, model: str, device: str) -> tuple[Engine, 
             "layout": getattr(decoder, "layout", None),
             "cudnn_benchmark": getattr(decoder, "cudnn_benchmark", None),
             "fused_norm_silu": bool(getattr(decoder, "fused", False)),
+            "conv_form_timings_s": getattr(decoder, "conv_form_timings", {}),
             "layout_timings_s": getattr(decoder, "layout_timings", None),
         },
         "decoder_cache_bytes_per_session": (

@@ -9,19 +9,21 @@ first-chunk and a steady-chunk decode of one session per candidate, after an unt
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 
 if TYPE_CHECKING:
     from engine.decoders.wan_vae import WanVAEDecoder
 
-__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "candidates", "cudnn_benchmark", "memory_format",
-           "parse_candidate", "time_layouts"]
+__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "candidates", "choose_conv_forms",
+           "cudnn_benchmark", "memory_format", "parse_candidate", "time_layouts"]
 
 LAYOUTS = ("ncdhw", "channels_last")
 BENCHMARK_SUFFIX = "+cudnn_benchmark"
@@ -99,4 +101,49 @@ def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width:
         timings[candidate.name] = _decode_pair(decoder, latents)
     best = parse_candidate(min(timings, key=lambda name: timings[name]))
     decoder.set_layout(best.layout, cudnn_benchmark=best.benchmark, fused=best.fused)
+    return timings
+
+
+def _median_seconds(fn: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
+    fn()  # untimed: algorithm choice, allocations
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        fn()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def choose_conv_forms(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, dict[str, float]]:
+    """For a channels-last decoder: time every distinct causal conv (steady-chunk input shape,
+    weight shape) as one 3-D conv and as 2-D convs summed over its time taps (conv3d_as_taps), and
+    set each conv to the faster. Returns seconds per shape and form."""
+    from engine.decoders._wan_causal import CausalConv3d, conv3d_as_taps
+
+    device, dtype = decoder.conv2.weight.device, decoder.conv2.weight.dtype
+    convs = [m for m in decoder.modules() if isinstance(m, CausalConv3d) and m.context > 0]
+    for conv in convs:
+        conv.taps2d, conv.last_input_shape = False, None
+    if decoder.layout != "channels_last":
+        return {}
+    latents = torch.zeros(1, decoder.config.z_channels, latent_frames, height, width, device=device)
+    _decode_pair(decoder, latents)  # the steady decode runs last: each conv keeps its input shape
+    groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[CausalConv3d]] = {}
+    for conv in convs:
+        if conv.last_input_shape is not None:
+            groups.setdefault((conv.last_input_shape, tuple(conv.weight.shape)), []).append(conv)
+    timings: dict[str, dict[str, float]] = {}
+    with torch.no_grad():
+        for (shape, weight_shape), members in groups.items():
+            x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
+            conv = members[0]
+            plain = _median_seconds(lambda: F.conv3d(x, conv.weight, None, padding=conv.padding), device)  # noqa: B023
+            taps = _median_seconds(lambda: conv3d_as_taps(x, conv.weight, None, conv.spatial_padding), device)  # noqa: B023
+            for member in members:
+                member.taps2d = taps < plain
+            timings[f"{list(shape)} x {list(weight_shape)}"] = {"conv3d": plain, "taps2d": taps}
     return timings

@@ -21,7 +21,14 @@ from engine.config import ModelConfig
 from engine.decoders._triton_norm_silu import norm_silu_usable
 from engine.decoders._wan_causal import CausalConv3d, HistoryCursor
 from engine.decoders._wan_decoder3d import Decoder3d
-from engine.decoders._wan_layout import LAYOUTS, cudnn_benchmark, memory_format, parse_candidate, time_layouts
+from engine.decoders._wan_layout import (
+    LAYOUTS,
+    choose_conv_forms,
+    cudnn_benchmark,
+    memory_format,
+    parse_candidate,
+    time_layouts,
+)
 from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
 from engine.errors import EngineError
 
@@ -77,6 +84,7 @@ class WanVAEDecoder(nn.Module):
         self.cudnn_benchmark = False
         self.fused = False  # norm + SiLU through the one-pass Triton kernel, see set_layout
         self.layout_timings: dict[str, float] = {}
+        self.conv_form_timings: dict[str, dict[str, float]] = {}  # see choose_layout
 
     def set_layout(self, layout: str, cudnn_benchmark: bool = False, fused: bool = False) -> None:
         """Run activations (and 3-D conv weights) in `layout`: "ncdhw" or "channels_last";
@@ -106,8 +114,11 @@ class WanVAEDecoder(nn.Module):
         return norm_silu_usable(probe)
 
     def choose_layout(self, latent_frames: int, latent_height: int, latent_width: int) -> dict[str, float]:
-        """Time each layout on a first + steady decode of one session and keep the fastest."""
+        """Time each layout on a first + steady decode of one session and keep the fastest; on CUDA
+        then also each conv's form (one 3-D conv or 2-D convs over its time taps)."""
         self.layout_timings = time_layouts(self, latent_frames, latent_height, latent_width)
+        if self.conv2.weight.device.type == "cuda":
+            self.conv_form_timings = choose_conv_forms(self, latent_frames, latent_height, latent_width)
         return self.layout_timings
 
     # the StreamingDecoder protocol ----------------------------------------------------------
