@@ -185,9 +185,12 @@ def _to_host(frames: torch.Tensor) -> np.ndarray:
     return host.numpy()
 
 
-def _batched_cross(works: Sequence[ChunkWork | ChunkRecord]) -> torch.Tensor | None:
-    """The samples' cached cross-attention K/V stacked on the batch dim, or None if one has none."""
+def _batched_cross(works: Sequence[ChunkWork | ChunkRecord]) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The samples' cached cross-attention K and V, each concatenated on the batch dim, or None if
+    a sample has none."""
     cross = [w.cross if isinstance(w, ChunkWork) else None for w in works]
     if any(c is None for c in cross):
         return None
-    return cross[0] if len(cross) == 1 else torch.cat(cross, dim=2)  # type: ignore[arg-type]
+    if len(cross) == 1:
+        return cross[0]
+    return torch.cat([c[0] for c in cross], dim=1), torch.cat([c[1] for c in cross], dim=1)  # type: ignore[index]

@@ -281,7 +281,7 @@ class Engine:
             record.actions = record.actions.to(device)
         if state.context is not None:
             state.context = state.context.to(device)
-        state.cross = None if state.cross is None else state.cross.to(device)
+        state.cross = None if state.cross is None else (state.cross[0].to(device), state.cross[1].to(device))
         work = state.work
         if work is not None:
             work.x, work.actions, work.context = work.x.to(device), work.actions.to(device), work.context.to(device)

@@ -33,7 +33,7 @@ class ChunkWork:
     context: torch.Tensor  # (text_len, dim) prompt embedding after the text MLP
     prompt: str
     steps: int
-    cross: torch.Tensor | None = None  # (layers, 2, 1, text_len, heads, d): every block's cross-attn K, V
+    cross: tuple[torch.Tensor, torch.Tensor] | None = None  # every block's cross-attn K, V: (layers, 1, text_len, heads, d)
     step: int = 0  # denoise steps done
     clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
     decoded_latents: int = 0  # latent frames decoded (decode runs before the cache pass: first frames sooner)
@@ -67,7 +67,7 @@ class SessionState:
     records: dict[int, ChunkRecord] = field(default_factory=dict)
     context_prompt: str | None = None  # prompt whose embedding is in `context`
     context: torch.Tensor | None = None
-    cross: torch.Tensor | None = None  # cross-attention K, V of `context` for every block (see ChunkWork)
+    cross: tuple[torch.Tensor, torch.Tensor] | None = None  # cross-attention K, V of `context` (see ChunkWork)
 
     def phase(self) -> Phase | None:
         return None if self.work is None else self.work.phase

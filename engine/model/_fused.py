@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -97,6 +98,7 @@ def _ffn_hidden(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     return linear_gelu_tanh(h, weight, bias)
 
 
+T = TypeVar("T")
 PreFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
 PostFn = Callable[..., torch.Tensor]
 
@@ -110,6 +112,27 @@ class BlockKernels:
     compiled: bool = False
 
     @classmethod
-    def compiled_versions(cls) -> BlockKernels:
+    def compiled_versions(cls, backend: str | Callable[..., object] = "inductor") -> BlockKernels:
         """torch.compile'd halves (compiled lazily on first call: run warmup before serving)."""
-        return cls(pre=torch.compile(pre_attention), post=torch.compile(post_attention), compiled=True)
+        return cls(
+            pre=_without_view_bases(torch.compile(pre_attention, backend=backend)),
+            post=_without_view_bases(torch.compile(post_attention, backend=backend)),
+            compiled=True,
+        )
+
+
+def _without_view_bases(fn: Callable[..., T]) -> Callable[..., T]:
+    """Call `fn` with tensor arguments that are views passed as base-free aliases (detach: no copy).
+
+    torch.compile guards on a view input's base (`x._base.size()`), so an argument that is a view
+    in one call and not in the next recompiles the function: a batch of sessions at different
+    context lengths hands the post-attention half a buffer, a uniform batch the attention kernel's
+    transposed view (a 1.2 s step on the H200, the first time sessions at different context lengths
+    were batched). Inference only: with gradients recorded the arguments pass unchanged."""
+
+    def call(*args: object) -> T:
+        if torch.is_grad_enabled():
+            return fn(*args)
+        return fn(*(a.detach() if isinstance(a, torch.Tensor) and a._base is not None else a for a in args))
+
+    return call

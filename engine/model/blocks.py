@@ -51,11 +51,22 @@ def _self_attention(
         groups.setdefault(len(slabs), []).append(row)
     if len(groups) == 1:  # every sample at the same context length: the whole batch at once
         return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend)
-    outs: dict[int, torch.Tensor] = {}
+    result: torch.Tensor | None = None
     for rows in groups.values():
         out = _attend_rows(q, k, v, rows, layer, ctx, attend)
-        outs.update({row: out[i : i + 1] for i, row in enumerate(rows)})
-    return torch.cat([outs[row] for row in range(q.shape[0])], dim=0)
+        if result is None:
+            # the strides of a one-group output (the backend's layout, batch outermost): the
+            # compiled block half after attention guards on strides, so it must see one layout
+            # whatever the grouping (see also _fused._without_view_bases)
+            result = torch.empty_strided((q.shape[0], *out.shape[1:]), out.stride(), dtype=out.dtype,
+                                         device=out.device)
+        if rows == list(range(rows[0], rows[0] + len(rows))):
+            result[rows[0] : rows[0] + len(rows)].copy_(out)
+        else:
+            for i, row in enumerate(rows):
+                result[row].copy_(out[i])
+    assert result is not None
+    return result
 
 
 def _rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:

@@ -82,10 +82,12 @@ class CausalDiT(nn.Module):
     def dtype(self) -> torch.dtype:
         return self.patch_embedding.weight.dtype
 
-    def cross_kv_all(self, context: torch.Tensor) -> torch.Tensor:
-        """(B, text_len, dim) prompt embeddings -> (layers, 2, B, text_len, heads, d): every block's
-        cross-attention K and V (they depend on the prompt only; `forward(cross=...)` reuses them)."""
-        return torch.stack([torch.stack(cast(Block, block).cross_kv(context)) for block in self.blocks])
+    def cross_kv_all(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(B, text_len, dim) prompt embeddings -> K and V, each (layers, B, text_len, heads, d): every
+        block's cross-attention keys and values (they depend on the prompt only; `forward(cross=...)`
+        reuses them)."""
+        pairs = [cast(Block, block).cross_kv(context) for block in self.blocks]
+        return torch.stack([k for k, _ in pairs]), torch.stack([v for _, v in pairs])
 
     def modulation(self, t: torch.Tensor, actions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """t (B, frames) timesteps, actions (B, frames, features) -> e (B, frames, dim) and the
@@ -105,7 +107,7 @@ class CausalDiT(nn.Module):
         context: torch.Tensor,  # (B, text_len, dim) from embed_text
         ctx: AttnContext,
         attend: AttentionBackend,
-        cross: torch.Tensor | None = None,  # (layers, 2, B, text_len, heads, d) from cross_kv_all
+        cross: tuple[torch.Tensor, torch.Tensor] | None = None,  # K, V (layers, B, ...) from cross_kv_all
     ) -> torch.Tensor:
         """Predicted flow (noise - clean) for `latents`, fp32, same shape. Without `cross` every
         block projects the prompt's K and V itself."""
@@ -115,7 +117,7 @@ class CausalDiT(nn.Module):
         x = x.flatten(2).transpose(1, 2).float()  # (B, L, dim), frame-major tokens
         e, e0 = self.modulation(t, actions)
         for layer, block in enumerate(self.blocks):
-            kv = None if cross is None else (cross[layer, 0], cross[layer, 1])
+            kv = None if cross is None else (cross[0][layer], cross[1][layer])
             x = block(x, e0, context, layer, ctx, attend, self.kernels, kv)
         out = self.head(x, e, self.dtype)  # (B, L, ph*pw*C)
         c = self.config.out_dim

@@ -16,15 +16,17 @@ def test_a_session_caches_every_block_s_prompt_k_and_v_once_per_prompt() -> None
     c = engine.config
     first = state.cross
     assert first is not None
-    assert tuple(first.shape) == (c.num_layers, 2, 1, c.text_len, c.num_heads, c.head_dim)
+    for t in first:
+        assert tuple(t.shape) == (c.num_layers, 1, c.text_len, c.num_heads, c.head_dim)
+    assert first[0].untyped_storage().data_ptr() != first[1].untyped_storage().data_ptr()
     run_chunk(engine, "s")
     assert state.cross is first  # same prompt: not recomputed
     engine.set_prompt("s", "a lighthouse in a storm")
     engine.begin_chunk("s", [W])
-    assert state.cross is not first and not torch.equal(state.cross, first)
+    assert state.cross is not None and state.cross is not first and not torch.equal(state.cross[0], first[0])
     assert state.work is not None and state.work.cross is state.cross
-    expected = engine.parts.model.cross_kv_all(state.context[None])  # type: ignore[index]
-    assert torch.equal(state.cross, expected)
+    k, v = engine.parts.model.cross_kv_all(state.context[None])  # type: ignore[index]
+    assert torch.equal(state.cross[0], k) and torch.equal(state.cross[1], v)
 
 
 def test_passes_with_cached_prompt_k_v_equal_passes_that_project_them() -> None:
@@ -56,7 +58,7 @@ def test_the_passes_read_the_cached_k_v() -> None:
         engine.begin_chunk("s", [W])
     state = tampered.session("s")
     assert state.work is not None and state.work.cross is not None
-    state.work.cross = torch.zeros_like(state.work.cross)  # the passes must see this
+    state.work.cross = (torch.zeros_like(state.work.cross[0]), state.work.cross[1])  # the passes must see this
     for engine in (honest, tampered):
         while (phase := engine.next_phase("s")) is not None:
             engine.step(StepPlan((StepItem("s", phase),)))
