@@ -115,14 +115,20 @@ class BlockKernels:
     def compiled_versions(cls, backend: str | Callable[..., object] = "inductor") -> BlockKernels:
         """torch.compile'd halves (compiled lazily on first call: run warmup before serving)."""
         return cls(
-            pre=_without_view_bases(torch.compile(pre_attention, backend=backend)),
-            post=_without_view_bases(torch.compile(post_attention, backend=backend)),
+            pre=_without_view_bases(torch.compile(pre_attention, backend=backend), _PRE_ACTIVATIONS),
+            post=_without_view_bases(torch.compile(post_attention, backend=backend), _POST_ACTIVATIONS),
             compiled=True,
         )
 
 
-def _without_view_bases(fn: Callable[..., T]) -> Callable[..., T]:
-    """Call `fn` with tensor arguments that are views passed as base-free aliases (detach: no copy).
+# positions of the arguments that are activations (x, mod, cos, sin / x, attn, mod, ck, cv), not weights
+_PRE_ACTIVATIONS = (0, 1, 10, 11)
+_POST_ACTIVATIONS = (0, 1, 2, 10, 11)
+
+
+def _without_view_bases(fn: Callable[..., T], positions: tuple[int, ...]) -> Callable[..., T]:
+    """Call `fn` with the activation arguments at `positions` that are views passed as base-free
+    aliases (detach: no copy; the weights are never views).
 
     torch.compile guards on a view input's base (`x._base.size()`), so an argument that is a view
     in one call and not in the next recompiles the function: a batch of sessions at different
@@ -133,6 +139,11 @@ def _without_view_bases(fn: Callable[..., T]) -> Callable[..., T]:
     def call(*args: object) -> T:
         if torch.is_grad_enabled():
             return fn(*args)
-        return fn(*(a.detach() if isinstance(a, torch.Tensor) and a._base is not None else a for a in args))
+        passed = list(args)
+        for i in positions:
+            arg = passed[i]
+            if isinstance(arg, torch.Tensor) and arg._base is not None:
+                passed[i] = arg.detach()
+        return fn(*passed)
 
     return call

@@ -3,6 +3,8 @@ kind of tensors as a uniform batch (layout, view or not): no recompilation on th
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from engine.api import StepItem, StepPlan
@@ -41,3 +43,14 @@ def test_a_mixed_context_batch_reuses_the_uniform_batch_s_compiled_graphs() -> N
     step_together(("a", "c"))  # a batch of two at different context lengths: two attention groups
     assert sorted(engine.session("a").records) == [0, 1] and sorted(engine.session("c").records) == [0, 1, 2]
     assert len(compiled) == after_uniform
+
+
+def test_the_aliased_arguments_are_the_activations_of_each_half() -> None:
+    from engine.model import _fused
+
+    def names(fn: object, positions: tuple[int, ...]) -> list[str]:
+        parameters = list(inspect.signature(fn).parameters)  # type: ignore[arg-type]
+        return [parameters[i] for i in positions]
+
+    assert names(_fused.pre_attention, _fused._PRE_ACTIVATIONS) == ["x", "mod", "cos", "sin"]
+    assert names(_fused.post_attention, _fused._POST_ACTIVATIONS) == ["x", "attn", "mod", "ck", "cv"]
