@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-from matplotlib import pyplot as plt  # noqa: E402
+from matplotlib import pyplot as plt
 
 HERE = Path(__file__).resolve().parent
 STEPS = [
@@ -38,8 +38,8 @@ bottom = [0.0] * len(labels)
 for part in (*PARTS, "outside steps"):
     values = [s[part] for s in stacks]
     ax.bar(labels, values, bottom=bottom, color=COLOURS[part], label=part)
-    bottom = [b + v for b, v in zip(bottom, values)]
-for x, (total, rate) in enumerate(zip(bottom, fps)):
+    bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+for x, (total, rate) in enumerate(zip(bottom, fps, strict=True)):
     ax.text(x, total + 0.04, f"{rate:.1f} fps", ha="center", fontsize=8)
 ax.axhline(81 / 27, color="black", linestyle="--", linewidth=1, label="target 27 fps (3.0 s)")
 ax.axhline(81 / 18.3, color="grey", linestyle=":", linewidth=1, label="reference loop 18.3 fps")
