@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
 from engine._setup import expandable_segments
+from engine._timing import median_seconds
 from engine.config import get_config
 from engine.decoders._wan_layout import candidates, cudnn_benchmark, parse_candidate
 from engine.decoders.wan_vae import build_decoder
@@ -32,20 +31,6 @@ _TOP_SHAPES = 30
 _WRAPPERS = frozenset({"aten::convolution", "aten::_convolution", "aten::conv3d", "aten::to",
                        "aten::_to_copy", "aten::contiguous", "aten::clone", "aten::linear", "aten::reshape",
                        "aten::scaled_dot_product_attention"})
-
-
-def _seconds(fn: object, device: torch.device, repeats: int) -> float:
-    assert callable(fn)
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 @torch.no_grad()
@@ -69,7 +54,7 @@ def measure(model: str, device: torch.device, batch: int, repeats: int) -> dict[
         with cudnn_benchmark(candidate.benchmark):
             rgb, _ = decoder.decode_rgb(latents, list(caches))
         frames = decoder._to_uint8(rgb)
-        seconds = _seconds(lambda: decoder.decode(latents, list(caches)), device, repeats)  # noqa: B023
+        seconds = median_seconds(lambda: decoder.decode(latents, list(caches)), device, repeats, warm=False)  # noqa: B023
         if reference is None:
             reference = (rgb.float(), frames)
         rel = float((rgb.float() - reference[0]).abs().max() / reference[0].abs().max())

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
 
+from engine._timing import median_seconds
 from engine.api import FrameAction, StepItem, StepPlan
 from engine.engine import Engine
 from engine.session import ChunkRecord
@@ -41,18 +39,6 @@ def _advance(engine: Engine, sid: str, chunks: int) -> None:
             for r in result.results:
                 if r.chunk is not None:
                     engine.mark_delivered(sid, r.chunk_index)
-
-
-def _median_seconds(fn: Callable[[], None], device: torch.device, repeats: int) -> float:
-    fn()  # untimed: allocations, algorithm choice
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 @torch.no_grad()
@@ -84,9 +70,9 @@ def measure_overlap(engine: Engine, batch: int, context: int, repeats: int) -> d
         dit()
 
     out = {
-        "dit_s": _median_seconds(dit, device, repeats),
-        "decode_s": _median_seconds(decode, device, repeats),
-        "together_s": _median_seconds(together, device, repeats),
+        "dit_s": median_seconds(dit, device, repeats),
+        "decode_s": median_seconds(decode, device, repeats),
+        "together_s": median_seconds(together, device, repeats),
     }
     engine.close_session("probe")
     out["hidden_share_of_decode"] = (out["dit_s"] + out["decode_s"] - out["together_s"]) / out["decode_s"]

@@ -9,15 +9,16 @@ first-chunk and a steady-chunk decode of one session per candidate, after an unt
 
 from __future__ import annotations
 
-import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
+
+from engine._timing import median_seconds
 
 if TYPE_CHECKING:
     from engine.decoders.wan_vae import WanVAEDecoder
@@ -104,20 +105,6 @@ def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width:
     return timings
 
 
-def _median_seconds(fn: Callable[[], object], device: torch.device, repeats: int = 3) -> float:
-    fn()  # untimed: algorithm choice, allocations
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-
-
 def choose_conv_forms(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, dict[str, float]]:
     """For a channels-last decoder: time every distinct causal conv (steady-chunk input shape,
     weight shape) as one 3-D conv and as 2-D convs summed over its time taps (conv3d_as_taps), and
@@ -141,8 +128,8 @@ def choose_conv_forms(decoder: WanVAEDecoder, latent_frames: int, height: int, w
         for (shape, weight_shape), members in groups.items():
             x = torch.randn(shape, device=device, dtype=dtype).contiguous(memory_format=torch.channels_last_3d)
             conv = members[0]
-            plain = _median_seconds(lambda: F.conv3d(x, conv.weight, None, padding=conv.padding), device)  # noqa: B023
-            taps = _median_seconds(lambda: conv3d_as_taps(x, conv.weight, None, conv.spatial_padding), device)  # noqa: B023
+            plain = median_seconds(lambda: F.conv3d(x, conv.weight, None, padding=conv.padding), device)  # noqa: B023
+            taps = median_seconds(lambda: conv3d_as_taps(x, conv.weight, None, conv.spatial_padding), device)  # noqa: B023
             for member in members:
                 member.taps2d = taps < plain
             timings[f"{list(shape)} x {list(weight_shape)}"] = {"conv3d": plain, "taps2d": taps}
