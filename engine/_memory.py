@@ -23,10 +23,18 @@ __all__ = ["WorkingSet", "check_cuda_kv_budget", "cuda_kv_budget", "measure_deco
 @dataclass(frozen=True)
 class WorkingSet:
     """peak_bytes: allocation peak of a max_batch first + steady decode (caches included);
-    cache_bytes_per_session: one session's decoder cache after a steady decode."""
+    cache_bytes_per_session: what one session holds on the GPU beside its KV slabs: its decoder
+    cache after a steady decode and its prompt's cross-attention K/V (`with_cross`)."""
 
     peak_bytes: int
     cache_bytes_per_session: int
+
+
+    def with_cross(self, config: ModelConfig, dtype: torch.dtype) -> WorkingSet:
+        """The same, counting each session's cached cross-attention K and V too (every layer's,
+        for the prompt: 2 x layers x text_len x dim values; 94 MB for wan-1.3b in bf16)."""
+        cross = 2 * config.num_layers * config.text_len * config.dim * torch.empty((), dtype=dtype).element_size()
+        return WorkingSet(self.peak_bytes, self.cache_bytes_per_session + cross)
 
 
 @torch.no_grad()

@@ -88,9 +88,9 @@ def _compile_wanted(mode: str, device: torch.device) -> bool:
 
 
 def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None,
-               decoder: StreamingDecoder) -> int:
+               decoder: StreamingDecoder, dtype: torch.dtype) -> int:
     if device.type == "cuda":
-        working = measure_decode_working_set(decoder, config, device)
+        working = measure_decode_working_set(decoder, config, device).with_cross(config, dtype)
         free, _ = torch.cuda.mem_get_info(device)
         if budget is None:
             budget = cuda_kv_budget(free, working, session_bytes, config)
@@ -149,7 +149,7 @@ def build_parts(
     encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
     geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
     session_bytes = geometry.slab_bytes * config.context_chunks
-    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder), device)
+    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder, dtype), device)
     info = ModelInfo(
         name=config.name,
         width=config.width,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import torch
 
 from engine._memory import WorkingSet, check_cuda_kv_budget, cuda_kv_budget
 from engine.config import get_config
@@ -47,3 +48,12 @@ def test_an_explicit_pool_too_large_for_the_working_set_is_a_coded_error_naming_
         check_cuda_kv_budget(10 * 6 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG)
     assert err.value.code == "kv_budget_too_large"
     assert "at most 54.0 GiB (9 sessions)" in err.value.message and "max_batch=" in err.value.message
+
+
+def test_each_session_s_prompt_cross_attention_k_v_count_beside_its_kv() -> None:
+    wan = get_config("wan-1.3b")
+    working = WorkingSet(peak_bytes=20 * GIB, cache_bytes_per_session=2 * GIB)
+    counted = working.with_cross(wan, torch.bfloat16)
+    # 2 (K and V) x 30 layers x 512 prompt tokens x 1,536 channels x 2 bytes = 94,371,840 bytes
+    assert counted == WorkingSet(20 * GIB, 2 * GIB + 94_371_840)
+    assert working.with_cross(wan, torch.float32).cache_bytes_per_session == 2 * GIB + 2 * 94_371_840
