@@ -26,13 +26,17 @@ try:  # Triton ships with CUDA builds of torch; CPU-only installs have none
 except ImportError:  # pragma: no cover - depends on the install
     triton = None
 
+# Triton picks its CPU interpreter when a kernel is decorated (at this module's import), so read
+# the switch once here rather than on every call
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
 
 def norm_silu_usable(x: torch.Tensor) -> bool:
     """True when the kernel can run on x: Triton imports, x is a CUDA tensor (or Triton runs in its
     CPU interpreter, TRITON_INTERPRET=1, as in the tests) and x is channels-last per sample."""
     if triton is None or x.dim() != 5 or not _dense_channels_last(x):
         return False
-    return x.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+    return x.is_cuda or _INTERPRETED
 
 
 if triton is not None:
