@@ -47,11 +47,11 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessiond.errors import ConfigError
+    from sessiond.errors import ServeConfigError
     from sessiond.server import serve
 
     try:
         return serve(args)
-    except ConfigError as exc:
+    except ServeConfigError as exc:
         print(f"sessiond serve: {exc}")
         return 2

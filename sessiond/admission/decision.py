@@ -121,4 +121,9 @@ class AdmissionPolicy(Protocol):
 
     def overruns(self, now: float) -> list[OverrunAction]: ...
 
+    async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
+        """After a `queued` refusal: True once the request was admitted from the wait list
+        within `timeout_s`, False when it was not (a policy without a wait list: at once)."""
+        ...
+
     def snapshot(self, now: float) -> dict[str, Any]: ...

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sessiond.admission.build import calibration_batches, kv_budget_from_pool, make_policy
 from sessiond.admission.calibrate import calibrate
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import Objectives
 from sessiond.admission.duty import DutyPriors, DutyTracker
-from sessiond.admission.factory import make_policy
-from sessiond.admission.setup import calibration_batches, kv_budget_from_pool
 from sessiond.replay.live_daemon import policy_daemon
 from sessiond.replay.plots import write_plots
 from sessiond.replay.report import build_report, format_table

@@ -11,15 +11,28 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from protocols.timeline import pts_for
-from sessiond.session.state import MediaItem
 from transports.interface import OutChunk, OutFrame
 
-__all__ = ["OutputStream"]
+__all__ = ["MediaItem", "OutputStream"]
 
 Marker = Callable[[], Any]  # a message built when handed out (its pts depends on what was sent)
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """Decoded frames of one chunk waiting to be handed to the connection."""
+
+    generation: int
+    chunk_index: int
+    frames: np.ndarray  # uint8 (n, height, width, 3): the engine's decoded frames, as they came
+    segment: int
+    action_seq: int
 
 
 class OutputStream:

@@ -16,7 +16,7 @@ FPS = 16
 
 async def _connected(body: Callable[[FakePort, LoopbackClient, WebRTCGateway], Awaitable[None]]) -> None:
     port = FakePort(fps=FPS)
-    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
     client = LoopbackClient()
     try:
         sdp, type_ = await gateway.answer(port, await client.offer(), "offer")

@@ -1,10 +1,10 @@
-"""What each client message does to a session (PROTOCOL.md, client -> server)."""
+"""What each client message does to a session (PROTOCOL.md, client -> server): `handle` is
+where every decoded message from any transport enters a session."""
 
 from __future__ import annotations
 
-import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from protocols.errors import ErrorCode
 from protocols.messages import (
@@ -21,13 +21,25 @@ from protocols.messages import (
     Received,
     Resume,
 )
-from sessiond.session.actions import ActionInput
-from sessiond.session.state import EngineOp, Op
+from sessiond.errors import InvalidState
+from sessiond.session.connection import Connection
+from sessiond.session.jobs import EngineOp, Op
+from sessiond.session.session import Session
 
-if TYPE_CHECKING:
-    from sessiond.session.session import Session
+__all__ = ["dispatch", "handle"]
 
-__all__ = ["check_action", "dispatch"]
+
+def handle(s: Session, connection: Connection, message: Any) -> None:
+    """One message from `connection` (ignored unless it is the session's current one)."""
+    if connection is not s.connection or s.state.terminal:
+        return
+    s.touch()
+    try:
+        dispatch(s, message)
+    except InvalidState as exc:  # a request this state cannot take: the client hears why
+        s.env.metrics.protocol_errors.labels(code=ErrorCode.CONFLICT.value).inc()
+        s.push_control(Error(code=ErrorCode.CONFLICT.value, fatal=False,
+                             message=f"{type(message).__name__.lower()} cannot be done now: {exc}"))
 
 
 def _error(session: Session, code: ErrorCode, message: str, re: int | None = None) -> None:
@@ -35,36 +47,13 @@ def _error(session: Session, code: ErrorCode, message: str, re: int | None = Non
     session.push_control(Error(code=code.value, message=message, fatal=False, re=re))
 
 
-def check_action(space: dict[str, Any], msg: Action) -> tuple[str, str] | None:
-    """(field, why) when the action does not fit the model's action space, else None."""
-    allowed = set(space.get("keys", ()))
-    bad = [k for k in msg.keys if k not in allowed]
-    if bad:
-        return "keys", f"keys {bad[:4]} are not in this model's action space {sorted(allowed)}"
-    if msg.mouse is not None and not space.get("mouse", True):
-        return "mouse", "this model takes no mouse input; leave `mouse` out"
-    if msg.mouse is not None and not all(math.isfinite(v) for v in msg.mouse):
-        return "mouse", "`mouse` must be finite numbers"
-    n_buttons = int(space.get("buttons", 0))
-    if msg.buttons is not None and msg.buttons >= (1 << n_buttons):
-        return "buttons", f"`buttons` must be < {1 << n_buttons} (this model honours {n_buttons} buttons)"
-    n_axes = int(space.get("axes", 0))
-    if msg.axes is not None:
-        if len(msg.axes) > n_axes:
-            return "axes", f"`axes` may hold at most {n_axes} values for this model"
-        if not all(math.isfinite(a) and -1.0 <= a <= 1.0 for a in msg.axes):
-            return "axes", "`axes` values must be in [-1, 1]"
-    return None
-
-
 def _action(s: Session, msg: Action) -> None:
-    problem = check_action(s.record.action_space, msg)
+    problem = s.actions.check(msg)
     if problem is not None:
         field, why = problem
         _error(s, ErrorCode.INVALID_FIELD, f"action {msg.seq}, field `{field}`: {why}")
         return
-    verdict = s.actions.accept(ActionInput(msg.seq, tuple(msg.keys), msg.mouse, msg.buttons, msg.axes),
-                               time.monotonic())
+    verdict = s.actions.accept(msg, time.monotonic())
     if verdict == "stale":
         return
     s.env.metrics.actions.inc()
