@@ -190,7 +190,7 @@ class Daemon:
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
-            wake=self._wake, log_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics)
+            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics)
 
     def check_ready(self) -> None:
         if not self.ready or not self.host.loaded or self.admission is None:

@@ -24,6 +24,6 @@ class SessionEnv:
     director_lead_s: float
     action_space: ActionSpace  # the model's: every action is checked against it on arrival
     wake: Callable[[], None]  # the scheduler has work
-    log_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> event log
+    record_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> the stored event log
     persist: Callable[[str], None]  # the durable record changed
     metrics: Any

@@ -67,7 +67,7 @@ def _action(s: Session, msg: Action) -> None:
         fields["buttons"] = msg.buttons
     if msg.axes is not None:
         fields["axes"] = list(msg.axes)
-    s.env.log_event(s.id, "action", fields)
+    s.env.record_event(s.id, "action", fields)
 
 
 def _direct(s: Session, msg: Direct) -> None:
@@ -78,7 +78,7 @@ def _direct(s: Session, msg: Direct) -> None:
         fields["cut"] = True
     if msg.seed is not None:
         fields["seed"] = msg.seed
-    s.env.log_event(s.id, "direct", fields)
+    s.env.record_event(s.id, "direct", fields)
     s.push_control(Ack(re=msg.id))
     if s.mode == "world":
         s.prompt = s.record.prompt = msg.prompt
@@ -105,7 +105,7 @@ def _direct(s: Session, msg: Direct) -> None:
 
 
 def _interrupt(s: Session, msg: Interrupt) -> None:
-    s.env.log_event(s.id, "interrupt", {})
+    s.env.record_event(s.id, "interrupt", {})
     s.drop_output("interrupt")
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
     if s.segment is not None:
@@ -117,7 +117,7 @@ def _interrupt(s: Session, msg: Interrupt) -> None:
 
 
 def _flush(s: Session, msg: Flush) -> None:
-    s.env.log_event(s.id, "flush", {})
+    s.env.record_event(s.id, "flush", {})
     s.drop_output("flush")
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
     s.clock.reanchor(time.monotonic(), s.out.total)
@@ -125,7 +125,7 @@ def _flush(s: Session, msg: Flush) -> None:
 
 
 def _pause(s: Session, msg: Pause) -> None:
-    s.env.log_event(s.id, "pause", {})
+    s.env.record_event(s.id, "pause", {})
     if s.mode == "world":
         s.paused = True
         s.settle()
@@ -133,7 +133,7 @@ def _pause(s: Session, msg: Pause) -> None:
 
 
 def _resume(s: Session, msg: Resume) -> None:
-    s.env.log_event(s.id, "resume", {})
+    s.env.record_event(s.id, "resume", {})
     if s.mode == "world" and s.paused:
         s.paused = False
         s.clock.reanchor(time.monotonic(), s.out.total)

@@ -62,6 +62,10 @@ class OutputStream:
         self.media.append(build)
         self.event.set()
 
+    def push_frames(self, chunk_index: int, frames: np.ndarray, segment: int, action_seq: int) -> None:
+        """Decoded frames of one chunk, as the engine made them, into this generation's outbox."""
+        self.push_media(MediaItem(self.generation, chunk_index, frames, segment, action_seq))
+
     def push_media(self, item: MediaItem) -> None:
         self.media.append(item)
         self.media_frames += len(item.frames)

@@ -19,7 +19,7 @@ from sessiond.session.clock import PlaybackClock
 from sessiond.session.connection import Connection
 from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
-from sessiond.session.output import MediaItem, OutputStream
+from sessiond.session.output import OutputStream
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
@@ -120,7 +120,7 @@ class Session:
             self.drop_output("reconnect")
         self.clock.reanchor(time.monotonic(), self.out.total)
         self.touch()
-        self.env.log_event(self.id, "attach", {"media": connection.media})
+        self.env.record_event(self.id, "attach", {"media": connection.media})
         log_event("attached", self.id, media=connection.media, pts_next=pts_for(self.out.sent, self.record.fps))
         if self.mode == "world" and not self.paused:
             self.wake_from_offload()
@@ -136,7 +136,7 @@ class Session:
         if self.segment is not None:
             self.end_segment("interrupted", notify=False)
         self.ops.append(EngineOp(Op.SNAPSHOT))
-        self.env.log_event(self.id, "detach", {})
+        self.env.record_event(self.id, "detach", {})
         log_event("detached", self.id)
         self.settle()
         self.env.persist(self.id)
@@ -246,7 +246,7 @@ class Session:
             if not seg.start_sent:
                 seg.start_sent = True
                 self.out.push_marker(start_marker(seg, self.out))
-        self.out.push_media(MediaItem(self.out.generation, chunk_index, frames, job.segment, job.action_seq))
+        self.out.push_frames(chunk_index, frames, job.segment, job.action_seq)
 
     def on_job_done(self, job: ChunkJob) -> float | None:
         """The chunk of `job` is finished; returns its engine wall time when it was the current job."""
