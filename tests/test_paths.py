@@ -26,24 +26,19 @@ DATUM_TYPES = {"Action", "FrameAction", "ChunkFrames", "MediaItem", "OutFrame", 
 
 Hop = tuple[str, str, tuple[str, ...]]  # (from, to, via)
 
-ACTION_PATHS: dict[str, list[Hop]] = {
-    "websocket": [
-        ("transports.websocket", "protocols.codec", ()),
-        ("protocols.codec", "sessiond.session.inbound",
-         ("transports.websocket", "transports.interface", "sessiond.session.port")),
+
+
+def _action_path(transport: str) -> list[Hop]:
+    return [
+        (transport, "protocols.codec", ()),
+        ("protocols.codec", "sessiond.session.inbound", (transport, "transports.interface", "sessiond.session.port")),
         ("sessiond.session.inbound", "sessiond.session.actions", ("sessiond.session.session",)),
         ("sessiond.session.actions", "sessiond.engine_host", ("sessiond.session.session", "sessiond.scheduler")),
         ("sessiond.engine_host", "engine.engine", ("engine.api",)),
-    ],
-    "webrtc": [
-        ("transports.webrtc.peer", "protocols.codec", ()),
-        ("protocols.codec", "sessiond.session.inbound",
-         ("transports.webrtc.peer", "transports.interface", "sessiond.session.port")),
-        ("sessiond.session.inbound", "sessiond.session.actions", ("sessiond.session.session",)),
-        ("sessiond.session.actions", "sessiond.engine_host", ("sessiond.session.session", "sessiond.scheduler")),
-        ("sessiond.engine_host", "engine.engine", ("engine.api",)),
-    ],
-}
+    ]
+
+
+ACTION_PATHS = {"websocket": _action_path("transports.websocket"), "webrtc": _action_path("transports.webrtc.peer")}
 
 _TO_THE_TRANSPORT: tuple[str, ...] = ("sessiond.session.session", "sessiond.session.port", "transports.interface")
 

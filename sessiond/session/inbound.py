@@ -104,23 +104,19 @@ def _direct(s: Session, msg: Direct) -> None:
     s.env.wake()
 
 
-def _interrupt(s: Session, msg: Interrupt) -> None:
-    s.env.record_event(s.id, "interrupt", {})
-    s.drop_output("interrupt")
+def _take_back(s: Session, msg: Interrupt | Flush, *, stop: bool) -> None:
+    """Flush: every unsent frame is dropped (acked with the last pts sent) and playback restarts
+    from there; interrupt also ends the running segment and stops generation."""
+    s.env.record_event(s.id, msg.T, {})
+    s.drop_output(msg.T)
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
-    if s.segment is not None:
-        s.end_segment("interrupted", notify=True)
-    s.stop_generation()
+    if stop:
+        if s.segment is not None:
+            s.end_segment("interrupted", notify=True)
+        s.stop_generation()
     s.clock.reanchor(time.monotonic(), s.out.total)
-    s.settle()
-    s.env.wake()
-
-
-def _flush(s: Session, msg: Flush) -> None:
-    s.env.record_event(s.id, "flush", {})
-    s.drop_output("flush")
-    s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
-    s.clock.reanchor(time.monotonic(), s.out.total)
+    if stop:
+        s.settle()
     s.env.wake()
 
 
@@ -152,10 +148,8 @@ def dispatch(s: Session, msg: Any) -> None:
         s.push_control(Pong(re=msg.id, ts=msg.ts))
     elif isinstance(msg, Direct):
         _direct(s, msg)
-    elif isinstance(msg, Interrupt):
-        _interrupt(s, msg)
-    elif isinstance(msg, Flush):
-        _flush(s, msg)
+    elif isinstance(msg, Interrupt | Flush):
+        _take_back(s, msg, stop=isinstance(msg, Interrupt))
     elif isinstance(msg, Pause):
         _pause(s, msg)
     elif isinstance(msg, Resume):

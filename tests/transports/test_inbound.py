@@ -9,8 +9,7 @@ from transports.inbound import InboundGuard, InboundLimits
 
 
 class _Clock:
-    def __init__(self) -> None:
-        self.t = 50.0
+    t = 50.0
 
     def __call__(self) -> float:
         return self.t
