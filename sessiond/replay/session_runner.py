@@ -168,10 +168,7 @@ class SessionRunner:
                 if isinstance(msg, Frame):
                     m.frame(msg.pts, msg.idx, msg.segment, msg.action_seq, msg.disc, t)
                 elif isinstance(msg, Media):
-                    step = msg.dur / msg.n if msg.n else 0
-                    for i in range(msg.n):
-                        m.frame(msg.pts + round(i * step), msg.idx + i, msg.segment, msg.action_seq,
-                                msg.disc and i == 0, t)
+                    m.media(msg.pts, msg.idx, msg.n, msg.segment, msg.action_seq, msg.disc, t)
                 elif isinstance(msg, Ack):
                     m.ack(msg.re, msg.pts, t)
                 elif isinstance(msg, SegmentStart):
