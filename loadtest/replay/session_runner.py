@@ -8,6 +8,8 @@ import logging
 import time
 from typing import Any
 
+from loadtest.replay.meter import SessionMeter
+from loadtest.replay.schedule import Step
 from protocols.client import ClientError, SessionClient
 from protocols.messages import (
     Ack,
@@ -22,8 +24,6 @@ from protocols.messages import (
     SegmentEnd,
     SegmentStart,
 )
-from sessiond.replay.meter import SessionMeter
-from sessiond.replay.schedule import Step
 
 __all__ = ["MEDIA_FOR_TRANSPORT", "SessionRunner"]
 

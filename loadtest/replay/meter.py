@@ -18,9 +18,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadtest.replay.percentiles import percentile
 from protocols.timeline import pts_for, pts_seconds
 from sessiond.admission.decision import Objectives
-from sessiond.replay.stats import percentile
 
 __all__ = ["SessionMeter", "SessionResult"]
 
@@ -67,7 +67,7 @@ class SessionResult:
         return ttff_ok and self.segments_late == 0 and self.directs_unanswered == 0
 
     def to_json(self, objectives: Objectives) -> dict[str, Any]:
-        from sessiond.replay.stats import summarize
+        from loadtest.replay.percentiles import summarize
 
         return {
             "key": self.key, "session_id": self.session_id, "mode": self.mode, "status": self.status,

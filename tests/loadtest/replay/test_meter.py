@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from loadtest.replay.meter import SessionMeter
 from sessiond.admission import Objectives
-from sessiond.replay.meter import SessionMeter
 
 FPS = 16
 FRAME = 90_000 // FPS  # 5625 ticks
