@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sessiond.replay.compare import CompareConfig, run_comparison
+from loadtest.replay.compare import CompareConfig, run_comparison
 from sessiond.traces import Trace, TraceEvent, TraceHeader
 
 

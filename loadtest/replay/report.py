@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessiond.replay.runner import ReplayOutcome
-from sessiond.replay.stats import summarize
+from loadtest.replay.percentiles import summarize
+from loadtest.replay.runner import ReplayOutcome
 
 __all__ = ["REQUIRED_FIELDS", "build_report", "format_table"]
 

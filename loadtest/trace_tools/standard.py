@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
 from sessiond.traces.format import Trace, write_trace
-from sessiond.traces.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
 
 __all__ = ["standard_traces", "write_standard"]
 

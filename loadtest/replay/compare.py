@@ -15,18 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadtest.replay.live_daemon import policy_daemon
+from loadtest.replay.plots import write_plots
+from loadtest.replay.report import build_report, format_table
+from loadtest.replay.runner import run_replay
+from loadtest.trace_tools.trace_duty import trace_stats
 from sessiond.admission.calibrate import calibrate
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import Objectives
 from sessiond.admission.duty import DutyPriors, DutyTracker
 from sessiond.admission.factory import make_policy
 from sessiond.admission.setup import calibration_batches, kv_budget_from_pool
-from sessiond.replay.live_daemon import policy_daemon
-from sessiond.replay.plots import write_plots
-from sessiond.replay.report import build_report, format_table
-from sessiond.replay.runner import run_replay
 from sessiond.traces.format import Trace
-from sessiond.traces.stats import trace_stats
 
 __all__ = ["CompareConfig", "compare_row", "format_comparison", "run_comparison"]
 

@@ -34,11 +34,11 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from loadtest.replay.plots import write_plots
+    from loadtest.replay.report import build_report, format_table
+    from loadtest.replay.runner import run_replay
     from sessiond.admission.decision import Objectives
     from sessiond.admission.errors import AdmissionConfigError
-    from sessiond.replay.plots import write_plots
-    from sessiond.replay.report import build_report, format_table
-    from sessiond.replay.runner import run_replay
     from sessiond.traces.errors import TraceError
     from sessiond.traces.format import load_trace
 

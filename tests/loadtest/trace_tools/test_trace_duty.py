@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from loadtest.trace_tools.generator import DirectorParams, director_trace
+from loadtest.trace_tools.trace_duty import session_duty, trace_stats
 from sessiond.traces import TraceEvent
-from sessiond.traces.generator import DirectorParams, director_trace
-from sessiond.traces.stats import session_duty, trace_stats
 
 
 def _ev(t: float, ev: str, **fields: object) -> TraceEvent:

@@ -7,9 +7,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from loadtest.trace_tools import trace_export_cli
 from sessiond.store.base import StoredEvent
 from sessiond.store.redis_store import RedisStore
-from sessiond.traces import cli as traces_cli
 from sessiond.traces import load_trace
 
 T0 = 1_764_400_000.0
@@ -18,8 +18,7 @@ T0 = 1_764_400_000.0
 def _parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
-    traces_cli.add_parser(sub, "trace-export")
-    traces_cli.add_parser(sub, "trace-gen")
+    trace_export_cli.add_parser(sub, "trace-export")
     return parser.parse_args(list(argv))
 
 
@@ -36,7 +35,7 @@ def test_the_redis_event_log_exports_as_a_recorded_trace(redis_server: Any, tmp_
 
     asyncio.run(fill())
     out = tmp_path / "rec.jsonl"
-    code = traces_cli.run(_parse("trace-export", "--redis-url", redis_server.url, "--prefix", "exp",
+    code = trace_export_cli.run(_parse("trace-export", "--redis-url", redis_server.url, "--prefix", "exp",
                                  "--name", "lab", "--out", str(out)))
     assert code == 0
     trace = load_trace(out)
@@ -45,24 +44,8 @@ def test_the_redis_event_log_exports_as_a_recorded_trace(redis_server: Any, tmp_
 
 
 def test_an_unreachable_redis_is_a_clear_error_not_a_crash(free_port: int, tmp_path: Path, capsys: Any) -> None:
-    code = traces_cli.run(_parse("trace-export", "--redis-url", f"redis://127.0.0.1:{free_port}/0",
+    code = trace_export_cli.run(_parse("trace-export", "--redis-url", f"redis://127.0.0.1:{free_port}/0",
                                  "--out", str(tmp_path / "x.jsonl")))
     assert code == 1
     assert "unreachable" in capsys.readouterr().err
     assert not (tmp_path / "x.jsonl").exists()
-
-
-def test_trace_gen_writes_a_synthesized_trace_with_its_parameters(tmp_path: Path) -> None:
-    out = tmp_path / "g.jsonl"
-    code = traces_cli.run(_parse("trace-gen", "game", "--sessions", "2", "--duration", "10", "--seed", "4",
-                                 "--param", "rate_hz_min=40", "--out", str(out)))
-    assert code == 0
-    trace = load_trace(out)
-    assert trace.header.generator is not None
-    assert (trace.header.generator["rate_hz_min"], trace.header.generator["sessions"]) == (40.0, 2)
-
-
-def test_trace_gen_names_an_unknown_parameter(tmp_path: Path, capsys: Any) -> None:
-    code = traces_cli.run(_parse("trace-gen", "director", "--param", "mood=happy", "--out", str(tmp_path / "d")))
-    assert code == 2
-    assert "unknown parameter 'mood'" in capsys.readouterr().err

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from sessiond.replay.report import REQUIRED_FIELDS, build_report
-from sessiond.replay.runner import run_replay
+from loadtest.replay.report import REQUIRED_FIELDS, build_report
+from loadtest.replay.runner import run_replay
 from sessiond.traces import Trace, dump_trace, load_trace, parse_trace
 from tests.conftest import daemon_process
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TIMING_TOLERANCE_S = 0.25  # recorded (server receive) vs trace time of every event, same session;
 # client and daemon are separate processes (measured: 4 ms worst of 601 events); an in-process
 # daemon shared the client's GIL on 2 cores and once drifted 0.505 s in a fresh-clone CI run

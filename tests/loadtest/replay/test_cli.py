@@ -7,9 +7,9 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from loadtest.replay import compare_cli, replay_cli
+from loadtest.replay.session_runner import SessionRunner
 from sessiond.config import ServeConfig
-from sessiond.replay import cli, compare_cli
-from sessiond.replay.session_runner import SessionRunner
 
 
 def _args(module: Any, name: str, *argv: str) -> argparse.Namespace:
@@ -22,20 +22,20 @@ def _args(module: Any, name: str, *argv: str) -> argparse.Namespace:
 def test_a_malformed_trace_is_refused_with_its_line_number(tmp_path: Path, capsys: Any) -> None:
     trace = tmp_path / "bad.jsonl"
     trace.write_text('{"format": "sessiond-trace", "version": 1, "name": "b", "source": "recorded"}\n{oops\n')
-    assert cli.run(_args(cli, "replay", str(trace), "--url", "http://127.0.0.1:9")) == 2
+    assert replay_cli.run(_args(replay_cli, "replay", str(trace), "--url", "http://127.0.0.1:9")) == 2
     assert "line 2: not valid JSON" in capsys.readouterr().err
 
 
 def test_a_missing_trace_file_is_named(tmp_path: Path, capsys: Any) -> None:
-    assert cli.run(_args(cli, "replay", str(tmp_path / "none.jsonl"))) == 2
+    assert replay_cli.run(_args(replay_cli, "replay", str(tmp_path / "none.jsonl"))) == 2
     assert "cannot read" in capsys.readouterr().err
 
 
 def test_a_bad_speed_or_objective_is_refused(capsys: Any) -> None:
-    trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
-    assert cli.run(_args(cli, "replay", trace, "--speed", "0")) == 2
+    trace = str(Path(__file__).resolve().parents[3] / "load_traces" / "smoke-2.jsonl")
+    assert replay_cli.run(_args(replay_cli, "replay", trace, "--speed", "0")) == 2
     assert "--speed must be > 0" in capsys.readouterr().err
-    assert cli.run(_args(cli, "replay", trace, "--miss-rate", "2")) == 2
+    assert replay_cli.run(_args(replay_cli, "replay", trace, "--miss-rate", "2")) == 2
     assert "world_deadline_miss" in capsys.readouterr().err
 
 
@@ -45,7 +45,7 @@ def test_compare_names_an_unknown_policy(capsys: Any) -> None:
 
 
 def test_compare_names_an_unknown_model_with_its_code(capsys: Any) -> None:
-    trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
+    trace = str(Path(__file__).resolve().parents[3] / "load_traces" / "smoke-2.jsonl")
     assert compare_cli.run(_args(compare_cli, "replay-compare", trace, "--model", "nope", "--device", "cpu")) == 2
     assert "replay-compare: [unknown_model]" in capsys.readouterr().err
 

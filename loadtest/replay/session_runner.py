@@ -8,6 +8,8 @@ import logging
 import time
 from typing import Any
 
+from loadtest.replay.meter import SessionMeter
+from loadtest.replay.schedule import Step
 from protocols.client import ClientError, SessionClient
 from protocols.messages import (
     Ack,
@@ -22,8 +24,6 @@ from protocols.messages import (
     SegmentEnd,
     SegmentStart,
 )
-from sessiond.replay.meter import SessionMeter
-from sessiond.replay.schedule import Step
 
 __all__ = ["MEDIA_FOR_TRANSPORT", "SessionRunner"]
 
@@ -168,10 +168,7 @@ class SessionRunner:
                 if isinstance(msg, Frame):
                     m.frame(msg.pts, msg.idx, msg.segment, msg.action_seq, msg.disc, t)
                 elif isinstance(msg, Media):
-                    step = msg.dur / msg.n if msg.n else 0
-                    for i in range(msg.n):
-                        m.frame(msg.pts + round(i * step), msg.idx + i, msg.segment, msg.action_seq,
-                                msg.disc and i == 0, t)
+                    m.media(msg.pts, msg.idx, msg.n, msg.segment, msg.action_seq, msg.disc, t)
                 elif isinstance(msg, Ack):
                     m.ack(msg.re, msg.pts, t)
                 elif isinstance(msg, SegmentStart):

@@ -18,12 +18,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadtest.replay.percentiles import percentile
+from protocols.timeline import pts_for, pts_seconds
 from sessiond.admission.decision import Objectives
-from sessiond.replay.stats import percentile
 
-__all__ = ["PTS_HZ", "SessionMeter", "SessionResult"]
-
-PTS_HZ = 90_000
+__all__ = ["SessionMeter", "SessionResult"]
 
 
 @dataclass
@@ -68,7 +67,7 @@ class SessionResult:
         return ttff_ok and self.segments_late == 0 and self.directs_unanswered == 0
 
     def to_json(self, objectives: Objectives) -> dict[str, Any]:
-        from sessiond.replay.stats import summarize
+        from loadtest.replay.percentiles import summarize
 
         return {
             "key": self.key, "session_id": self.session_id, "mode": self.mode, "status": self.status,
@@ -220,7 +219,7 @@ class SessionMeter:
         r = self.result
         r.frames_received += 1
         r.frame_times_s.append(round(t - self.origin, 4))
-        if self.fps and (pts != round(idx * PTS_HZ / self.fps) or (self._last_idx is not None
+        if self.fps and (pts != pts_for(idx, self.fps) or (self._last_idx is not None
                                                                     and idx != self._last_idx + 1)):
             r.pts_errors += 1
         self._last_idx = idx
@@ -238,6 +237,15 @@ class SessionMeter:
             self._playing_since = t
         while self._actions and self._actions[0][0] <= action_seq:
             r.action_to_photon_ms.append((t - self._actions.popleft()[1]) * 1000.0)
+
+    def media(self, pts: int, idx: int, n: int, segment: int, action_seq: int, disc: bool, t: float) -> None:
+        """An fMP4 fragment: n frames from idx, the first at pts, each later one at its offset on
+        the session timeline; only the first can be a `disc`."""
+        if not self.fps:
+            raise RuntimeError(f"session {self.result.key}: media arrived before admission gave its fps")
+        base = pts_for(idx, self.fps)
+        for i in range(n):
+            self.frame(pts + pts_for(idx + i, self.fps) - base, idx + i, segment, action_seq, disc and i == 0, t)
 
     # ---- internals ------------------------------------------------------------------------------------
 
@@ -268,7 +276,7 @@ class SessionMeter:
             self._anchor, self._reanchor = (t, pts), False
             return
         anchor_t, anchor_pts = self._anchor
-        due = anchor_t + (pts - anchor_pts) / PTS_HZ + self.objectives.playout_ms / 1000.0
+        due = anchor_t + pts_seconds(pts - anchor_pts) + self.objectives.playout_ms / 1000.0
         if t > due:
             self.result.deadline_misses += 1
             self._anchor = (t, pts)

@@ -8,7 +8,7 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sessiond.replay.runner import ReplayOutcome
+from loadtest.replay.runner import ReplayOutcome
 
 __all__ = ["PLOT_FILES", "write_plots"]
 

@@ -1,11 +1,9 @@
-"""`sessiond trace-gen` (synthesize a trace) and `sessiond trace-export` (event log -> recorded trace)."""
+"""`sessiond trace-gen`: synthesize a load trace from behaviour parameters."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import dataclasses
-import json
 import sys
 from typing import Any
 
@@ -13,15 +11,6 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any, name: str) -> None:
-    if name == "trace-export":
-        p = sub.add_parser(name, help="export the Redis event log as a recorded trace",
-                           description="Turn the daemon's event log (Redis store) into a trace with "
-                           "source \"recorded\" (TRACES.md).")
-        p.add_argument("--redis-url", required=True, help="the daemon's Redis, e.g. redis://127.0.0.1:6379/0")
-        p.add_argument("--prefix", default="sessiond", help="the store's key prefix (default sessiond)")
-        p.add_argument("--name", default="recorded", help="trace name for the header (default recorded)")
-        p.add_argument("--out", required=True, help="trace file to write (.jsonl)")
-        return
     p = sub.add_parser(name, help="synthesize a load trace from behaviour parameters",
                        description="Write a synthesized trace (source \"synthesized\", parameters in the header). "
                        "KIND is director, game or mixed; --param KEY=VALUE sets any behaviour parameter "
@@ -50,10 +39,16 @@ def _params(cls: Any, base: dict[str, Any], pairs: list[tuple[str, str]]) -> Any
     return cls(**values)
 
 
-def _generate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    from loadtest.trace_tools.generator import (
+        DirectorParams,
+        GameParams,
+        director_trace,
+        game_trace,
+        mixed_trace,
+    )
+    from loadtest.trace_tools.standard import write_standard
     from sessiond.traces.format import dump_trace
-    from sessiond.traces.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
-    from sessiond.traces.standard import write_standard
 
     if args.standard:
         for path in write_standard(args.standard):
@@ -94,28 +89,3 @@ def _generate(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     return 0
 
-
-async def _export(args: argparse.Namespace) -> int:
-    from sessiond.errors import StoreUnavailable
-    from sessiond.store.redis_store import RedisStore
-    from sessiond.traces.format import write_trace
-    from sessiond.traces.recorder import trace_from_event_stream
-
-    store = RedisStore(args.redis_url, prefix=args.prefix)
-    try:
-        trace = await trace_from_event_stream(store.iter_events(), args.name)
-    except StoreUnavailable as exc:
-        print(f"trace-export: {exc}", file=sys.stderr)
-        return 1
-    finally:
-        await store.close()
-    write_trace(trace, args.out)
-    print(json.dumps({"out": args.out, "sessions": len(trace.sessions()), "events": len(trace.events),
-                      **trace.header.extra}))
-    return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.command == "trace-export":
-        return asyncio.run(_export(args))
-    return _generate(args)

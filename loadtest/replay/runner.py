@@ -11,10 +11,10 @@ from typing import Any
 
 import httpx
 
+from loadtest.replay.meter import SessionMeter, SessionResult
+from loadtest.replay.schedule import session_steps
+from loadtest.replay.session_runner import SessionRunner
 from sessiond.admission.decision import Objectives
-from sessiond.replay.meter import SessionMeter, SessionResult
-from sessiond.replay.schedule import session_steps
-from sessiond.replay.session_runner import SessionRunner
 from sessiond.traces.format import Trace
 
 __all__ = ["ReplayOutcome", "run_replay"]

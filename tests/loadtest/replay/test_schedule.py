@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessiond.replay.schedule import session_steps
+from loadtest.replay.schedule import session_steps
 from sessiond.traces import Trace, TraceEvent, TraceHeader
 
 

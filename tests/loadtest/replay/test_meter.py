@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from loadtest.replay.meter import SessionMeter
 from sessiond.admission import Objectives
-from sessiond.replay.meter import SessionMeter
 
 FPS = 16
 FRAME = 90_000 // FPS  # 5625 ticks
@@ -180,3 +180,32 @@ def test_a_rejected_session_is_outside_the_objective_question() -> None:
     meter.rejected("capacity", 12.5, 0.3)
     assert meter.result.within_objective(meter.objectives) is None
     assert (meter.result.status, meter.result.retry_after_s) == ("rejected", 12.5)
+
+
+def test_at_32_fps_the_servers_half_up_pts_are_no_errors_and_half_down_ones_are() -> None:
+    meter = SessionMeter("a", "world", Objectives())
+    meter.admitted(0.0, 32)
+    meter.connected(0.0)
+    for idx, pts in enumerate([0, 2813, 5625, 8438, 11250]):  # the server's: 2812.5 -> 2813, 8437.5 -> 8438
+        meter.frame(pts, idx, 0, -1, False, 0.1 + idx / 32)
+    assert meter.result.pts_errors == 0
+    meter.frame(11250 + 2812, 5, 0, -1, False, 0.1 + 5 / 32)  # frame 5 rounded half to even: 14062
+    assert meter.result.pts_errors == 1
+
+
+def test_a_media_fragment_splits_into_frames_at_their_timeline_offsets() -> None:
+    meter = SessionMeter("a", "world", Objectives())
+    meter.admitted(0.0, 32)
+    meter.connected(0.0)
+    meter.media(2813, 1, 4, 0, -1, True, 0.2)  # frames 1..4: 2813, 5625, 8438, 11250
+    meter.media(14063, 5, 3, 0, -1, False, 0.3)  # frames 5..7: 14063, 16875, 19688
+    r = meter.result
+    assert (r.frames_received, r.pts_errors) == (7, 0)
+    meter.media(22500 + 1, 8, 2, 0, -1, False, 0.4)  # a fragment one tick off: both its frames are wrong
+    assert (r.frames_received, r.pts_errors) == (9, 2)
+
+
+def test_media_before_admission_is_an_error_naming_the_session() -> None:
+    meter = SessionMeter("s7", "world", Objectives())
+    with pytest.raises(RuntimeError, match="session s7: media arrived before admission"):
+        meter.media(0, 0, 4, 0, -1, False, 0.0)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
+from loadtest.trace_tools.standard import standard_traces
 from sessiond.traces import dump_trace, load_trace, parse_trace
-from sessiond.traces.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
-from sessiond.traces.standard import standard_traces
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_director_trace_is_synthesized_with_its_parameters_in_the_header() -> None:

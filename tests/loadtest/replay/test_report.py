@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from loadtest.replay.meter import SessionResult
+from loadtest.replay.plots import PLOT_FILES, write_plots
+from loadtest.replay.report import REQUIRED_FIELDS, build_report, format_table
+from loadtest.replay.runner import ReplayOutcome
 from sessiond.admission import Objectives
-from sessiond.replay.meter import SessionResult
-from sessiond.replay.plots import PLOT_FILES, write_plots
-from sessiond.replay.report import REQUIRED_FIELDS, build_report, format_table
-from sessiond.replay.runner import ReplayOutcome
 from sessiond.traces import Trace, TraceHeader
 
 

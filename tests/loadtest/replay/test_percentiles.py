@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sessiond.replay.stats import percentile, summarize
+from loadtest.replay.percentiles import percentile, summarize
 
 
 def test_percentiles_interpolate_linearly_between_ranks() -> None:
