@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from protocols.client import SessionClient
 from protocols.messages import Frame
 from tests.e2e._util import collect_for
@@ -21,6 +23,7 @@ async def _world_frames(url: str, seconds: float, start: asyncio.Event) -> int:
         await client.aclose()
 
 
+@pytest.mark.slow
 async def test_two_dozen_world_sessions_progress_fairly(daemon) -> None:
     start = asyncio.Event()
     tasks = [asyncio.create_task(_world_frames(daemon.url, 4.0, start)) for _ in range(24)]
@@ -32,6 +35,7 @@ async def test_two_dozen_world_sessions_progress_fairly(daemon) -> None:
     assert min(counts) >= 0.5 * max(counts)  # nobody got less than half of the best served
 
 
+@pytest.mark.slow
 async def test_director_segments_do_not_starve_a_world_session(daemon) -> None:
     world = SessionClient(timeout_s=30.0)
     await world.create(daemon.url, "world")

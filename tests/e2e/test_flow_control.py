@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from websockets.asyncio.client import connect
 
 from protocols.codec import encode
@@ -11,6 +12,7 @@ from protocols.messages import Frame, Hello
 from tests.e2e._util import collect_for, collect_frames, new_client, session_client
 
 
+@pytest.mark.slow
 async def test_the_received_window_bounds_frames_in_flight_and_the_engine_stops(daemon) -> None:
     async with session_client(daemon.url, "director") as client:
         await client.received(0)
@@ -27,6 +29,7 @@ async def test_the_received_window_bounds_frames_in_flight_and_the_engine_stops(
         assert more and more[0].idx == got[-1].idx + 1  # acknowledged: the stream goes on
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_is_bounded_and_stalls_nobody(daemon) -> None:
     stalled = await new_client(daemon.url, "director")
     await stalled.disconnect()

@@ -12,6 +12,7 @@ from tests.conftest import off_loop, running_daemon
 from tests.e2e._util import assert_timeline, collect_frames
 
 
+@pytest.mark.slow
 async def test_an_idle_session_is_offloaded_restored_on_demand_and_closed_later() -> None:
     async with off_loop(running_daemon(idle_offload_s=0.5, idle_close_s=2.5)) as d, \
             SessionClient(timeout_s=20.0) as client:

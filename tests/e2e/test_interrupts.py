@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from protocols.client import SessionClient
 from protocols.messages import Ack, Frame, SegmentEnd
 from protocols.timeline import pts_for
@@ -114,6 +116,7 @@ async def _hammer(url: str, mode: str, seconds: float, rng: random.Random) -> tu
     return check_no_stale(messages, 16)
 
 
+@pytest.mark.slow
 async def test_no_stale_frame_after_any_ack_under_load(daemon) -> None:
     rng = random.Random(1234)
     modes = ["world"] * 6 + ["director"] * 6

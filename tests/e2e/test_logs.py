@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 
 import httpx
+import pytest
 import websockets
 
 from protocols.codec import decode, encode
@@ -41,6 +42,7 @@ def test_the_servers_request_lines_are_redacted_before_any_handler_sees_them() -
     assert handler.lines == ['127.0.0.1:5000 - "WebSocket /v1/sessions/s_1/ws?media=fmp4&token=<redacted>" [accepted]']
 
 
+@pytest.mark.slow
 async def test_a_served_sessions_whole_log_output_never_contains_its_token(tmp_path: Path) -> None:
     log = tmp_path / "daemon.log"
     async with off_loop(daemon_process(log=log)) as (url, _), httpx.AsyncClient(base_url=url) as http:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from sessiond.traces.format import load_trace
 from tests.conftest import daemon_process, off_loop, running_daemon
@@ -79,6 +80,7 @@ def test_one_per_gpu_answers_503_with_retry_after_once_the_wait_is_over() -> Non
         assert httpx.get(f"{d.url}/v1/capacity").json()["admission"]["waiting"] == 0
 
 
+@pytest.mark.slow
 async def test_serve_with_record_writes_the_runs_traffic_as_a_recorded_trace_at_shutdown(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
     async with off_loop(daemon_process("--record", str(out), log=tmp_path / "daemon.log")) as (url, _):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import redis.asyncio
 
 from protocols.client import SessionClient
@@ -17,6 +18,7 @@ def _ends(msgs: list[object]) -> list[SegmentEnd]:
     return [m for m in msgs if isinstance(m, SegmentEnd)]
 
 
+@pytest.mark.slow
 async def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: RedisServer, tmp_path: Path) -> None:
     port = find_free_port()
     log = tmp_path / "daemon.log"

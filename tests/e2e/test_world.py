@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from protocols.messages import Ack, Frame, Stats
 from tests.e2e._util import assert_timeline, collect, collect_frames, session_client
 
@@ -30,6 +32,7 @@ async def test_actions_reach_the_frames_as_action_seq(daemon) -> None:
         assert seqs[-1] == 3
 
 
+@pytest.mark.slow
 async def test_world_generation_is_paced_to_a_small_lead(daemon) -> None:
     async with session_client(daemon.url, "world") as client:
         loop = asyncio.get_running_loop()
@@ -42,6 +45,7 @@ async def test_world_generation_is_paced_to_a_small_lead(daemon) -> None:
         assert_timeline(frames, 16)
 
 
+@pytest.mark.slow
 async def test_pause_stops_the_stream_and_resume_continues_the_timeline(daemon) -> None:
     async with session_client(daemon.url, "world") as client:
         before = await collect_frames(client, 8)

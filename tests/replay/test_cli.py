@@ -7,6 +7,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sessiond.config import ServeConfig
 from sessiond.replay import cli, compare_cli
 from sessiond.replay.session_runner import SessionRunner
@@ -44,6 +46,7 @@ def test_compare_names_an_unknown_policy(capsys: Any) -> None:
     assert "duty, one-per-gpu, fifo" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_names_an_unknown_model_with_its_code(capsys: Any) -> None:
     trace = str(Path(__file__).resolve().parents[2] / "load_traces" / "smoke-2.jsonl")
     assert compare_cli.run(_args(compare_cli, "replay-compare", trace, "--model", "nope", "--device", "cpu")) == 2

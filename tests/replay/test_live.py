@@ -15,6 +15,8 @@ from sessiond.replay.runner import run_replay
 from sessiond.traces import Trace, dump_trace, load_trace, parse_trace
 from tests.conftest import daemon_process, off_loop
 
+pytestmark = pytest.mark.slow  # a daemon process and a trace replayed in real time
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMING_TOLERANCE_S = 0.25  # recorded (server receive) vs trace time of every event, same session;
 # client and daemon are separate processes (measured: 4 ms worst of 601 events); an in-process
