@@ -17,11 +17,16 @@ from tests.transports._client import LoopbackClient
 from transports.webrtc import PeerScope, peer_scope
 
 
+async def _create(http: httpx.AsyncClient, url: str, mode: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A new session of `mode`: its create response and the header that authorizes it."""
+    body: dict[str, Any] = (await http.post(f"{url}/v1/sessions", json={"mode": mode})).json()
+    return body, {"Authorization": f"Bearer {body['token']}"}
+
+
 async def test_a_world_session_streams_over_webrtc_and_takes_actions() -> None:
     async with off_loop(running_daemon(webrtc_hosts=("127.0.0.1",))) as d, \
             httpx.AsyncClient(timeout=30) as http:
-        body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "world"})).json()
-        auth = {"Authorization": f"Bearer {body['token']}"}
+        body, auth = await _create(http, d.url, "world")
         client = LoopbackClient()
         try:
             answer = await http.post(body["webrtc_url"], json={"sdp": await client.offer(), "type": "offer"},
@@ -56,8 +61,7 @@ async def test_frames_metadata_sent_before_control_opens_is_held_not_lost() -> N
         pc.on("track", lambda track: video.put_nowait(track))
         messages: asyncio.Queue[Any] = asyncio.Queue()
         async with httpx.AsyncClient(timeout=30) as http:
-            body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "world"})).json()
-            auth = {"Authorization": f"Bearer {body['token']}"}
+            body, auth = await _create(http, d.url, "world")
             try:
                 offer = await pc.createOffer()
                 with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
@@ -83,8 +87,7 @@ async def test_a_director_segment_over_webrtc_with_a_window_runs_to_its_end() ->
     after its first chunk, until the next `direct`)."""
     async with off_loop(running_daemon(webrtc_hosts=("127.0.0.1",), window_s=0.5)) as d, \
             httpx.AsyncClient(timeout=30) as http:
-        body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "director"})).json()
-        auth = {"Authorization": f"Bearer {body['token']}"}
+        body, auth = await _create(http, d.url, "director")
         client = LoopbackClient()
         try:
             answer = await http.post(body["webrtc_url"], json={"sdp": await client.offer(), "type": "offer"},
