@@ -41,6 +41,7 @@ def test_a_first_chunk_decodes_twice_and_a_later_one_once(split_engine: Engine) 
     assert _phases_of_one_chunk(split_engine, "a") == [Phase.DENOISE] * steps + [Phase.DECODE, Phase.CACHE]
 
 
+@pytest.mark.slow
 def test_calibration_runs_batches_after_a_session_has_streamed(split_engine: Engine) -> None:
     cost = calibrate(split_engine, batches=(1, 2), chunks=2, rounds=1)
     samples: dict[str, int] = {}

@@ -23,6 +23,7 @@ def _report(tmp_path: Path, *flags: str) -> dict:  # type: ignore[type-arg]
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None:
     report = _report(tmp_path)
     assert report["sampling"] == {"denoise_timesteps": list(CONFIG.denoise_timesteps),
@@ -32,6 +33,7 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
                                   "cache_context_noise": CONFIG.cache_context_noise}
 
 
+@pytest.mark.slow
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
                      "--guidance-rescale", "0.25", "--context-noise", "0.5")
@@ -56,6 +58,7 @@ def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], cod
     assert "demo+sampling" not in config_names()
 
 
+@pytest.mark.slow
 def test_the_long_strip_shows_truth_above_model_one_frame_per_window(tmp_path: Path) -> None:
     from PIL import Image
 

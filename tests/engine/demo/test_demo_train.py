@@ -17,6 +17,8 @@ from engine.demo.train import main as train_main
 from engine.engine import Engine
 from engine.model import CausalDiT
 
+pytestmark = pytest.mark.slow  # trains the demo model (seconds per run)
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
