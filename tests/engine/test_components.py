@@ -1,4 +1,4 @@
-"""Config registry, RoPE, text encoder, sampling schedule and the tiny decoder."""
+"""Config validation, RoPE, text encoder, sampling schedule and the tiny decoder."""
 
 from __future__ import annotations
 
@@ -7,39 +7,25 @@ import math
 import pytest
 import torch
 
-from engine.config import config_names, get_config, register_config, unregister_config
-from engine.decoders import build_decoder
+from engine.config import tiny_config, wan_13b_config
+from engine.decoders.tiny import build_tiny_decoder
 from engine.errors import ConfigError
 from engine.rope import RopeTable, apply_rope, rope_axis_dims
 from engine.sampling import Schedule, noise_seed
 from engine.text import EmbeddingCache, HashTextEncoder, tokenize
 
 
-def test_config_names_include_the_builtins_and_the_demo_slot() -> None:
-    assert {"tiny", "wan-1.3b", "demo"} <= set(config_names())
-
-
-def test_a_registered_config_is_returned_by_name() -> None:
-    custom = get_config("tiny").with_overrides(name="tiny-wide", dim=64)
-    register_config("tiny-wide", custom)
-    try:
-        assert get_config("tiny-wide") is custom
-    finally:
-        unregister_config("tiny-wide")
-    assert "tiny-wide" not in config_names()
-
-
 def test_an_inconsistent_config_names_every_problem() -> None:
     with pytest.raises(ConfigError) as info:
-        get_config("tiny").with_overrides(dim=33, window_chunks=0, decoder_kind="vqgan")
+        tiny_config().with_overrides(dim=33, window_chunks=0, decoder_kind="")
     assert info.value.code == "bad_config"
-    for fragment in ("dim 33 is not divisible by num_heads 2", "window_chunks >= 1", "'vqgan'"):
+    for fragment in ("dim 33 is not divisible by num_heads 2", "window_chunks >= 1", "decoder_kind must name a decoder"):
         assert fragment in info.value.message
 
 
 def test_sampling_settings_out_of_range_are_named() -> None:
     with pytest.raises(ConfigError) as info:
-        get_config("tiny").with_overrides(denoise_timesteps=(1000.0, 0.0), action_guidance=0.0,
+        tiny_config().with_overrides(denoise_timesteps=(1000.0, 0.0), action_guidance=0.0,
                                           action_guidance_steps=3, cache_context_noise=-0.1)
     assert info.value.code == "bad_config"
     for fragment in ("denoise_timesteps must lie in (0, 1000]", "action_guidance must be > 0",
@@ -48,7 +34,7 @@ def test_sampling_settings_out_of_range_are_named() -> None:
 
 
 def test_wan_geometry_is_derived_from_the_config() -> None:
-    c = get_config("wan-1.3b")
+    c = wan_13b_config()
     assert (c.head_dim, c.tokens_per_frame, c.tokens_per_chunk, c.frames_per_chunk) == (128, 1560, 4680, 12)
     assert c.context_chunks == 7  # sink 1 + window 6: the reference's 21-frame global cache
 
@@ -87,7 +73,7 @@ def test_tokenizer_lowercases_words_and_drops_punctuation() -> None:
 
 
 def test_hash_encoder_is_deterministic_and_zero_padded() -> None:
-    config = get_config("tiny")
+    config = tiny_config()
     one, two = HashTextEncoder(config), HashTextEncoder(config)
     one.init_random()
     two.init_random()
@@ -99,12 +85,12 @@ def test_hash_encoder_is_deterministic_and_zero_padded() -> None:
 
 
 def test_hash_encoder_caps_tokens_at_text_len() -> None:
-    encoder = HashTextEncoder(get_config("tiny"))
-    assert len(encoder.token_ids(" ".join(["w"] * 50))) == get_config("tiny").text_len
+    encoder = HashTextEncoder(tiny_config())
+    assert len(encoder.token_ids(" ".join(["w"] * 50))) == tiny_config().text_len
 
 
 def test_embedding_cache_hits_by_content_and_evicts_least_recent() -> None:
-    encoder = HashTextEncoder(get_config("tiny"))
+    encoder = HashTextEncoder(tiny_config())
     cache = EmbeddingCache(encoder, capacity=2)
     cache.get("a")
     cache.get("b")
@@ -116,7 +102,7 @@ def test_embedding_cache_hits_by_content_and_evicts_least_recent() -> None:
 
 
 def test_schedule_shifts_sigmas_like_flow_matching() -> None:
-    schedule = Schedule.from_config(get_config("tiny"))
+    schedule = Schedule.from_config(tiny_config())
     expected = [5 * s / (1 + 4 * s) for s in (1.0, 0.75, 0.5, 0.25)]
     assert all(math.isclose(a, b) for a, b in zip(schedule.sigmas, expected, strict=True))
     assert schedule.timestep(0) == 1000.0
@@ -129,8 +115,8 @@ def test_noise_seeds_differ_by_session_chunk_and_step() -> None:
 
 
 def test_tiny_decoder_streams_like_a_causal_decoder() -> None:
-    config = get_config("tiny")
-    decoder = build_decoder(config, torch.device("cpu"), torch.float32)
+    config = tiny_config()
+    decoder = build_tiny_decoder(config, torch.device("cpu"), torch.float32)
     latents = torch.randn(1, config.out_dim, 4, config.latent_height, config.latent_width)
     whole, _ = decoder.decode(latents, [None])
     first, caches = decoder.decode(latents[:, :, :2], [None])
@@ -141,8 +127,8 @@ def test_tiny_decoder_streams_like_a_causal_decoder() -> None:
 
 
 def test_tiny_decoder_does_not_mutate_the_caches_it_is_given() -> None:
-    config = get_config("tiny")
-    decoder = build_decoder(config, torch.device("cpu"), torch.float32)
+    config = tiny_config()
+    decoder = build_tiny_decoder(config, torch.device("cpu"), torch.float32)
     latents = torch.randn(1, config.out_dim, 2, config.latent_height, config.latent_width)
     _, caches = decoder.decode(latents, [None])
     kept = caches[0].last.clone()
@@ -151,8 +137,8 @@ def test_tiny_decoder_does_not_mutate_the_caches_it_is_given() -> None:
 
 
 def test_decoding_first_and_steady_caches_together_is_refused() -> None:
-    config = get_config("tiny")
-    decoder = build_decoder(config, torch.device("cpu"), torch.float32)
+    config = tiny_config()
+    decoder = build_tiny_decoder(config, torch.device("cpu"), torch.float32)
     latents = torch.randn(2, config.out_dim, 2, config.latent_height, config.latent_width)
     _, caches = decoder.decode(latents[:1], [None])
     with pytest.raises(ValueError, match="all first chunks or none"):

@@ -44,7 +44,7 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
-def provenance(device: torch.device, argv: list[str]) -> dict[str, object]:
+def provenance(device: torch.device, module: str, argv: list[str]) -> dict[str, object]:
     """Commit, device, date, versions and the command line of this run."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = device.type == "cuda"
@@ -61,7 +61,7 @@ def provenance(device: torch.device, argv: list[str]) -> dict[str, object]:
         "cudnn_version": torch.backends.cudnn.version() if cuda else None,
         "python_version": platform.python_version(),
         "cpu_threads": torch.get_num_threads(),
-        "command": " ".join([Path(sys.executable).name, "-m", "engine.bench", *argv]),
+        "command": " ".join([Path(sys.executable).name, "-m", module, *argv]),
     }
 
 
