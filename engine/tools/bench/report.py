@@ -80,7 +80,7 @@ def _verdict(name: str, measured: float | None, target: float, higher_is_better:
 
 
 def check_targets(global_runs: dict[int, dict[str, object]]) -> dict[str, object]:
-    """Issue 3's targets against the global workload's batch 1 and batch 4 results."""
+    """The benchmark's targets (TARGETS) against the global workload's batch 1 and batch 4 results."""
     one, four = global_runs.get(1, {}), global_runs.get(4, {})
 
     def num(run: dict[str, object], key: str) -> float | None:

@@ -4,14 +4,16 @@ official parameter layout (checked against the manifest on the meta device)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from engine.config import tiny_config, wan_13b_config
-from engine.decoders._wan_blocks import _upsample_2x
+from engine.decoders._wan_blocks import AttentionBlock, _upsample_2x
 from engine.decoders._wan_layout import LAYOUTS, Candidate, memory_format, parse_candidate
 from engine.decoders.wan_vae import (
     WanVAECache,
@@ -34,7 +36,7 @@ def _tiny_decoder(seed: int = 0) -> WanVAEDecoder:
     torch.manual_seed(seed)
     decoder = WanVAEDecoder(WanVAEConfig.tiny()).eval()
     with torch.no_grad():  # non-zero attention projection so the mid block matters
-        decoder.decoder.middle[1].proj.weight.normal_(std=0.2)
+        cast(AttentionBlock, decoder.decoder.middle[1]).proj.weight.normal_(std=0.2)
     return decoder
 
 
@@ -44,7 +46,7 @@ def _latents(batch: int, frames: int, seed: int = 1) -> torch.Tensor:
 
 
 def _stream(decoder: WanVAEDecoder, latents: torch.Tensor, chunk_sizes: list[int]) -> torch.Tensor:
-    caches: list[WanVAECache | None] = [None] * latents.shape[0]
+    caches: Sequence[WanVAECache | None] = [None] * latents.shape[0]
     outputs, start = [], 0
     for size in chunk_sizes:
         rgb, caches = decoder.decode_rgb(latents[:, :, start : start + size], list(caches))
