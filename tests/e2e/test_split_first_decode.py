@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.config import get_config, register_config, unregister_config
+from engine.config import tiny_config
 from engine.decoders.wan_vae import WanVAEConfig
 from protocols.messages import Frame
 from tests.conftest import running_daemon
@@ -22,16 +22,12 @@ MODEL = "tiny+wan-vae-split-e2e"
 def split_daemon() -> Iterator[Any]:
     from engine.engine import Engine
 
-    tiny = get_config("tiny")
-    register_config(MODEL, tiny.with_overrides(name=MODEL, decoder_kind="wan_vae", first_decode_split=1,
-                                               extra={"wan_vae": WanVAEConfig.tiny()}))
-    try:
-        engine = Engine.create(model=MODEL, device="cpu", kv_budget_bytes=4 << 20)
-        engine.warmup()
-        with running_daemon(engine) as running:
-            yield running
-    finally:
-        unregister_config(MODEL)
+    config = tiny_config().with_overrides(name=MODEL, decoder_kind="wan_vae", first_decode_split=1,
+                                          extra={"wan_vae": WanVAEConfig.tiny()})
+    engine = Engine.create(model=config, device="cpu", kv_budget_bytes=4 << 20)
+    engine.warmup()
+    with running_daemon(engine) as running:
+        yield running
 
 
 async def test_the_split_first_chunk_starts_one_unbroken_timeline_at_pts_zero(split_daemon: Any) -> None:

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import config_names
 from engine.demo.config import CONFIG
 from engine.demo.eval import main as eval_main
 from engine.demo.export import WEIGHTS_FILE
+from engine.demo.registration import catalog_with_demo
 
 WEIGHTS = Path(engine.__file__).parent / "weights" / WEIGHTS_FILE
 
@@ -41,7 +41,7 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
                                   "cache_context_noise": 0.5}
     assert report["model"] == "demo+sampling"
-    assert "demo+sampling" not in config_names()
+    assert "demo+sampling" not in catalog_with_demo().names()
 
 
 @pytest.mark.parametrize(("flags", "code"), [(["--timesteps", "1000,x"], "bad_timesteps"),
@@ -55,7 +55,7 @@ def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], cod
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2
     assert code in capsys.readouterr().err
-    assert "demo+sampling" not in config_names()
+    assert "demo+sampling" not in catalog_with_demo().names()
 
 
 @pytest.mark.slow
