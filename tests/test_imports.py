@@ -11,14 +11,18 @@ ALLOWED = {
     "engine": set(),
     "transports": {"protocols"},
     "sessiond": {"engine", "transports", "protocols"},
+    "loadtest": {"sessiond", "engine", "protocols"},
 }
+# the one way into the load-test tooling from the daemon: its command line dispatches the
+# replay and trace subcommands; the daemon's runtime never imports loadtest
+DISPATCH = {"sessiond.cli": {"loadtest"}}
 
 
 def _layer_violations(graph: dict[str, set[str]]) -> list[str]:
     out = []
     for module, imported in sorted(graph.items()):
         package = module.split(".")[0]
-        allowed = ALLOWED.get(package, set()) | {package}
+        allowed = ALLOWED.get(package, set()) | {package} | DISPATCH.get(module, set())
         bad = sorted(m for m in imported if m.split(".")[0] not in allowed)
         if bad:
             out.append(f"{module} imports {bad}")

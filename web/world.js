@@ -4,6 +4,7 @@
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { connectWebRTC, createSession, idCounter } from "./session.js";
+import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
 const $ = (id) => document.getElementById(id);
@@ -19,14 +20,6 @@ window.world = world;
 const sentAt = new Map(); // action seq -> performance.now() when sent
 const framesByPts = new Map(); // pts mod 2^32 (RTP timestamp) -> frames message
 let rtc = null;
-
-// PROTOCOL.md: pts of the n-th frame = round(n * 90000 / fps), ties to even (as the server's Python).
-function ptsFor(n, fps) {
-  const x = (n * 90000) / fps;
-  const f = Math.floor(x);
-  if (x - f !== 0.5) return Math.round(x);
-  return f % 2 === 0 ? f : f + 1;
-}
 
 function remember(map, key, value, limit) {
   map.set(key, value);

@@ -3,7 +3,6 @@ isolates faults per session; the typed calls run on the engine's own thread."""
 
 from __future__ import annotations
 
-import asyncio
 import threading
 
 import pytest
@@ -53,18 +52,15 @@ class _SnapshottingEngine(FakeEngine):
         self.closed.append(sid)
 
 
-def test_at_shutdown_every_session_is_closed_and_a_failed_snapshot_left_out() -> None:
+async def test_at_shutdown_every_session_is_closed_and_a_failed_snapshot_left_out() -> None:
     engine = _SnapshottingEngine()
-
-    async def go() -> dict[str, bytes]:
-        host = EngineHost(engine)
-        host.start()
-        try:
-            return await host.snapshot_and_close(["s_a", "s_broken", "s_b"])
-        finally:
-            await host.stop()
-
-    assert asyncio.run(go()) == {"s_a": b"s_a", "s_b": b"s_b"}
+    host = EngineHost(engine)
+    host.start()
+    try:
+        snapshots = await host.snapshot_and_close(["s_a", "s_broken", "s_b"])
+    finally:
+        await host.stop()
+    assert snapshots == {"s_a": b"s_a", "s_b": b"s_b"}
     assert engine.closed == ["s_a", "s_broken", "s_b"]
     assert engine.threads == {"sessiond-engine"}  # never the event loop's thread
 
