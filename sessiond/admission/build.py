@@ -69,18 +69,18 @@ def kv_budget_from_pool(kv: KVStats, per_session_bytes: int, host_bytes: int | N
                     per_session_bytes=max(per_session_bytes, kv.slab_bytes))
 
 
-async def build_admission(config: ServeConfig, engine: Calibrator, registry: Any,
+async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
                           kv_now: Callable[[], KVStats | None]) -> AdmissionRuntime:
     """The policy `config.policy` names. `kv_now` is the latest KV pool accounting (for `kv`)."""
     if config.policy == "kv":
-        return AdmissionRuntime(KVPoolAdmission(engine.info, kv_now, config.max_sessions))
+        return AdmissionRuntime(KVPoolAdmission(host.info, kv_now, config.max_sessions))
     started = time.monotonic()
-    kv = await engine.kv_stats()
-    per_session = engine.info.kv_bytes_per_session
+    kv = await host.kv_stats()
+    per_session = host.info.kv_bytes_per_session
     fit = max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
-    chunks = engine.context_chunks()
-    cost = await engine.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
-                                  time_budget_s=config.calibration_budget_s)
+    chunks = host.context_chunks()
+    cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
+                                time_budget_s=config.calibration_budget_s)
     logger.info("cost model calibrated through %d chunks in %.1f s", chunks, time.monotonic() - started)
     policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                          max_batch=config.max_batch)
