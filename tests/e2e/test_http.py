@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 
@@ -107,6 +108,7 @@ def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> None:
     assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
     assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "kv"
     assert cap["store"] == {"kind": "memory", "healthy": True}
+    assert cap["prompt_examples"] == []  # the tiny model names none (and the create response leaves them out)
     page = httpx.get(f"{daemon.url}/")
     assert page.status_code == 200 and "<html" in page.text.lower()
 
@@ -139,6 +141,39 @@ def test_readyz_is_503_and_create_refused_until_the_engine_is_warm() -> None:
         release.set()
         d.wait_ready()
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"}).status_code == 201
+
+
+class _ExamplesEngine:
+    """The real tiny engine, naming two example prompts in its info (as the demo model names its themes)."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+        self.info = dataclasses.replace(engine.info, prompt_examples=("a snowy day", "desert dunes"))  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+def test_the_models_example_prompts_are_in_create_welcome_and_capacity() -> None:
+    async def welcome_session(body: dict) -> dict:
+        from protocols.client import SessionClient
+        from protocols.http import CreateSessionResponse
+
+        client = SessionClient()
+        client.attach(d.url, CreateSessionResponse.from_json(body))
+        welcome = await client.connect()
+        await client.disconnect()
+        await client.aclose()
+        return dict(welcome.session)
+
+    with running_daemon(_ExamplesEngine(tiny_engine())) as d:
+        body = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"}).json()
+        assert body["prompt_examples"] == ["a snowy day", "desert dunes"]
+        session = asyncio.run(welcome_session(body))
+        assert session["prompt_examples"] == ["a snowy day", "desert dunes"]
+        assert session == {k: v for k, v in body.items() if k != "token"}
+        assert httpx.get(f"{d.url}/v1/capacity").json()["prompt_examples"] == ["a snowy day", "desert dunes"]
+        httpx.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
 
 
 def test_no_log_line_carries_a_token(daemon, caplog) -> None:
