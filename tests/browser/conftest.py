@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
@@ -53,26 +54,54 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None
     raise RuntimeError(f"sessiond did not become ready: {log.read()[-2000:].decode(errors='replace')}")
 
 
-@pytest.fixture(scope="session")
-def daemon_url() -> Iterator[str]:
+@dataclass(frozen=True)
+class Served:
+    url: str
+    log: Path  # the daemon's whole output
+
+
+@contextlib.contextmanager
+def serve(model: str, *args: str) -> Iterator[Served]:
+    """`sessiond serve --model MODEL ARGS...` on a free loopback port until the block ends."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryFile() as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "sessiond.cli", "serve", "--model", "tiny", "--device", "cpu",
-             "--host", "127.0.0.1", "--port", str(port), "--webrtc-hosts", "127.0.0.1"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_ready(url, proc, log)
-            yield url
-        finally:
-            proc.terminate()
+    with tempfile.TemporaryDirectory(prefix="sessiond-browser-") as folder:
+        log_path = Path(folder) / "daemon.log"
+        with open(log_path, "w+b") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "sessiond.cli", "serve", "--model", model, "--device", "cpu",
+                 "--host", "127.0.0.1", "--port", str(port), "--webrtc-hosts", "127.0.0.1", *args],
+                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            )
             try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+                _wait_ready(url, proc, log)
+                yield Served(url, log_path)
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def tiny_daemon() -> Iterator[Served]:
+    with serve("tiny") as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def daemon_url(tiny_daemon: Served) -> str:
+    return tiny_daemon.url
+
+
+@pytest.fixture(scope="session")
+def demo_daemon() -> Iterator[Served]:
+    """The embedded default model (what `bash scripts/serve.sh` serves): its example prompts and
+    frames are what a newcomer sees. On this CPU it streams 10-17 frames/s, enough for short takes."""
+    with serve("demo") as served:
+        yield served
 
 
 @pytest.fixture(scope="session")
