@@ -6,7 +6,7 @@
 import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebSocket, createSession, idCounter, waitReady } from "./session.js";
-import { debugLog, describeError, hideError, showError, StatusLine } from "./status.js";
+import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
 const log = debugLog($("log"));
@@ -106,12 +106,7 @@ function onMessage(message, send) {
 }
 
 function fail(err) {
-  const described = describeError(err);
-  director.errors.push({ code: described.code, message: described.detail });
-  log(`error ${described.code}: ${described.detail}`);
-  status.set("error", described.title);
-  $("loading").hidden = true;
-  showError($("error"), described, start);
+  reportFailure(err, { status, errors: director.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
 }
 
 let send = () => {};

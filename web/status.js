@@ -105,6 +105,17 @@ export function showError(box, described, onRetry) {
   box.stopCountdown = () => clearInterval(timer);
 }
 
+// A failure that stops the page: remembered in `errors`, logged, named on the status line and
+// shown in `box` (with Retry -> onRetry where that can help); `overlay` (the loading veil) hides.
+export function reportFailure(err, { status, errors, log, box, overlay, onRetry }) {
+  const described = describeError(err);
+  errors.push({ code: described.code, message: described.detail });
+  log(`error ${described.code}: ${described.detail}`);
+  status.set("error", described.title);
+  overlay.hidden = true;
+  showError(box, described, onRetry);
+}
+
 export function hideError(box) {
   if (box.stopCountdown) box.stopCountdown();
   box.hidden = true;

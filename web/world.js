@@ -6,7 +6,7 @@ import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebRTC, createSession, idCounter, waitReady } from "./session.js";
-import { debugLog, describeError, hideError, showError, StatusLine } from "./status.js";
+import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const ACTION_HZ = 30;
 const $ = (id) => document.getElementById(id);
@@ -184,12 +184,7 @@ function onFirstFrame(video, then) {
 
 function fail(err) {
   if (rtc) { rtc.pc.close(); rtc = null; }
-  const described = describeError(err);
-  world.errors.push({ code: described.code, message: described.detail });
-  log(`error ${described.code}: ${described.detail}`);
-  status.set("error", described.title);
-  $("loading").hidden = true;
-  showError($("error"), described, start);
+  reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
 }
 
 let attempt = 0;
