@@ -81,6 +81,10 @@ class Placement:
             self._view_at = now
         return list(self._view.values())
 
+    def invalidate(self) -> None:
+        """Re-read the capacity records on the next view."""
+        self._view_at = float("-inf")
+
     def forget(self, worker: str) -> None:
         """Drop a worker from the view until the next records (it died, or was found unreachable)."""
         self._view.pop(worker, None)
