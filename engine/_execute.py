@@ -17,7 +17,7 @@ from engine.kv import ChunkKVPool
 from engine.model import CausalDiT
 from engine.rope import RopeTable
 from engine.sampling import Schedule, seeded_noise
-from engine.session import ChunkRecord, ChunkWork, SessionState
+from engine.session import ChunkRecord, ChunkWork, EngineSession
 
 __all__ = ["PhaseRunner"]
 
@@ -33,7 +33,7 @@ class PhaseRunner:
     schedule: Schedule
     device: torch.device
 
-    def _works(self, states: list[SessionState]) -> list[ChunkWork]:
+    def _works(self, states: list[EngineSession]) -> list[ChunkWork]:
         works = [s.work for s in states]
         assert all(w is not None for w in works)
         return works  # type: ignore[return-value]
@@ -58,7 +58,7 @@ class PhaseRunner:
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
         return self.model(latents, t, actions, contexts, ctx, self.attend, _batched_cross(works))  # type: ignore[no-any-return]
 
-    def denoise(self, states: list[SessionState]) -> None:
+    def denoise(self, states: list[EngineSession]) -> None:
         works = self._works(states)
         x = torch.stack([w.x for w in works])
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
@@ -104,7 +104,7 @@ class PhaseRunner:
         matched = flow * (acted.float().std() / flow.float().std().clamp_min(1e-12)).to(flow.dtype)
         return c.action_guidance_rescale * matched + (1.0 - c.action_guidance_rescale) * flow
 
-    def cache(self, states: list[SessionState]) -> None:
+    def cache(self, states: list[EngineSession]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and
         finishes the chunk."""
         works = self._works(states)
@@ -128,7 +128,7 @@ class PhaseRunner:
         step = self.schedule.steps  # a step index no denoise step uses
         return clean + std * seeded_noise(tuple(clean.shape), seed, chunk, step, self.device)
 
-    def decode_slice(self, state: SessionState) -> tuple[int, int]:
+    def decode_slice(self, state: EngineSession) -> tuple[int, int]:
         """Latent frames [start, end) of the chunk in progress that the next decode covers."""
         work = state.work
         assert work is not None
@@ -138,7 +138,7 @@ class PhaseRunner:
             return 0, split
         return start, total
 
-    def decode(self, states: list[SessionState]) -> list[ChunkFrames]:
+    def decode(self, states: list[EngineSession]) -> list[ChunkFrames]:
         """One decode call for sessions whose next slices have the same bounds (see decode_slice)."""
         works = self._works(states)
         start, end = self.decode_slice(states[0])
@@ -156,7 +156,7 @@ class PhaseRunner:
             chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
         return chunks
 
-    def recompute(self, state: SessionState, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
+    def recompute(self, state: EngineSession, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
         """Rebuild a session's KV from clean latents, chunk by chunk in order (exact while every
         chunk's own context is among `records`; an approximation once the window has wrapped)."""
         available = {r.index for r in records}

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.api import ActionSpace
-from engine.config import ModelConfig, register_config
+from engine.config import ModelConfig
 from engine.demo.actions import DEMO_AXES, DEMO_KEYS
 from engine.demo.autoencoder import AEConfig
 
@@ -37,7 +37,7 @@ __all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "MODELS", "M
 AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
 MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
 TRAIN_CHUNKS = 6  # chunks per training sequence: the window rolls over 4 times
-# the shipped weights: what `Engine.create(model="demo")` should load when given no weights
+# the shipped weights: what the daemon loads for `demo` when given no weights
 DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "demo.safetensors"
 
 CONFIG = ModelConfig(
@@ -95,6 +95,5 @@ FINE_CONFIG = CONFIG.with_overrides(
     vae_stride=(1, 4, 4),
     extra={},
 )
-register_config(FINE_CONFIG.name, FINE_CONFIG)
 
 MODELS: dict[str, ModelConfig] = {CONFIG.name: CONFIG, FINE_CONFIG.name: FINE_CONFIG}

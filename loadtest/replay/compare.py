@@ -79,8 +79,9 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
 
 def _engine(cfg: CompareConfig) -> Any:
     from engine.engine import Engine
+    from sessiond.engine_factory import model_catalog
 
-    engine = Engine.create(model=cfg.model, device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes,
+    engine = Engine.create(model=cfg.model, catalog=model_catalog(), device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes,
                            max_batch=cfg.max_batch)
     engine.warmup()
     return engine

@@ -30,8 +30,8 @@ CHROMIUM_ARGS = [
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests run last: Playwright's sync API keeps its own event loop running in the
-    main thread for as long as the session-scoped Chromium lives, and every asyncio.run()
-    elsewhere would then fail."""
+    main thread for as long as the session-scoped Chromium lives, and no async test could start
+    its own loop there."""
     browser_dir = Path(__file__).resolve().parent
     items.sort(key=lambda item: Path(str(item.path)).resolve().is_relative_to(browser_dir))
 

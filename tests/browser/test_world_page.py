@@ -10,7 +10,7 @@ import pytest
 from PIL import Image, ImageStat
 from playwright.sync_api import Page
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
 
 
 def _open_world(page: Page, daemon_url: str) -> None:

@@ -7,6 +7,8 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loadtest.replay import compare_cli, replay_cli
 from loadtest.replay.session_runner import SessionRunner
 from sessiond.config import ServeConfig
@@ -44,6 +46,7 @@ def test_compare_names_an_unknown_policy(capsys: Any) -> None:
     assert "duty, one-per-gpu, fifo" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_compare_names_an_unknown_model_with_its_code(capsys: Any) -> None:
     trace = str(Path(__file__).resolve().parents[3] / "load_traces" / "smoke-2.jsonl")
     assert compare_cli.run(_args(compare_cli, "replay-compare", trace, "--model", "nope", "--device", "cpu")) == 2

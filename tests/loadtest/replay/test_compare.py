@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from loadtest.replay.compare import CompareConfig, run_comparison
 from sessiond.traces import Trace, TraceEvent, TraceHeader
 
@@ -18,6 +20,7 @@ def _three_directors() -> Trace:
     return Trace(TraceHeader("three-directors", "synthesized"), tuple(sorted(events, key=lambda e: e.t)))
 
 
+@pytest.mark.slow
 def test_each_policy_serves_the_same_trace_and_reports_a_row(tmp_path: Path) -> None:
     said: list[str] = []
     result = run_comparison(_three_directors(), CompareConfig(max_batch=2, out_dir=str(tmp_path)), said.append)

@@ -4,16 +4,18 @@ trace the daemon records (`serve --record`) reproduces the replayed event timing
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from loadtest.replay.report import REQUIRED_FIELDS, build_report
 from loadtest.replay.runner import run_replay
 from sessiond.traces import Trace, dump_trace, load_trace, parse_trace
-from tests.conftest import daemon_process
+from tests.conftest import daemon_process, off_loop
+
+pytestmark = pytest.mark.slow  # a daemon process and a trace replayed in real time
 
 ROOT = Path(__file__).resolve().parents[3]
 TIMING_TOLERANCE_S = 0.25  # recorded (server receive) vs trace time of every event, same session;
@@ -21,12 +23,12 @@ TIMING_TOLERANCE_S = 0.25  # recorded (server receive) vs trace time of every ev
 # daemon shared the client's GIL on 2 cores and once drifted 0.505 s in a fresh-clone CI run
 
 
-@pytest.fixture(scope="module")
-def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, dict[str, Any], Trace]:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def replayed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Trace, dict[str, Any], Trace]:
     trace = load_trace(ROOT / "load_traces" / "smoke-2.jsonl")
     path = tmp_path_factory.mktemp("recorded") / "recorded-smoke.jsonl"
-    with daemon_process("--record", str(path)) as (url, _):
-        outcome = asyncio.run(run_replay(trace, url))
+    async with off_loop(daemon_process("--record", str(path))) as (url, _):
+        outcome = await run_replay(trace, url)
     recorded = load_trace(path)  # written by the daemon at its (graceful) shutdown
     assert len(recorded.sessions()) == 2
     return trace, build_report(outcome), recorded

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+import pytest
+
 from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
 from loadtest.trace_tools.standard import standard_traces
 from sessiond.traces import dump_trace, load_trace, parse_trace
@@ -83,6 +85,7 @@ def test_generated_traces_pass_validation() -> None:
     assert parse_trace(dump_trace(trace).splitlines()) == trace
 
 
+@pytest.mark.slow
 def test_the_committed_synthesized_traces_are_what_the_generator_makes() -> None:
     for trace in standard_traces():
         path = ROOT / "load_traces" / f"{trace.header.name}.jsonl"

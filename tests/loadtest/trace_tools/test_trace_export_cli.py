@@ -22,21 +22,19 @@ def _parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(list(argv))
 
 
-def test_the_redis_event_log_exports_as_a_recorded_trace(redis_server: Any, tmp_path: Path) -> None:
-    async def fill() -> None:
-        store = RedisStore(redis_server.url, prefix="exp")
-        await store.append_events([
-            StoredEvent(T0, "s_a", "create", {"mode": "director", "prompt": "p", "seed": 3}),
-            StoredEvent(T0 + 0.5, "s_a", "attach", {"media": "raw"}),
-            StoredEvent(T0 + 1.0, "s_a", "direct", {"id": 1, "prompt": "go", "seconds": 5.0}),
-            StoredEvent(T0 + 4.0, "s_a", "close", {"reason": "deleted"}),
-        ])
-        await store.close()
-
-    asyncio.run(fill())
+async def test_the_redis_event_log_exports_as_a_recorded_trace(redis_server: Any, tmp_path: Path) -> None:
+    store = RedisStore(redis_server.url, prefix="exp")
+    await store.append_events([
+        StoredEvent(T0, "s_a", "create", {"mode": "director", "prompt": "p", "seed": 3}),
+        StoredEvent(T0 + 0.5, "s_a", "attach", {"media": "raw"}),
+        StoredEvent(T0 + 1.0, "s_a", "direct", {"id": 1, "prompt": "go", "seconds": 5.0}),
+        StoredEvent(T0 + 4.0, "s_a", "close", {"reason": "deleted"}),
+    ])
+    await store.close()
     out = tmp_path / "rec.jsonl"
-    code = trace_export_cli.run(_parse("trace-export", "--redis-url", redis_server.url, "--prefix", "exp",
-                                 "--name", "lab", "--out", str(out)))
+    # the command runs its own event loop, as from a shell: a worker thread stands in for the shell
+    code = await asyncio.to_thread(trace_export_cli.run, _parse("trace-export", "--redis-url", redis_server.url,
+                                                                "--prefix", "exp", "--name", "lab", "--out", str(out)))
     assert code == 0
     trace = load_trace(out)
     assert (trace.header.name, trace.header.source) == ("lab", "recorded")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 from sessiond.store.base import StoredEvent
@@ -60,9 +59,9 @@ def test_invalid_fields_are_dropped_not_recorded() -> None:
     assert recorder.stats.dropped == {"invalid_fields": 1}
 
 
-def test_the_async_event_log_of_a_store_exports_the_same_trace() -> None:
+async def test_the_async_event_log_of_a_store_exports_the_same_trace() -> None:
     async def stream() -> AsyncIterator[StoredEvent]:
         for event in _log():
             yield event
 
-    assert asyncio.run(trace_from_event_stream(stream(), "lab")) == trace_from_events(_log(), "lab")
+    assert await trace_from_event_stream(stream(), "lab") == trace_from_events(_log(), "lab")

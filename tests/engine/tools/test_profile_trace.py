@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.profile_trace import kernel_kind, phase_times, table
+from engine.tools.profile_trace import kernel_kind, phase_times, table
 
 
 def _window(name: str, ts: float, dur: float) -> dict[str, object]:

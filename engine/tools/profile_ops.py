@@ -10,8 +10,8 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from engine.profile_trace import phase_times
-from engine.profile_trace import table as gpu_time_table
+from engine.tools.profile_trace import phase_times
+from engine.tools.profile_trace import table as gpu_time_table
 
 __all__ = ["TOP_OPS", "profile_call"]
 
@@ -31,7 +31,7 @@ def profile_call(
     run: Callable[[], object], device: torch.device, table_path: str | Path
 ) -> dict[str, object]:
     """Run `run()` under the profiler; write the op table to `table_path`; return the top ops.
-    On CUDA also the GPU's busy and idle time per phase (engine.profile_trace), as a table beside it.
+    On CUDA also the GPU's busy and idle time per phase (engine.tools.profile_trace), as a table beside it.
 
     On CUDA ops are ranked by self device (kernel) time, on CPU by self CPU time. Phases show
     up as `bench.denoise` / `bench.cache` / `bench.decode` ranges (record_function)."""

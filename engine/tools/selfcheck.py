@@ -1,4 +1,4 @@
-"""`python -m engine.selfcheck [--device cuda] [--compile on|off|auto]`: roll the tiny model out on
+"""`python -m engine.tools.selfcheck [--device cuda] [--compile on|off|auto]`: roll the tiny model out on
 the given device and compare it with the CPU fp32 eager reference (max relative error of every
 recorded chunk's latents). Run it on a GPU host before benchmarking: it exercises the batched step,
 the KV pool, compiled kernels and warmup in about a minute.
@@ -58,7 +58,7 @@ def selfcheck(device: str, compile_mode: str) -> dict[str, object]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.selfcheck", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m engine.tools.selfcheck", description=__doc__)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", default="auto", choices=("auto", "on", "off"))
     args = parser.parse_args(argv)

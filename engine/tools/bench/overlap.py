@@ -1,4 +1,4 @@
-"""`python -m engine.bench_overlap --model wan-1.3b`: does a decode on a second CUDA stream overlap
+"""`python -m engine.tools.bench.overlap --model wan-1.3b`: does a decode on a second CUDA stream overlap
 with DiT passes on the first?
 
 A probe for the scheduler's design, not a workload: one session is rolled `--context` chunks
@@ -51,7 +51,7 @@ def measure_overlap(engine: Engine, batch: int, context: int, repeats: int) -> d
     record = state.records[max(state.records)]
     slabs = [state.handle.context_slabs(state.handle.written)] * batch
     latents = record.latents[None].expand(batch, -1, -1, -1, -1).contiguous()
-    contexts = engine._embed("probe")[None].expand(batch, -1, -1)
+    contexts = engine.embed_prompt("probe")[None].expand(batch, -1, -1)
     records = [ChunkRecord(state.handle.written, record.latents, record.actions, "probe")] * batch
     caches = [state.decoder_cache] * batch
     side = torch.cuda.Stream(device)
@@ -80,7 +80,7 @@ def measure_overlap(engine: Engine, batch: int, context: int, repeats: int) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench_overlap", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.tools.bench.overlap", description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="wan-1.3b")
     parser.add_argument("--batch", default="1,2", help="sessions per step, e.g. 1,2,4")
     parser.add_argument("--context", type=int, default=4, help="chunks of context before the probed chunk")

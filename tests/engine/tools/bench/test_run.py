@@ -7,13 +7,15 @@ import contextlib
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from engine.bench import main
-from engine.bench_flops import attended_chunks, dit_pass_flops
-from engine.bench_report import check_targets
-from engine.config import get_config
+from engine.catalog import core_catalog
+from engine.config import tiny_config, wan_13b_config
+from engine.tools.bench.flops import attended_chunks, dit_pass_flops
+from engine.tools.bench.report import check_targets
+from engine.tools.bench.run import main
 from sessiond.bench_cli import add_parser
 
 PHASES = ("cache", "decode", "denoise")
@@ -76,7 +78,7 @@ def test_the_global_workload_counts_frames_and_first_frames(results: dict) -> No
 
 
 def test_the_mixed_workload_batches_sessions_at_different_context_lengths(results: dict) -> None:
-    tiny = get_config("tiny")  # sink 1 + window 2: sessions start at chunks 0 and 3
+    tiny = tiny_config()  # sink 1 + window 2: sessions start at chunks 0 and 3
     assert results["workloads"]["mixed"]["2"]["context_chunks_per_session"] == [1, 4]
     assert (
         results["workloads"]["rolling"]["2"]["context_chunks_per_session"]
@@ -88,14 +90,14 @@ def test_the_flop_formula_and_counts_are_recorded(results: dict) -> None:
     flops = results["flops"]
     assert "4*q*kv*d" in flops["dit_pass_formula"]
     assert flops["dit_pass_tflop_by_chunk_global"] == [
-        dit_pass_flops(get_config("tiny"), k) / 1e12 for k in (0, 1)
+        dit_pass_flops(tiny_config(), k) / 1e12 for k in (0, 1)
     ]
     assert flops["decoder_tflop_first_chunk"] > 0 and flops["decoder_tflop_steady_chunk"] > 0
     assert results["engines"]["tiny"]["info"]["kv_bytes_per_session"] > 0
 
 
 def test_the_wan_13b_pass_flops_match_the_reference_count() -> None:
-    wan = get_config("wan-1.3b")
+    wan = wan_13b_config()
     # BASELINES.md: 12.15 + 4.04 * (k + 1) TFLOP per pass at chunk k with the global cache
     assert [round(dit_pass_flops(wan, k) / 1e12, 2) for k in range(3)] == [16.18, 20.22, 24.26]
     assert [attended_chunks(wan, k) for k in (0, 6, 7, 50)] == [1, 7, 8, 8]
@@ -103,7 +105,8 @@ def test_the_wan_13b_pass_flops_match_the_reference_count() -> None:
 
 
 def test_targets_say_by_how_much_they_are_missed() -> None:
-    verdict = check_targets({1: {"fps_per_session_mean": 18.0, "ttff_ms": 250.0}, 4: {"fps_aggregate": 60.0}})
+    verdict: dict[str, Any] = dict(check_targets({1: {"fps_per_session_mean": 18.0, "ttff_ms": 250.0},
+                                                 4: {"fps_aggregate": 60.0}}))
     assert verdict["fps_single_stream"]["met"] is False
     assert verdict["fps_single_stream"]["missed_by"] == pytest.approx(9.0)
     assert verdict["first_frames_ms"]["met"] is True
@@ -159,12 +162,12 @@ def test_a_device_this_machine_lacks_is_a_coded_error(
 def test_decoder_flops_are_counted_before_the_timed_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Counting on the meta device took 0.27 s of the H200's 81-frame wall when it ran inside the
     timed chunks; every count must happen before the first timed step."""
-    from engine import bench_workloads
-    from engine.bench_stats import Clock
     from engine.engine import Engine
+    from engine.tools.bench import workloads as bench_workloads
+    from engine.tools.bench.stats import Clock
 
     engine = Engine.create(model="tiny", device="cpu")
-    driver = bench_workloads.Driver(engine, Clock(engine.device))
+    driver = bench_workloads.Driver(engine, Clock(engine.device), core_catalog())
     timed_steps_at_count: list[int] = []
     runs: list[bench_workloads.BatchRun] = []
     original_run = bench_workloads.BatchRun
@@ -174,7 +177,7 @@ def test_decoder_flops_are_counted_before_the_timed_chunks(monkeypatch: pytest.M
         runs.append(run)
         return run
 
-    def counting(config: object, first: bool) -> float:
+    def counting(config: object, catalog: object, first: bool) -> float:
         timed_steps_at_count.append(sum(len(p.seconds) for r in runs for p in r.phases.values()))
         return 1.0e12
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.api import FrameAction, StepItem, StepPlan
-from engine.config import get_config, register_config
+from engine.config import tiny_config
 from engine.decoders.wan_vae import WanVAEConfig, WanVAEDecoder
 from engine.engine import Engine
 
@@ -13,11 +13,8 @@ MODEL = "tiny+wan-vae-test"
 
 
 def _engine() -> Engine:
-    tiny = get_config("tiny")
-    register_config(
-        MODEL, tiny.with_overrides(name=MODEL, decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
-    )
-    return Engine.create(model=MODEL, device="cpu")
+    config = tiny_config().with_overrides(name=MODEL, decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
+    return Engine.create(model=config, device="cpu")
 
 
 def _chunk(engine: Engine, sid: str) -> np.ndarray:

@@ -1,6 +1,6 @@
 """Convert Self-Forcing generator checkpoints (torch pickles) to a Wan2.1 DiT safetensors file.
 
-    python -m engine.convert selfforcing IN.pt OUT.safetensors [--ema] [--model wan-1.3b |
+    python -m engine.tools.convert selfforcing IN.pt OUT.safetensors [--ema] [--model wan-1.3b |
         --manifest MANIFEST.json] [--dtype keep|bf16|fp32]
 
 Self-Forcing saves ``{"generator": ..., "critic": ..., "generator_ema": ...}``; each generator
@@ -20,9 +20,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from engine.config import get_config
-from engine.convert_keys import KeyShapes, manifest_key_shapes, wan_dit_key_shapes
+from engine.catalog import core_catalog
 from engine.errors import EngineError, WeightsError
+from engine.tools.convert_keys import KeyShapes, manifest_key_shapes, wan_dit_key_shapes
 
 __all__ = ["ConversionReport", "check_layout", "convert_selfforcing", "main", "selfforcing_state_dict"]
 
@@ -136,7 +136,7 @@ def convert_selfforcing(
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m engine.convert", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m engine.tools.convert", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="format", required=True)
     sf = sub.add_parser("selfforcing", help="Self-Forcing *.pt -> Wan2.1 DiT safetensors")
     sf.add_argument("source", type=Path, help="Self-Forcing checkpoint (*.pt)")
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         expected = (
             manifest_key_shapes(args.manifest)
             if args.manifest
-            else wan_dit_key_shapes(get_config(args.model))
+            else wan_dit_key_shapes(core_catalog().config(args.model))
         )
         report = convert_selfforcing(
             args.source, args.target, expected, ema=args.ema, dtype=DTYPES[args.dtype]

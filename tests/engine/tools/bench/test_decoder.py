@@ -1,33 +1,24 @@
-"""`python -m engine.bench_decoder`: every candidate timed and compared with the plain one."""
+"""`python -m engine.tools.bench.decoder`: every candidate timed and compared with the plain one."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from engine.bench_decoder import main, measure
-from engine.config import get_config, register_config, unregister_config
+from engine.catalog import core_catalog
+from engine.config import tiny_config
 from engine.decoders.wan_vae import WanVAEConfig
+from engine.tools.bench.decoder import main, measure_decoder_candidates
 
 MODEL = "tiny+wan-vae-bench-decoder"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _model() -> Iterator[None]:
-    tiny = get_config("tiny")
-    register_config(
-        MODEL, tiny.with_overrides(name=MODEL, decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
-    )
-    yield
-    unregister_config(MODEL)
+CONFIG = tiny_config().with_overrides(name=MODEL, decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
 
 
 def test_each_cpu_candidate_is_timed_and_the_layouts_agree() -> None:
-    report = measure(MODEL, torch.device("cpu"), batch=2, repeats=2)
+    report = measure_decoder_candidates(CONFIG, torch.device("cpu"), batch=2, repeats=2)
     assert report["reference"] == "ncdhw"
     candidates = report["candidates"]
     assert isinstance(candidates, dict)
@@ -40,11 +31,13 @@ def test_each_cpu_candidate_is_timed_and_the_layouts_agree() -> None:
 
 def test_the_command_writes_its_report(tmp_path: Path) -> None:
     out = tmp_path / "decoder.json"
-    assert main(["--model", MODEL, "--device", "cpu", "--repeats", "1", "--json", str(out)]) == 0
+    catalog = core_catalog()
+    catalog.add_config(CONFIG)
+    assert main(["--model", MODEL, "--device", "cpu", "--repeats", "1", "--json", str(out)], catalog) == 0
     report = json.loads(out.read_text())
     assert (report["model"], report["batch"], report["repeats"]) == (MODEL, 1, 1)
 
 
 def test_a_model_without_a_wan_vae_is_refused() -> None:
     with pytest.raises(SystemExit, match="no Wan VAE decoder"):
-        measure("tiny", torch.device("cpu"), batch=1, repeats=1)
+        measure_decoder_candidates(tiny_config(), torch.device("cpu"), batch=1, repeats=1)

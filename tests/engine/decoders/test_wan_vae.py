@@ -4,19 +4,27 @@ official parameter layout (checked against the manifest on the meta device)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from engine.config import get_config
-from engine.decoders._wan_blocks import _upsample_2x
+from engine.config import tiny_config, wan_13b_config
+from engine.decoders._wan_blocks import AttentionBlock, _upsample_2x
 from engine.decoders._wan_layout import LAYOUTS, Candidate, memory_format, parse_candidate
-from engine.decoders.wan_vae import WanVAECache, WanVAEConfig, WanVAEDecoder, build_decoder, vae_config_for
+from engine.decoders.wan_vae import (
+    WanVAECache,
+    WanVAEConfig,
+    WanVAEDecoder,
+    build_wan_vae_decoder,
+    vae_config_for,
+)
 from engine.errors import ConfigError, EngineError
 
-MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
+MANIFEST = Path(__file__).resolve().parents[2] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
 LATENT_H, LATENT_W = 4, 6
 
 
@@ -28,7 +36,7 @@ def _tiny_decoder(seed: int = 0) -> WanVAEDecoder:
     torch.manual_seed(seed)
     decoder = WanVAEDecoder(WanVAEConfig.tiny()).eval()
     with torch.no_grad():  # non-zero attention projection so the mid block matters
-        decoder.decoder.middle[1].proj.weight.normal_(std=0.2)
+        cast(AttentionBlock, decoder.decoder.middle[1]).proj.weight.normal_(std=0.2)
     return decoder
 
 
@@ -38,7 +46,7 @@ def _latents(batch: int, frames: int, seed: int = 1) -> torch.Tensor:
 
 
 def _stream(decoder: WanVAEDecoder, latents: torch.Tensor, chunk_sizes: list[int]) -> torch.Tensor:
-    caches: list[WanVAECache | None] = [None] * latents.shape[0]
+    caches: Sequence[WanVAECache | None] = [None] * latents.shape[0]
     outputs, start = [], 0
     for size in chunk_sizes:
         rgb, caches = decoder.decode_rgb(latents[:, :, start : start + size], list(caches))
@@ -193,9 +201,9 @@ def test_a_new_cache_decodes_a_first_chunk_like_no_cache() -> None:
     assert not decoder.is_first(caches[0])
 
 
-def test_build_decoder_follows_the_model_config_and_its_wan_vae_override() -> None:
-    config = get_config("tiny").with_overrides(decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
-    decoder = build_decoder(config, torch.device("cpu"), torch.float32)
+def test_build_wan_vae_decoder_follows_the_model_config_and_its_wan_vae_override() -> None:
+    config = tiny_config().with_overrides(decoder_kind="wan_vae", extra={"wan_vae": WanVAEConfig.tiny()})
+    decoder = build_wan_vae_decoder(config, torch.device("cpu"), torch.float32)
     assert isinstance(decoder, WanVAEDecoder) and decoder.kind == "wan_vae"
     assert decoder.config == WanVAEConfig.tiny()
     assert (decoder.latent_std.dtype, decoder.conv2.weight.dtype) == (torch.float32, torch.float32)
@@ -205,13 +213,13 @@ def test_build_decoder_follows_the_model_config_and_its_wan_vae_override() -> No
 
 def test_a_model_whose_latents_do_not_fit_the_wan_vae_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
-        vae_config_for(get_config("tiny"))  # 4 latent channels, the Wan2.1 VAE takes 16
+        vae_config_for(tiny_config())  # 4 latent channels, the Wan2.1 VAE takes 16
     assert err.value.code == "bad_vae_config"
     assert "extra['wan_vae']" in str(err.value)
 
 
 def test_the_wan_13b_model_gets_the_wan21_vae() -> None:
-    assert vae_config_for(get_config("wan-1.3b")) == WanVAEConfig.wan21()
+    assert vae_config_for(wan_13b_config()) == WanVAEConfig.wan21()
 
 
 def test_channels_last_activations_decode_the_same_stream_as_ncdhw() -> None:

@@ -44,7 +44,7 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
-def provenance(device: torch.device, argv: list[str]) -> dict[str, object]:
+def provenance(device: torch.device, module: str, argv: list[str]) -> dict[str, object]:
     """Commit, device, date, versions and the command line of this run."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = device.type == "cuda"
@@ -61,7 +61,7 @@ def provenance(device: torch.device, argv: list[str]) -> dict[str, object]:
         "cudnn_version": torch.backends.cudnn.version() if cuda else None,
         "python_version": platform.python_version(),
         "cpu_threads": torch.get_num_threads(),
-        "command": " ".join([Path(sys.executable).name, "-m", "engine.bench", *argv]),
+        "command": " ".join([Path(sys.executable).name, "-m", module, *argv]),
     }
 
 
@@ -80,7 +80,7 @@ def _verdict(name: str, measured: float | None, target: float, higher_is_better:
 
 
 def check_targets(global_runs: dict[int, dict[str, object]]) -> dict[str, object]:
-    """Issue 3's targets against the global workload's batch 1 and batch 4 results."""
+    """The benchmark's targets (TARGETS) against the global workload's batch 1 and batch 4 results."""
     one, four = global_runs.get(1, {}), global_runs.get(4, {})
 
     def num(run: dict[str, object], key: str) -> float | None:

@@ -13,6 +13,7 @@ the host launched late).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["KINDS", "PhaseTime", "kernel_kind", "phase_times", "table"]
@@ -83,7 +84,7 @@ def _union_us(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def phase_times(trace: dict[str, object]) -> dict[str, PhaseTime]:
+def phase_times(trace: Mapping[str, object]) -> dict[str, PhaseTime]:
     """Per `bench.<phase>` name (without the prefix): wall, busy and idle time, busy time by kind."""
     events = trace.get("traceEvents", [])
     assert isinstance(events, list)

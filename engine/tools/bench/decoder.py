@@ -1,4 +1,4 @@
-"""`python -m engine.bench_decoder --model wan-1.3b --device cuda [--batch 1] [--repeats 10]`: the
+"""`python -m engine.tools.bench.decoder --model wan-1.3b --device cuda [--batch 1] [--repeats 10]`: the
 streaming decoder alone, per way of running it (engine.decoders._wan_layout candidates).
 
 For each candidate: the median seconds of a steady-chunk decode (the stream already started) over
@@ -20,11 +20,12 @@ from torch.profiler import ProfilerActivity, profile
 
 from engine._setup import expandable_segments
 from engine._timing import median_seconds
-from engine.config import get_config
+from engine.catalog import ModelCatalog, core_catalog
+from engine.config import ModelConfig
 from engine.decoders._wan_layout import candidates, cudnn_benchmark, parse_candidate
-from engine.decoders.wan_vae import build_decoder
+from engine.decoders.wan_vae import build_wan_vae_decoder
 
-__all__ = ["main", "measure"]
+__all__ = ["main", "measure_decoder_candidates"]
 
 _TOP_SHAPES = 30
 # ops whose device time is their callees' (counted there)
@@ -34,14 +35,13 @@ _WRAPPERS = frozenset({"aten::convolution", "aten::_convolution", "aten::conv3d"
 
 
 @torch.no_grad()
-def measure(model: str, device: torch.device, batch: int, repeats: int) -> dict[str, object]:
-    config = get_config(model)
+def measure_decoder_candidates(config: ModelConfig, device: torch.device, batch: int, repeats: int) -> dict[str, object]:
     if config.decoder_kind != "wan_vae":
-        raise SystemExit(f"model {model!r} has no Wan VAE decoder (decoder_kind {config.decoder_kind!r})")
+        raise SystemExit(f"model {config.name!r} has no Wan VAE decoder (decoder_kind {config.decoder_kind!r})")
     config = config.with_overrides(extra={**config.extra, "wan_vae_layout": "ncdhw"})
     if device.type == "cuda":
         expandable_segments()  # the allocator setting the engine runs with
-    decoder = build_decoder(config, device, torch.bfloat16)
+    decoder = build_wan_vae_decoder(config, device, torch.bfloat16)
     generator = torch.Generator().manual_seed(0)
     shape = (batch, config.out_dim, config.latent_frames_per_chunk, config.latent_height, config.latent_width)
     start_latents, latents = (torch.randn(shape, generator=generator).to(device) for _ in range(2))
@@ -62,7 +62,7 @@ def measure(model: str, device: torch.device, batch: int, repeats: int) -> dict[
         results[candidate.name] = {"steady_decode_s": seconds, "max_rel_err": rel, "max_uint8_diff": diff}
         print(f"{candidate.name:<42} {seconds * 1e3:8.1f} ms  rel err {rel:.2e}  uint8 diff {diff}",
               file=sys.stderr, flush=True)
-    report: dict[str, object] = {"model": model, "device": str(device), "batch": batch, "repeats": repeats,
+    report: dict[str, object] = {"model": config.name, "device": str(device), "batch": batch, "repeats": repeats,
                                  "reference": ways[0].name, "candidates": results}
     if device.type == "cuda":  # where the fastest candidate's time goes, per conv shape
         fastest = min(results, key=lambda name: results[name]["steady_decode_s"])
@@ -91,15 +91,17 @@ def _ops_by_shape(fn: Callable[[], object], device: torch.device) -> list[dict[s
     return rows[:_TOP_SHAPES]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench_decoder", description=__doc__)
+def main(argv: list[str] | None = None, catalog: ModelCatalog | None = None) -> int:
+    """catalog: where --model is looked up (None: the core's models)."""
+    parser = argparse.ArgumentParser(prog="python -m engine.tools.bench.decoder", description=__doc__)
     parser.add_argument("--model", default="wan-1.3b")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--json", dest="json_path", default=None)
     args = parser.parse_args(argv)
-    report = measure(args.model, torch.device(args.device), args.batch, args.repeats)
+    config = (catalog or core_catalog()).config(args.model)
+    report = measure_decoder_candidates(config, torch.device(args.device), args.batch, args.repeats)
     text = json.dumps(report, indent=1)
     print(text)
     if args.json_path:

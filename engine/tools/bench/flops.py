@@ -24,8 +24,8 @@ import logging
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from engine.catalog import ModelCatalog
 from engine.config import ModelConfig
-from engine.decoders import build_decoder
 from engine.model.masks import context_chunks
 
 __all__ = ["DIT_FLOP_FORMULA", "attended_chunks", "decoder_chunk_flops", "dit_pass_flops"]
@@ -55,7 +55,7 @@ def dit_pass_flops(config: ModelConfig, chunk_index: int) -> float:
     return float(config.num_layers * (linear + self_attention + cross_attention))
 
 
-def decoder_chunk_flops(config: ModelConfig, first: bool) -> float | None:
+def decoder_chunk_flops(config: ModelConfig, catalog: ModelCatalog, first: bool) -> float | None:
     """FLOPs the model's decoder spends on one chunk of one session (counted on the meta device);
     None when the decoder cannot run on the meta device."""
     latent_shape = (
@@ -67,7 +67,7 @@ def decoder_chunk_flops(config: ModelConfig, first: bool) -> float | None:
     )
     meta = torch.device("meta")
     try:
-        decoder = build_decoder(config, meta, torch.bfloat16)
+        decoder = catalog.build_decoder(config, meta, torch.bfloat16)
         latents = torch.zeros(latent_shape, device=meta)
         cache = None
         if not first:  # a steady chunk: decode one chunk first to get a cache of the right shape

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.selfcheck import main, selfcheck
+from engine.tools.selfcheck import main, selfcheck
 
 
 def test_selfcheck_on_cpu_matches_the_reference_exactly() -> None:

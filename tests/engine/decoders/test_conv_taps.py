@@ -3,6 +3,8 @@ per conv shape by measurement."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -28,10 +30,10 @@ def test_the_taps_form_equals_conv3d_and_stays_channels_last(batch: int, kernel:
 
 
 def _stream(decoder: WanVAEDecoder, latents: torch.Tensor) -> torch.Tensor:
-    caches: list[WanVAECache | None] = [None] * latents.shape[0]
+    caches: Sequence[WanVAECache | None] = [None] * latents.shape[0]
     outs = []
     for start, end in ((0, 3), (3, 5)):
-        rgb, caches = decoder.decode_rgb(latents[:, :, start:end], list(caches))  # type: ignore[arg-type]
+        rgb, caches = decoder.decode_rgb(latents[:, :, start:end], list(caches))
         outs.append(rgb)
     return torch.cat(outs, dim=2)
 

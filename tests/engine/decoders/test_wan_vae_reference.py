@@ -8,6 +8,9 @@ shares only the parameters with the module under test.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -21,12 +24,14 @@ from engine.decoders._wan_blocks import (
 from engine.decoders.wan_vae import WanVAECache, WanVAEConfig, WanVAEDecoder
 
 
-def _causal(conv: nn.Conv3d, x: torch.Tensor) -> torch.Tensor:
+def _causal(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    conv = cast(nn.Conv3d, module)  # a CausalConv3d, or a child of an nn.Sequential
     kt, kh, kw = conv.weight.shape[2:]
     return F.conv3d(F.pad(x, (kw // 2, kw // 2, kh // 2, kh // 2, kt - 1, 0)), conv.weight, conv.bias)
 
 
-def _rms(gamma: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+def _rms(norm: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    gamma = cast(torch.Tensor, norm.gamma)
     return F.normalize(x, dim=1) * x.shape[1] ** 0.5 * gamma.reshape(1, -1, *([1] * (x.dim() - 2)))
 
 
@@ -42,15 +47,15 @@ def _batch_as_frames(y: torch.Tensor, batch: int) -> torch.Tensor:
 
 def _residual(block: ResidualBlock, x: torch.Tensor) -> torch.Tensor:
     r = block.residual
-    h = _causal(r[2], F.silu(_rms(r[0].gamma, x)))
-    h = _causal(r[6], F.silu(_rms(r[3].gamma, h)))
+    h = _causal(r[2], F.silu(_rms(r[0], x)))
+    h = _causal(r[6], F.silu(_rms(r[3], h)))
     skip = x if isinstance(block.shortcut, nn.Identity) else _causal(block.shortcut, x)
     return h + skip
 
 
 def _attention(block: AttentionBlock, x: torch.Tensor) -> torch.Tensor:
     b, c = x.shape[:2]
-    y = _rms(block.norm.gamma, _frames_as_batch(x))
+    y = _rms(block.norm, _frames_as_batch(x))
     bt, _, h, w = y.shape
     q, k, v = (
         F.conv2d(y, block.to_qkv.weight, block.to_qkv.bias)
@@ -62,7 +67,8 @@ def _attention(block: AttentionBlock, x: torch.Tensor) -> torch.Tensor:
     return _batch_as_frames(F.conv2d(out, block.proj.weight, block.proj.bias), b) + x
 
 
-def _spatial(conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+def _spatial(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    conv = cast(nn.Conv2d, module)
     y = F.interpolate(_frames_as_batch(x), scale_factor=2.0, mode="nearest-exact")
     return _batch_as_frames(F.conv2d(y, conv.weight, conv.bias, padding=1), x.shape[0])
 
@@ -82,7 +88,8 @@ def _reference_decode(module: WanVAEDecoder, z: torch.Tensor) -> torch.Tensor:
     std = torch.tensor(config.latent_std).view(1, -1, 1, 1, 1)
     decoder = module.decoder
     x = _causal(decoder.conv1, _causal(module.conv2, z * std + mean))
-    x = _residual(decoder.middle[2], _attention(decoder.middle[1], _residual(decoder.middle[0], x)))
+    first, attention, last = decoder.middle
+    x = _residual(cast(ResidualBlock, last), _attention(cast(AttentionBlock, attention), _residual(cast(ResidualBlock, first), x)))
     for block in decoder.upsamples:
         if isinstance(block, ResidualBlock):
             x = _residual(block, x)
@@ -91,7 +98,7 @@ def _reference_decode(module: WanVAEDecoder, z: torch.Tensor) -> torch.Tensor:
         else:
             assert isinstance(block, SpatialUpsample)
             x = _spatial(block.resample[1], x)
-    return _causal(decoder.head[2], F.silu(_rms(decoder.head[0].gamma, x)))
+    return _causal(decoder.head[2], F.silu(_rms(decoder.head[0], x)))
 
 
 def test_streaming_decode_equals_the_whole_sequence_reference() -> None:
@@ -103,7 +110,7 @@ def test_streaming_decode_equals_the_whole_sequence_reference() -> None:
     z = torch.randn(2, 4, 5, 4, 6)
     with torch.no_grad():
         expected = _reference_decode(module, z)
-    caches: list[WanVAECache | None] = [None, None]
+    caches: Sequence[WanVAECache | None] = [None, None]
     outputs, start = [], 0
     for size in (2, 1, 2):
         rgb, caches = module.decode_rgb(z[:, :, start : start + size], list(caches))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["WORKLOADS", "add_arguments", "parse_batches", "parse_device", "parse_window", "parse_workloads"]
+__all__ = ["WORKLOADS", "add_arguments", "device_argument", "parse_batches", "parse_window", "parse_workloads"]
 
 WORKLOADS = ("global", "rolling", "mixed")
 
@@ -21,7 +21,7 @@ def parse_batches(text: str) -> list[int]:
     return batches
 
 
-def parse_device(text: str) -> str:
+def device_argument(text: str) -> str:
     kind, _, index = text.partition(":")
     if kind not in ("cpu", "cuda") or (index and not index.isdigit()) or (kind == "cpu" and index):
         raise argparse.ArgumentTypeError(f"--device wants cpu, cuda or cuda:N; got {text!r}")
@@ -54,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=parse_batches, default=[1, 2, 4], help="batch sizes, e.g. 1,2,4,8")
     parser.add_argument("--json", dest="json_path", default=None, help="write the results JSON here")
     parser.add_argument(
-        "--device", type=parse_device, default=None, help="cpu or cuda (default: cuda when available)"
+        "--device", type=device_argument, default=None, help="cpu or cuda (default: cuda when available)"
     )
     parser.add_argument(
         "--dtype", default=None, help="bf16, fp16 or fp32 (default: bf16 on cuda, fp32 on cpu)"

@@ -1,12 +1,12 @@
 """Engine benchmark: per batch size, phase times, frames/s, first-frame latency, memory, TFLOP/s.
 
-    python -m engine.bench --model tiny|wan-1.3b --batch 1,2,4,8 --json out.json
+    python -m engine.tools.bench --model tiny|wan-1.3b --batch 1,2,4,8 --json out.json
         [--device cuda] [--chunks 7] [--window SINK,WINDOW] [--mixed-context]
         [--profile top_ops.txt] [--plot fps.png]
 
 Drives `engine.Engine` through its public API (open_session, begin_chunk, next_phase, step,
 mark_delivered) exactly as the scheduler does; workloads are described in
-`engine.bench_workloads`, FLOP counts in `engine.bench_flops`. Needs only torch, numpy,
+`engine.tools.bench.workloads`, FLOP counts in `engine.tools.bench.flops`. Needs only torch, numpy,
 safetensors and msgpack. Progress goes to stderr, a summary table to stdout.
 """
 
@@ -21,31 +21,33 @@ from pathlib import Path
 
 import torch
 
-from engine.bench_args import add_arguments
-from engine.bench_flops import DIT_FLOP_FORMULA, decoder_chunk_flops, dit_pass_flops
-from engine.bench_report import REFERENCE, check_targets, provenance
-from engine.bench_stats import Clock, progress
-from engine.bench_workloads import Driver
-from engine.config import ModelConfig, get_config, register_config
+from engine.catalog import ModelCatalog
+from engine.config import ModelConfig
+from engine.demo.registration import catalog_with_demo
 from engine.engine import Engine
 from engine.errors import ConfigError, EngineError
 from engine.kv import SlabGeometry
+from engine.tools.bench.args import add_arguments
+from engine.tools.bench.flops import DIT_FLOP_FORMULA, decoder_chunk_flops, dit_pass_flops
+from engine.tools.bench.report import REFERENCE, check_targets, provenance
+from engine.tools.bench.stats import Clock, progress
+from engine.tools.bench.workloads import Driver
 from engine.weights import parse_dtype
 
 __all__ = ["main", "run_bench"]
 
+MODULE = "engine.tools.bench"  # what `python -m` runs
 GIB = 2**30
 TERA = 1e12
 WARMUP_CHUNKS = 2  # untimed chunks per batch size before the global workload: a first and a steady chunk
 
 
-def _variant(config: ModelConfig, sink: int, window: int) -> str:
-    """Register `config` with another sink/window under a derived name; returns the name."""
+def _variant(config: ModelConfig, sink: int, window: int) -> ModelConfig:
+    """`config` with another sink/window, under a derived name (itself when they are its own)."""
     if (sink, window) == (config.sink_chunks, config.window_chunks):
-        return config.name
+        return config
     name = f"{config.name}@sink{sink}-window{window}"
-    register_config(name, config.with_overrides(name=name, sink_chunks=sink, window_chunks=window))
-    return name
+    return config.with_overrides(name=name, sink_chunks=sink, window_chunks=window)
 
 
 def _kv_budget(config: ModelConfig, dtype: torch.dtype, sessions: int, gib: float | None) -> int:
@@ -56,14 +58,16 @@ def _kv_budget(config: ModelConfig, dtype: torch.dtype, sessions: int, gib: floa
     return slab.slab_bytes * per_session * (sessions + 1)
 
 
-def _engine(args: argparse.Namespace, model: str, device: str) -> tuple[Engine, dict[str, object]]:
-    config = get_config(model)
+def _engine(
+    args: argparse.Namespace, config: ModelConfig, catalog: ModelCatalog, device: str
+) -> tuple[Engine, dict[str, object]]:
     dtype = parse_dtype(args.dtype, torch.device(device))
     budget = _kv_budget(config, dtype, max(args.batch), args.kv_budget_gib)
-    progress(f"building {model} on {device} ({dtype}), KV pool {budget / GIB:.2f} GiB")
+    progress(f"building {config.name} on {device} ({dtype}), KV pool {budget / GIB:.2f} GiB")
     start = time.perf_counter()
     engine = Engine.create(
-        model=model,
+        model=config,
+        catalog=catalog,
         device=device,
         dtype=args.dtype,
         weights=args.weights,
@@ -115,11 +119,12 @@ def _workloads(args: argparse.Namespace) -> list[str]:
 
 
 def _run_engine_workloads(
-    args: argparse.Namespace, model: str, device: str, names: list[str], results: dict[str, object]
+    args: argparse.Namespace, config: ModelConfig, catalog: ModelCatalog, device: str, names: list[str],
+    results: dict[str, object],
 ) -> None:
-    engine, setup = _engine(args, model, device)
-    driver = Driver(engine, Clock(engine.device))
-    results.setdefault("engines", {})[model] = setup  # type: ignore[index]
+    engine, setup = _engine(args, config, catalog, device)
+    driver = Driver(engine, Clock(engine.device), catalog)
+    results.setdefault("engines", {})[config.name] = setup  # type: ignore[index]
     workloads = results.setdefault("workloads", {})
     for name in names:
         runs: dict[int, dict[str, object]] = {}
@@ -138,7 +143,7 @@ def _run_engine_workloads(
             _write(args, results)
     table = _profile_path(args, engine.device)
     if table and "global" in names:
-        from engine.profile_ops import profile_call
+        from engine.tools.profile_ops import profile_call
 
         batch = args.profile_batch or args.batch[0]
         progress(f"profiling the global workload at batch {batch} -> {table}")
@@ -225,29 +230,31 @@ def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
             )
         if args.chunks < 1 or args.steady_chunks < 1:
             raise ConfigError("bad_bench_args", "--chunks and --steady-chunks must be >= 1")
-        base = get_config(args.model)
+        catalog = catalog_with_demo()
+        base = catalog.config(args.model)
         names = _workloads(args)
         # the global workload keeps every chunk in context: widen the window when it would wrap
         global_window = max(base.window_chunks, args.chunks - base.sink_chunks)
         sink, window = args.window or (base.sink_chunks, base.window_chunks)
-        plans: dict[str, list[str]] = {}
-        global_model = _variant(base, base.sink_chunks, global_window)
+        plans: dict[str, tuple[ModelConfig, list[str]]] = {}  # config name -> (config, workloads)
+        global_config = _variant(base, base.sink_chunks, global_window)
         if "global" in names:
-            plans.setdefault(global_model, []).append("global")
+            plans.setdefault(global_config.name, (global_config, []))[1].append("global")
         for name in (n for n in names if n != "global"):
-            plans.setdefault(_variant(base, sink, window), []).append(name)
-        results: dict[str, object] = {"provenance": provenance(torch.device(device), argv or sys.argv[1:])}
+            config = _variant(base, sink, window)
+            plans.setdefault(config.name, (config, []))[1].append(name)
+        results: dict[str, object] = {"provenance": provenance(torch.device(device), MODULE, argv or sys.argv[1:])}
         results["flops"] = {
             "dit_pass_formula": DIT_FLOP_FORMULA,
             "dit_pass_tflop_by_chunk_global": [
-                dit_pass_flops(get_config(global_model), k) / TERA for k in range(args.chunks)
+                dit_pass_flops(global_config, k) / TERA for k in range(args.chunks)
             ],
-            "decoder_tflop_first_chunk": _tera(decoder_chunk_flops(base, first=True)),
-            "decoder_tflop_steady_chunk": _tera(decoder_chunk_flops(base, first=False)),
+            "decoder_tflop_first_chunk": _tera(decoder_chunk_flops(base, catalog, first=True)),
+            "decoder_tflop_steady_chunk": _tera(decoder_chunk_flops(base, catalog, first=False)),
             "decoder_formula": "counted with torch.utils.flop_counter on the meta device",
         }
-        for model, workload_names in plans.items():
-            _run_engine_workloads(args, model, device, workload_names, results)
+        for config, workload_names in plans.values():
+            _run_engine_workloads(args, config, catalog, device, workload_names, results)
             if torch.device(device).type == "cuda":  # the next engine gets this one's memory
                 gc.collect()
                 torch.cuda.empty_cache()
@@ -262,7 +269,7 @@ def _run_bench(args: argparse.Namespace, argv: list[str] | None) -> int:
         _write(args, results)
         progress(f"wrote {args.json_path}")
     if args.plot:
-        from engine.bench_plot import plot_fps
+        from engine.tools.bench.plot import plot_fps
 
         try:
             plot_fps(workloads, f"{args.model} on {results['provenance']['device_name']}", args.plot)  # type: ignore[index]
@@ -277,11 +284,8 @@ def _tera(flops: float | None) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m engine.bench", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog=f"python -m {MODULE}", description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     return run_bench(args, argv if argv is not None else sys.argv[1:])
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,6 +18,9 @@ import torch
 from engine.decoders.wan_vae import WanVAEConfig, WanVAEDecoder
 from engine.errors import EngineError
 
+pytestmark = pytest.mark.slow  # Triton's CPU interpreter takes seconds to start
+
+
 CHILD = textwrap.dedent(
     """
     import json

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
-from engine.bench_flops import attended_chunks, decoder_chunk_flops, dit_pass_flops
-from engine.bench_stats import BatchRun, Clock, progress
+from engine.catalog import ModelCatalog
 from engine.engine import Engine
 from engine.errors import EngineError
+from engine.tools.bench.flops import attended_chunks, decoder_chunk_flops, dit_pass_flops
+from engine.tools.bench.stats import BatchRun, Clock, progress
 
 __all__ = ["BenchError", "Driver"]
 
@@ -44,6 +45,7 @@ class BenchError(EngineError):
 class Driver:
     engine: Engine
     clock: Clock
+    catalog: ModelCatalog  # builds a meta-device twin of the engine's decoder to count its FLOPs
     frames_at: float = 0.0  # clock time at which the latest decoded frames came back
     first_frames_at: float = 0.0  # ... and the first frames of the latest chunk() call
     _decoder_flops: dict[bool, float | None] = field(default_factory=dict)
@@ -51,7 +53,7 @@ class Driver:
 
     def decoder_flops(self, first: bool) -> float | None:
         if first not in self._decoder_flops:
-            self._decoder_flops[first] = decoder_chunk_flops(self.engine.config, first)
+            self._decoder_flops[first] = decoder_chunk_flops(self.engine.config, self.catalog, first)
         return self._decoder_flops[first]
 
     # sessions ------------------------------------------------------------------------------

@@ -11,16 +11,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from engine.config import get_config
-from engine.convert import convert_selfforcing, main
-from engine.convert_keys import KeyShapes, manifest_key_shapes, wan_dit_key_shapes
+from engine.config import tiny_config, wan_13b_config
 from engine.errors import WeightsError
+from engine.tools.convert import convert_selfforcing, main
+from engine.tools.convert_keys import KeyShapes, manifest_key_shapes, wan_dit_key_shapes
 
-MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
+MANIFEST = Path(__file__).resolve().parents[2] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
 
 
 def _tiny_layout() -> KeyShapes:
-    return wan_dit_key_shapes(get_config("tiny"))
+    return wan_dit_key_shapes(tiny_config())
 
 
 def _generator(layout: KeyShapes, seed: int) -> dict[str, torch.Tensor]:
@@ -42,7 +42,7 @@ def _save_checkpoint(path: Path, layout: KeyShapes, **overrides: object) -> Path
 
 def test_the_wan_13b_layout_derived_from_the_config_equals_the_manifest() -> None:
     expected = manifest_key_shapes(MANIFEST)
-    derived = wan_dit_key_shapes(get_config("wan-1.3b"))
+    derived = wan_dit_key_shapes(wan_13b_config())
     assert list(derived) == list(expected)
     assert derived == expected
     assert len(derived) == 825
