@@ -9,6 +9,7 @@ simulated worker) and the directory (Redis, or the simulator's stand-in)."""
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -50,11 +51,17 @@ class Placed:
 Ask = Callable[[WorkerCapacity], Awaitable[Admitted | Refusal]]
 
 
-def order_workers(workers: list[WorkerCapacity], mode: str, exclude: frozenset[str] = frozenset()) -> list[WorkerCapacity]:
+def order_workers(workers: list[WorkerCapacity], mode: str, exclude: frozenset[str] = frozenset(),
+                  limit: int | None = None) -> list[WorkerCapacity]:
     """Non-draining workers, most predicted headroom for `mode` first; those with no KV room or no
-    headroom come last (their records may be a second old); ties go to fewer sessions, then the key."""
+    headroom come last (their records may be a second old); ties go to fewer sessions, then the key.
+    With `limit`, only the first `limit` (a partial selection: linear in the fleet's size)."""
     live = [w for w in workers if not w.draining and w.worker not in exclude]
-    return sorted(live, key=lambda w: (not w.can_take(mode), -w.headroom.get(mode, 0.0), w.sessions, w.worker))
+
+    def rank(w: WorkerCapacity) -> tuple[bool, float, int, str]:
+        return (not w.can_take(mode), -w.headroom.get(mode, 0.0), w.sessions, w.worker)
+
+    return heapq.nsmallest(limit, live, key=rank) if limit is not None else sorted(live, key=rank)
 
 
 class Placement:
@@ -103,7 +110,7 @@ class Placement:
     async def _first_admitting(self, mode: str, ask: Ask, exclude: frozenset[str]) \
             -> tuple[WorkerCapacity, Admitted, int]:
         refusals: list[Refusal] = []
-        candidates = order_workers(await self.view(), mode, exclude)[: self.max_asks]
+        candidates = order_workers(await self.view(), mode, exclude, limit=self.max_asks)
         for asked, worker in enumerate(candidates, start=1):
             try:
                 answer = await ask(worker)
