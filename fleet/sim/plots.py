@@ -4,6 +4,7 @@ and sessions streaming through the failures."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from fleet.sim.run import SimResult
 
@@ -16,31 +17,31 @@ def write_plots(result: SimResult, out: Path) -> list[str]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    written: list[str] = []
+
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        written.append(name)
+
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist([1e3 * s for s in result.placement_modelled_s], bins=60, color="tab:blue", alpha=0.8, label="modelled")
     ax.hist([1e3 * s for s in result.placement_wall_s], bins=60, color="tab:orange", alpha=0.8, label="placement code")
     ax.set(xlabel="ms per create", ylabel="creates", title="placement latency")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "placement_latency.png", dpi=110)
-    written.append("placement_latency.png")
+    save(fig, "placement_latency.png")
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.plot(range(len(result.ops_per_s)), result.ops_per_s, color="tab:green")
     ax.set(xlabel="simulated s", ylabel="directory commands / s", title="Redis operations per second")
-    fig.tight_layout()
-    fig.savefig(out / "redis_ops.png", dpi=110)
-    written.append("redis_ops.png")
+    save(fig, "redis_ops.png")
 
     fig, ax = plt.subplots(figsize=(7, 4))
     ax.hist(result.loads_at_ramp_end, bins=50, color="tab:purple")
     ax.axvline(1.0, color="red", linestyle="--", label="one GPU")
     ax.set(xlabel="actual GPU load (GPU s per s)", ylabel="workers", title="load per worker at the end of the ramp")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "worker_load.png", dpi=110)
-    written.append("worker_load.png")
+    save(fig, "worker_load.png")
 
     fig, ax = plt.subplots(figsize=(8, 4))
     t = [p["t"] for p in result.timeline]
@@ -51,8 +52,6 @@ def write_plots(result: SimResult, out: Path) -> list[str]:
     ax2.set_ylabel("sessions out", color="tab:red")
     ax.set(xlabel="simulated s", ylabel="sessions", title="sessions through a worker and a rack failure")
     ax.legend(loc="upper left")
-    fig.tight_layout()
-    fig.savefig(out / "failover.png", dpi=110)
-    written.append("failover.png")
+    save(fig, "failover.png")
     plt.close("all")
     return written
