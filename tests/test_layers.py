@@ -6,13 +6,15 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OURS = {"protocols", "engine", "sessiond", "transports", "loadtest"}
+OURS = {"protocols", "engine", "sessiond", "transports", "loadtest", "fleet"}
 ALLOWED = {
     "protocols": set(),
     "engine": set(),
     "transports": {"protocols"},
     "sessiond": {"engine", "transports", "protocols"},
     "loadtest": {"sessiond", "engine", "protocols"},
+    # the fleet speaks the public protocol and declares the daemon interface it needs
+    "fleet": {"protocols"},
 }
 # the one way into the load-test tooling from the daemon: its command line dispatches the
 # replay and trace subcommands; the daemon's runtime never imports loadtest
