@@ -107,6 +107,14 @@ def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, bu
     return budget
 
 
+def _prompt_examples(config: ModelConfig) -> tuple[str, ...]:
+    """The example prompts a model config names in `extra["prompt_examples"]` (strings), else none."""
+    examples = config.extra.get("prompt_examples", ())
+    if not isinstance(examples, tuple | list):
+        return ()
+    return tuple(e for e in examples if isinstance(e, str) and e)
+
+
 def build_parts(
     config_or_name: str | ModelConfig,
     catalog: ModelCatalog,
@@ -165,6 +173,7 @@ def build_parts(
         kv_bytes_per_session=session_bytes,
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
+        prompt_examples=_prompt_examples(config),
     )
     return EngineParts(
         config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,

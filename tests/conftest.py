@@ -39,10 +39,12 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A redis-server the test owns: no persistence, killable (SIGKILL) and restartable on its port."""
+    """A redis-server the test owns: killable (SIGKILL) and restartable on its port; no persistence
+    unless `appendonly` (then every write is fsynced to the append-only file and survives a restart)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, appendonly: bool = False) -> None:
         self.port = port
+        self.appendonly = appendonly
         self.url = f"redis://127.0.0.1:{port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
         self._dir = tempfile.mkdtemp(prefix="sessiond-redis-")
@@ -52,7 +54,8 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed; install the redis-server package")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
              "--dir", self._dir, "--protected-mode", "yes"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10

@@ -12,6 +12,8 @@ ALLOWED = {
     "transports": {"protocols"},
     "sessiond": {"engine", "transports", "protocols"},
     "loadtest": {"sessiond", "engine", "protocols"},
+    # the fleet speaks the public protocol and declares the daemon interface it needs
+    "fleet": {"protocols"},
 }
 # the one way into the load-test tooling from the daemon: its command line dispatches the
 # replay and trace subcommands; the daemon's runtime never imports loadtest

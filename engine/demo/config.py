@@ -31,6 +31,7 @@ from engine.api import ActionSpace
 from engine.config import ModelConfig
 from engine.demo.actions import DEMO_AXES, DEMO_KEYS
 from engine.demo.autoencoder import AEConfig
+from engine.demo.themes import PROMPT_EXAMPLES
 
 __all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "MODELS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
 
@@ -77,7 +78,7 @@ CONFIG = ModelConfig(
     mouse_scale=1.0 / MOUSE_PIXELS_PER_UNIT,
     text_vocab_buckets=1024,
     text_cache_entries=64,
-    extra={"default_weights": str(DEFAULT_WEIGHTS)},
+    extra={"default_weights": str(DEFAULT_WEIGHTS), "prompt_examples": PROMPT_EXAMPLES},
 )
 
 # An experiment, not served: the same world model over a 4x autoencoder (latent cell 4 px, 4 channels,

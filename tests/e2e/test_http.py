@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 
@@ -10,7 +11,7 @@ import pytest
 
 from protocols.client import SessionClient
 from protocols.http import CreateSessionResponse
-from tests.conftest import running_daemon, tiny_engine
+from tests.conftest import off_loop, running_daemon, tiny_engine
 from tests.e2e._util import collect_frames, session_client
 
 
@@ -101,6 +102,7 @@ async def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> N
     assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
     assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "kv"
     assert cap["store"] == {"kind": "memory", "healthy": True}
+    assert cap["prompt_examples"] == []  # the tiny model names none (and the create response leaves them out)
     assert page.status_code == 200 and "<html" in page.text.lower()
 
 
@@ -132,6 +134,31 @@ def test_readyz_is_503_and_create_refused_until_the_engine_is_warm() -> None:
         release.set()
         d.wait_ready()
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"}).status_code == 201
+
+
+class _ExamplesEngine:
+    """The real tiny engine, naming two example prompts in its info (as the demo model names its themes)."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+        self.info = dataclasses.replace(engine.info, prompt_examples=("a snowy day", "desert dunes"))  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+async def test_the_models_example_prompts_are_in_create_welcome_and_capacity() -> None:
+    async with off_loop(running_daemon(_ExamplesEngine(tiny_engine()))) as d, httpx.AsyncClient() as http:
+        body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "director"})).json()
+        assert body["prompt_examples"] == ["a snowy day", "desert dunes"]
+        async with SessionClient() as client:
+            client.attach(d.url, CreateSessionResponse.from_json(body))
+            session = dict((await client.connect()).session)
+            await client.disconnect()
+        assert session["prompt_examples"] == ["a snowy day", "desert dunes"]
+        assert session == {k: v for k, v in body.items() if k != "token"}
+        assert (await http.get(f"{d.url}/v1/capacity")).json()["prompt_examples"] == ["a snowy day", "desert dunes"]
+        await http.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
 
 
 async def test_no_log_line_carries_a_token(daemon, caplog) -> None:
