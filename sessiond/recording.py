@@ -1,5 +1,5 @@
 """`--record FILE`: this run's event log written at shutdown as a `source: "recorded"` trace
-(TRACES.md)."""
+(docs/traces.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The HTTP routes of PROTOCOL.md (JSON bodies; every failure is {"error": {...}})."""
+"""The HTTP routes of docs/protocol.md (JSON bodies; every failure is {"error": {...}})."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--calibration-budget-s", type=float, default=None,
                        help="duty/fifo/one-per-gpu: most seconds of the start-up cost profile (default 60)")
     serve.add_argument("--record", default=None, metavar="TRACE",
-                       help="write the traffic of this run as a recorded trace (TRACES.md) at shutdown")
+                       help="write the traffic of this run as a recorded trace (docs/traces.md) at shutdown")
     serve.add_argument("--webrtc-hosts", default=None,
                        help="comma-separated addresses WebRTC may offer as ICE host candidates (e.g. 127.0.0.1)")
     serve.add_argument("--web-dir", default=None, help="folder of the web client served at / (default: web/)")

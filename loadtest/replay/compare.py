@@ -1,4 +1,4 @@
-"""The comparison that justifies the design (issue 7, item 6): the same trace on the same engine
+"""The comparison that justifies the design: the same trace on the same engine
 under each admission policy, one daemon after another, each replayed with one client per session.
 
 Per policy it reports sessions admitted / rejected / failed, sessions served within objective and

@@ -2,7 +2,7 @@
 model's action space (the engine's rules), merged, rate-limited, and sampled into the engine's
 `FrameAction` at each chunk boundary.
 
-Merge rules (PROTOCOL.md): held keys, buttons and axes: the latest message wins; mouse
+Merge rules (docs/protocol.md): held keys, buttons and axes: the latest message wins; mouse
 movements accumulate until a chunk consumes them; `seq` must strictly increase (older or
 repeated ones are ignored). Rate: over `max_per_s` actions in the last second, actions are
 still merged (coalesced, latest wins) but counted, and not logged one by one. This is the one

@@ -1,4 +1,4 @@
-"""What each client message does to a session (PROTOCOL.md, client -> server): `handle` is
+"""What each client message does to a session (docs/protocol.md, client -> server): `handle` is
 where every decoded message from any transport enters a session."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A session's output stream: the outbox of decoded chunks and messages, the generation
 counter, idx/pts assignment at hand-out, the `received` window and sent accounting.
 
-Invariants (PROTOCOL.md, Time): the n-th frame SENT has idx n and pts pts_for(n); a generation
+Invariants (docs/protocol.md, Time): the n-th frame SENT has idx n and pts pts_for(n); a generation
 bump (interrupt, flush, cut, reconnect) drops every unsent frame of the old generation and
 rewinds the next idx to the number actually sent, so the timeline never skips or goes back.
 """

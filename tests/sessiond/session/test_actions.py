@@ -1,4 +1,4 @@
-"""The action timeline: merging (PROTOCOL.md: held state latest wins, mouse accumulates, stale seq
+"""The action timeline: merging (docs/protocol.md: held state latest wins, mouse accumulates, stale seq
 ignored), the one action rate policy (over it: coalesced), and the check against the model's
 action space."""
 
