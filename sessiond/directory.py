@@ -100,7 +100,7 @@ async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session |
         record = session.record
     else:
         try:
-            stored = await daemon.store.get_session(sid)
+            stored = await _stored(daemon, sid)
         except StoreUnavailable as exc:
             daemon.metrics.store_errors.inc()
             raise _unavailable(exc) from exc
@@ -110,6 +110,17 @@ async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session |
     if not token_matches(token, record.token_hash):
         raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong session token")
     return session if session is not None else record
+
+
+async def _stored(daemon: Daemon, sid: str) -> SessionRecord | None:
+    """The stored record, its position moved up to the durable one: after a crash the record
+    (written every 0.1 s) may lag the position written before each chunk left."""
+    record = await daemon.store.get_session(sid)
+    if record is not None:
+        position = await daemon.store.get_position(sid)
+        if position is not None and position > record.frames_sent:
+            record.frames_sent = position
+    return record
 
 
 def status_of(found: Session | SessionRecord) -> SessionStatus:
