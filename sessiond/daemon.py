@@ -298,6 +298,7 @@ class Daemon:
             c = self.config
             self._gateway = WebRTCGateway(WebRTCConfig(
                 host_addresses=tuple(c.webrtc_hosts) or None, max_message_bytes=c.max_message_bytes,
+                viewer_silence_s=c.viewer_silence_s,
                 inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)))
         return self._gateway
 

@@ -39,6 +39,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
     max_ws = max(1 << 20, 4 * config.max_message_bytes)
     return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
                           ws_max_size=max_ws, log_config=None, lifespan="on",
+                          ws_ping_interval=config.viewer_ping_s, ws_ping_timeout=config.viewer_ping_s,
                           access_log=False, **overrides)  # access lines would carry ?token= query strings
 
 
