@@ -50,6 +50,21 @@ export async function closeSession(session) {
   });
 }
 
+// The page closing (or navigating away) deletes its session at once: a keepalive request
+// outlives the page; the server's idle timeout stays the fallback. `current()` gives the
+// page's session (null before one exists).
+export function deleteOnPageHide(current) {
+  window.addEventListener("pagehide", () => {
+    const session = current();
+    if (!session) return;
+    fetch(new URL(`v1/sessions/${session.session_id}`, document.baseURI), {
+      method: "DELETE",
+      keepalive: true,
+      headers: { authorization: `Bearer ${session.token}` },
+    }).catch(() => {});
+  });
+}
+
 function waitIceComplete(pc, timeoutMs) {
   if (pc.iceGatheringState === "complete") return Promise.resolve();
   return new Promise((resolve) => {
