@@ -66,6 +66,7 @@ class ServeConfig:
     abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
+    api_keys: str | None = None  # a file of API keys (sessiond.api_keys): creating a session then needs one
     web_dir: str | None = None  # default: the repository's web/ folder
 
     def __post_init__(self) -> None:

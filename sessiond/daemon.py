@@ -15,6 +15,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
 from sessiond.engine_host import EngineHost
 from sessiond.errors import StoreUnavailable
@@ -67,6 +68,7 @@ class Daemon:
         self.model_name = config.model
         self.fallback: str | None = None
         self.admission: AdmissionRuntime | None = AdmissionRuntime(admission) if admission is not None else None
+        self.api_keys = ApiKeys.load(config.api_keys) if config.api_keys else None  # None: no key needed
         self.positions = PositionLedger(self.store, self.metrics)
         self.writer = StoreWriter(self.store, self.metrics, self._live_record, positions=self.positions)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
@@ -233,6 +235,8 @@ class Daemon:
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})", retry)
 
     def release(self, session_id: str) -> None:
+        if self.api_keys is not None:
+            self.api_keys.release(session_id)
         if self.admission is not None:
             self.admission.policy.release(session_id, time.monotonic())
 

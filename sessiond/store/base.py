@@ -34,6 +34,7 @@ class SessionRecord:
     frames_sent: int = 0  # the PTS position: the next frame sent gets pts_for(frames_sent)
     segment: int = 0
     action_space: dict[str, Any] = field(default_factory=dict)
+    api_key: str | None = None  # the name of the API key that created it (`--api-keys`), never the key
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
