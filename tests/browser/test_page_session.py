@@ -1,13 +1,18 @@
-"""Leaving a page deletes its session at once (pagehide + a keepalive DELETE): its token then
-finds nothing (404), well before any idle timeout."""
+"""The pages and the session's life: leaving a page deletes its session at once (pagehide + a
+keepalive DELETE; its token then finds nothing, 404, well before any idle timeout), and a server
+that needs an API key gets one pasted by the user."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import Page
+
+from sessiond.api_keys import add_key
+from tests.browser.conftest import serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -38,3 +43,21 @@ def test_leaving_the_page_deletes_its_session(page: Page, daemon_url: str, page_
     page.goto("about:blank")
     latency = _gone_after(daemon_url, session, since, 2.0)
     print(f"\n{page_name} page: session gone {latency:.3f} s after navigating away")
+
+
+def test_a_server_that_needs_an_api_key_gets_one_pasted_on_the_page(page: Page, tmp_path: Path) -> None:
+    """The page asks for the key (a wrong one is asked again), keeps it for the tab, and plays."""
+    keys = tmp_path / "keys.jsonl"
+    key = add_key(keys, "browser", 1)
+    with serve("tiny", "--api-keys", str(keys)) as served:
+        page.goto(f"{served.url}/world.html")
+        page.wait_for_selector("#api-key-input", timeout=45_000)
+        page.fill("#api-key-input", "sk_not_this_one")
+        page.click("#api-key button")
+        page.wait_for_function("document.querySelector('#api-key p')?.textContent.includes('not a key')",
+                               timeout=10_000)
+        page.fill("#api-key-input", key)
+        page.click("#api-key button")
+        page.wait_for_function("window.world && window.world.framesDecoded >= 1", timeout=45_000)
+        assert page.evaluate("sessionStorage.getItem('sessiond.apiKey')") == key
+        assert page.locator("#api-key").count() == 0
