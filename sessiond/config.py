@@ -18,7 +18,8 @@ LOG_LEVELS = ("debug", "info", "warning")
 
 _POSITIVE = (
     "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
-    "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s",
+    "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
+    "viewer_silence_s",
 )
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
                  "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s")
@@ -57,10 +58,15 @@ class ServeConfig:
     max_prompt_chars: int = 2000
     window_s: float = 1.0  # `received` window, seconds of media
     hello_timeout_s: float = 10.0
+    # viewers gone without a goodbye: a WebSocket is pinged this often and closed when its pong is this
+    # late; a WebRTC viewer that leaves our media unanswered by RTCP this long is closed
+    viewer_ping_s: float = 2.0
+    viewer_silence_s: float = 3.0
     max_pending_messages: int = 256  # control replies queued for a connection before it is abusive
     abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
+    api_keys: str | None = None  # a file of API keys (sessiond.api_keys): creating a session then needs one
     web_dir: str | None = None  # default: the repository's web/ folder
 
     def __post_init__(self) -> None:

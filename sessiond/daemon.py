@@ -15,6 +15,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
 from sessiond.engine_host import EngineHost
 from sessiond.errors import StoreUnavailable
@@ -22,6 +23,7 @@ from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.persistence import StoreWriter
+from sessiond.positions import PositionLedger
 from sessiond.recording import write_recording
 from sessiond.scheduler import Scheduler
 from sessiond.session import Session, SessionEnv
@@ -66,7 +68,9 @@ class Daemon:
         self.model_name = config.model
         self.fallback: str | None = None
         self.admission: AdmissionRuntime | None = AdmissionRuntime(admission) if admission is not None else None
-        self.writer = StoreWriter(self.store, self.metrics, self._live_record)
+        self.api_keys = ApiKeys.load(config.api_keys) if config.api_keys else None  # None: no key needed
+        self.positions = PositionLedger(self.store, self.metrics)
+        self.writer = StoreWriter(self.store, self.metrics, self._live_record, positions=self.positions)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
         self.scheduler: Scheduler | None = None
         self.ready = False
@@ -138,6 +142,7 @@ class Daemon:
         if self._gateway is not None:
             await _settled(asyncio.ensure_future(self._gateway.shutdown()))
         await self._release_engine_sessions()
+        await self._settle_positions()
         await self.writer.stop()
         if self.config.record:
             await write_recording(self.store, self.started_at, self.config.record)
@@ -158,6 +163,19 @@ class Daemon:
             self.writer.snapshot(sid, data)
         for sid in live:
             self.writer.persist(sid)
+
+    async def _settle_positions(self) -> None:
+        """The exact timeline position of every live session (frames sent, not merely handed out),
+        so a clean restart resumes exactly where the viewer is."""
+        for session in list(self.sessions.values()):
+            if session.state.terminal:
+                continue
+            try:
+                await self.positions.settle(session.id, session.out.sent)
+            except StoreUnavailable as exc:
+                self.metrics.store_errors.inc()
+                logger.warning("session %s: its exact position could not be stored: %s", session.id, exc)
+                return
 
     # ---- helpers -----------------------------------------------------------------------------
     @property
@@ -190,7 +208,8 @@ class Daemon:
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
-            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics)
+            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, reserve=self.positions.reserve,
+            metrics=self.metrics)
 
     def check_ready(self) -> None:
         if not self.ready or not self.host.loaded or self.admission is None:
@@ -216,6 +235,8 @@ class Daemon:
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})", retry)
 
     def release(self, session_id: str) -> None:
+        if self.api_keys is not None:
+            self.api_keys.release(session_id)
         if self.admission is not None:
             self.admission.policy.release(session_id, time.monotonic())
 
@@ -253,6 +274,7 @@ class Daemon:
         self.writer.log(session_id, "close", {"reason": reason})
         self.sessions.pop(session_id, None)
         self._resume_locks.pop(session_id, None)
+        self.positions.forget(session_id)
         try:
             await self.store.delete_session(session_id)
         except StoreUnavailable:
@@ -280,6 +302,7 @@ class Daemon:
             c = self.config
             self._gateway = WebRTCGateway(WebRTCConfig(
                 host_addresses=tuple(c.webrtc_hosts) or None, max_message_bytes=c.max_message_bytes,
+                viewer_silence_s=c.viewer_silence_s,
                 inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)))
         return self._gateway
 

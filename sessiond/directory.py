@@ -53,17 +53,33 @@ def _check_request(daemon: Daemon, req: CreateSessionRequest) -> None:
                                 f"leave `{name}` out or set it to {want}", name)
 
 
-async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: str) -> CreateSessionResponse:
+async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: str,
+                         api_key: str | None = None) -> CreateSessionResponse:
+    """`api_key`: the X-API-Key presented; checked (401) and counted (429) when the daemon has keys."""
+    key = daemon.api_keys.check(api_key) if daemon.api_keys is not None else None
     daemon.check_ready()
     _check_request(daemon, req)
+    sid = new_session_id()
+    if key is None or daemon.api_keys is None:
+        return await _create(daemon, req, base_url, sid, None)
+    daemon.api_keys.claim(key, sid)
+    try:
+        return await _create(daemon, req, base_url, sid, key.name)
+    except BaseException:
+        daemon.api_keys.release(sid)
+        raise
+
+
+async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid: str,
+                  key_name: str | None) -> CreateSessionResponse:
     info = daemon.info
-    sid, token = new_session_id(), new_token()
+    token = new_token()
     now = time.time()
     record = SessionRecord(
         session_id=sid, mode=req.mode, model=daemon.model_name,
         seed=req.seed if req.seed is not None else secrets.randbelow(2**31), prompt=req.prompt or "",
         width=info.width, height=info.height, fps=info.fps, token_hash=hash_token(token), created_at=now,
-        last_active_at=now, action_space=info.action_space.to_json())
+        last_active_at=now, action_space=info.action_space.to_json(), api_key=key_name)
     await daemon.admit(sid, req.mode, "create")
     try:
         await daemon.store.put_session(record)
@@ -100,7 +116,7 @@ async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session |
         record = session.record
     else:
         try:
-            stored = await daemon.store.get_session(sid)
+            stored = await _stored(daemon, sid)
         except StoreUnavailable as exc:
             daemon.metrics.store_errors.inc()
             raise _unavailable(exc) from exc
@@ -110,6 +126,17 @@ async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session |
     if not token_matches(token, record.token_hash):
         raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong session token")
     return session if session is not None else record
+
+
+async def _stored(daemon: Daemon, sid: str) -> SessionRecord | None:
+    """The stored record, its position moved up to the durable one: after a crash the record
+    (written every 0.1 s) may lag the position written before each chunk left."""
+    record = await daemon.store.get_session(sid)
+    if record is not None:
+        position = await daemon.store.get_position(sid)
+        if position is not None and position > record.frames_sent:
+            record.frames_sent = position
+    return record
 
 
 def status_of(found: Session | SessionRecord) -> SessionStatus:
@@ -146,6 +173,9 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
                             f"this daemon serves {daemon.model_name!r}")
     sid = record.session_id
     await daemon.admit(sid, record.mode, "resume")
+    key = daemon.api_keys.by_name(record.api_key) if daemon.api_keys is not None and record.api_key else None
+    if key is not None and daemon.api_keys is not None:
+        daemon.api_keys.claim(key, sid, force=True)  # it counts again, whatever the count (it was admitted)
     try:
         snapshot = await daemon.store.get_snapshot(sid)
     except StoreUnavailable as exc:

@@ -45,6 +45,9 @@ class Metrics:
         self.engine_faults = Counter("sessiond_engine_faults", "Sessions ended by an engine fault",
                                      registry=r)
         self.store_errors = Counter("sessiond_store_errors", "Store operations that failed", registry=r)
+        self.position_unguarded_frames = Counter(
+            "sessiond_position_unguarded_frames",
+            "Frames handed out while the store was down (their position not durable)", registry=r)
         self.deadline_misses = Counter("sessiond_world_deadline_misses",
                                        "World chunks ready after their playback deadline", registry=r)
 

@@ -1,6 +1,8 @@
 """Background writers to the store: the event log (batched appends) and durable session records
 (latest state wins, coalesced). When the store is down they keep a bounded backlog, count the
-failures, and retry; the sessions themselves never wait on the store."""
+failures, and retry; the sessions never wait on these writes (the one write a session waits for
+is its timeline position before a chunk leaves: `sessiond.positions`, whose marks kept during an
+outage are retried here)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sessiond.errors import StoreUnavailable
+from sessiond.positions import PositionLedger
 from sessiond.store.base import SessionRecord, Store, StoredEvent
 
 __all__ = ["StoreWriter"]
@@ -22,8 +25,10 @@ logger = logging.getLogger(__name__)
 
 class StoreWriter:
     def __init__(self, store: Store, metrics: Any, records: Callable[[str], SessionRecord | None], *,
-                 interval_s: float = 0.1, max_backlog: int = 100_000) -> None:
+                 interval_s: float = 0.1, max_backlog: int = 100_000, positions: PositionLedger | None = None
+                 ) -> None:
         self.store = store
+        self.positions = positions  # its marks kept during a store outage are retried here
         self.metrics = metrics
         self._records = records  # session id -> its live record (None once gone)
         self.interval_s = interval_s
@@ -93,3 +98,5 @@ class StoreWriter:
             if self._records(sid) is not None:
                 await self.store.put_snapshot(sid, data)
             self._snapshots.pop(sid, None)
+        if self.positions is not None:
+            await self.positions.retry()

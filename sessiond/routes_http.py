@@ -59,7 +59,7 @@ async def create(request: Request) -> Response:
     try:
         req = CreateSessionRequest.from_json(await _json_body(request),
                                              max_prompt_chars=daemon.config.max_prompt_chars)
-        resp = await create_session(daemon, req, base_url(request))
+        resp = await create_session(daemon, req, base_url(request), request.headers.get("x-api-key"))
     except ProtocolError as exc:
         if exc.code == ErrorCode.CAPACITY:
             daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()

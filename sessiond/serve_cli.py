@@ -46,6 +46,9 @@ def add_parser(sub: Any, name: str) -> None:
                        help="write the traffic of this run as a recorded trace (docs/traces.md) at shutdown")
     serve.add_argument("--webrtc-hosts", default=None,
                        help="comma-separated addresses WebRTC may offer as ICE host candidates (e.g. 127.0.0.1)")
+    serve.add_argument("--api-keys", default=None, metavar="FILE",
+                       help="require an API key (X-API-Key) to create sessions; FILE holds their hashes and "
+                       "per-key session limits (`sessiond api-key add` writes it; default: no keys needed)")
     serve.add_argument("--web-dir", default=None, help="folder of the web client served at / (default: web/)")
 
 

@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
-                 "webrtc_hosts", "web_dir", "cpu_threads", "admission_wait_s", "calibration_budget_s")
+                 "webrtc_hosts", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s")
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:
@@ -39,6 +39,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
     max_ws = max(1 << 20, 4 * config.max_message_bytes)
     return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
                           ws_max_size=max_ws, log_config=None, lifespan="on",
+                          ws_ping_interval=config.viewer_ping_s, ws_ping_timeout=config.viewer_ping_s,
                           access_log=False, **overrides)  # access lines would carry ?token= query strings
 
 

@@ -5,7 +5,7 @@
 
 import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebSocket, createSession, idCounter, waitReady } from "./session.js";
+import { connectWebSocket, createSession, deleteOnPageHide, idCounter, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
@@ -179,4 +179,5 @@ setInterval(() => {
   if (director.player && director.player.behind !== undefined) $("behind").textContent = `${director.player.behind.toFixed(2)} s`;
   if (ending && video.currentTime >= ending.endS - CUE_SLACK_S) showCue();
 }, 250);
+deleteOnPageHide(() => director.session);
 start();

@@ -35,18 +35,70 @@ export async function waitReady(onWait, { pollMs = 500, timeoutMs = 300_000 } = 
   }
 }
 
-export async function createSession(body) {
-  return fetchJson(new URL("v1/sessions", document.baseURI), {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
+const API_KEY = "sessiond.apiKey";  // sessionStorage: this tab's API key, when the server needs one
+
+// A small form asking for the API key the server needs (`serve --api-keys`); resolves with it.
+function askApiKey(reason) {
+  return new Promise((resolve) => {
+    const form = document.createElement("form");
+    form.id = "api-key";
+    form.className = "api-key";
+    const why = document.createElement("p");
+    why.textContent = reason;
+    const input = document.createElement("input");
+    Object.assign(input, { id: "api-key-input", type: "password", placeholder: "API key", autocomplete: "off" });
+    const button = document.createElement("button");
+    Object.assign(button, { type: "submit", textContent: "Use key" });
+    form.append(why, input, button);
+    form.onsubmit = (event) => {
+      event.preventDefault();
+      if (!input.value.trim()) return;
+      form.remove();
+      resolve(input.value.trim());
+    };
+    document.body.prepend(form);
+    input.focus();
   });
+}
+
+// POST /v1/sessions, with the tab's API key (X-API-Key) when it has one; a server that needs a
+// key (401 unauthorized) gets one pasted by the user, kept in sessionStorage for this tab.
+export async function createSession(body) {
+  for (;;) {
+    const headers = { "content-type": "application/json" };
+    const key = sessionStorage.getItem(API_KEY);
+    if (key) headers["x-api-key"] = key;
+    try {
+      return await fetchJson(new URL("v1/sessions", document.baseURI), {
+        method: "POST", headers, body: JSON.stringify(body),
+      });
+    } catch (err) {
+      if (!(err instanceof ServerError) || err.code !== "unauthorized") throw err;
+      sessionStorage.removeItem(API_KEY);
+      sessionStorage.setItem(API_KEY, await askApiKey(err.message));
+    }
+  }
 }
 
 export async function closeSession(session) {
   await fetch(new URL(`v1/sessions/${session.session_id}`, document.baseURI), {
     method: "DELETE",
     headers: { authorization: `Bearer ${session.token}` },
+  });
+}
+
+// The page closing (or navigating away) deletes its session at once: a keepalive request
+// outlives the page; the server's idle timeout stays the fallback. `current()` gives the
+// page's session (null before one exists).
+export function deleteOnPageHide(current) {
+  window.addEventListener("pagehide", () => {
+    const session = current();
+    if (!session) return;
+    fetch(new URL(`v1/sessions/${session.session_id}`, document.baseURI), {
+      method: "DELETE",
+      keepalive: true,
+      headers: { authorization: `Bearer ${session.token}` },
+    }).catch(() => {});
   });
 }
 

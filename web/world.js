@@ -5,7 +5,7 @@
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebRTC, createSession, idCounter, waitReady } from "./session.js";
+import { connectWebRTC, createSession, deleteOnPageHide, idCounter, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 import { ptsFor } from "./timeline.js";
 
@@ -235,4 +235,5 @@ function onSession(session) {
 
 $("interrupt").onclick = () => request({ t: "interrupt", id: nextId() }, "Interrupted: the world goes on from the frame on screen.");
 $("flush").onclick = () => request({ t: "flush", id: nextId() }, "Flushed: frames not yet shown were dropped.");
+deleteOnPageHide(() => world.session);
 start();

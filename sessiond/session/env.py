@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,4 +26,5 @@ class SessionEnv:
     wake: Callable[[], None]  # the scheduler has work
     record_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> the stored event log
     persist: Callable[[str], None]  # the durable record changed
+    reserve: Callable[[str, int], Awaitable[None]]  # (session_id, position): durable before frames below it leave
     metrics: Any

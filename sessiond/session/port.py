@@ -55,6 +55,9 @@ class ConnectionPort:
             if not self.current:
                 return None
             item = out.take()
+            if isinstance(item, OutChunk):
+                await self._session.reserve(item)
+                return item if self.current else None
             if item is not None:
                 return item
             if self.connection.ending:

@@ -23,7 +23,7 @@ from sessiond.session.output import OutputStream
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
-from transports.interface import OutFrame
+from transports.interface import OutChunk, OutFrame
 
 __all__ = ["Session"]
 
@@ -176,6 +176,12 @@ class Session:
         self.record.frames_sent = self.out.sent
         self.touch()
         self.env.persist(self.id)
+
+    async def reserve(self, chunk: OutChunk) -> None:
+        """Before the chunk leaves: the store holds a position past its last frame (crash-safe
+        time: a restart after a crash resumes there, never before a frame that may have gone out)."""
+        if chunk.frames:
+            await self.env.reserve(self.id, chunk.frames[-1].idx + 1)
 
     def stats(self, now: float) -> Stats | None:
         """The periodic `stats` message, at most once a second."""

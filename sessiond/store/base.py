@@ -34,6 +34,7 @@ class SessionRecord:
     frames_sent: int = 0  # the PTS position: the next frame sent gets pts_for(frames_sent)
     segment: int = 0
     action_space: dict[str, Any] = field(default_factory=dict)
+    api_key: str | None = None  # the name of the API key that created it (`--api-keys`), never the key
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -80,6 +81,14 @@ class Store(Protocol):
         ...
 
     async def list_sessions(self) -> list[str]: ...
+
+    async def put_position(self, session_id: str, frames: int) -> None:
+        """The session's timeline position: every frame with idx < `frames` may have left the
+        daemon. Written before a chunk is handed to its transport (one write per chunk), so a
+        daemon restarted after a crash resumes at or after it, never before."""
+        ...
+
+    async def get_position(self, session_id: str) -> int | None: ...
 
     async def put_snapshot(self, session_id: str, data: bytes) -> None: ...
 

@@ -15,6 +15,7 @@ class MemoryStore:
     def __init__(self, max_events: int = 1_000_000) -> None:
         self._records: dict[str, dict[str, object]] = {}
         self._snapshots: dict[str, bytes] = {}
+        self._positions: dict[str, int] = {}
         self._events: list[StoredEvent] = []
         self._max_events = max_events
 
@@ -31,9 +32,16 @@ class MemoryStore:
     async def delete_session(self, session_id: str) -> None:
         self._records.pop(session_id, None)
         self._snapshots.pop(session_id, None)
+        self._positions.pop(session_id, None)
 
     async def list_sessions(self) -> list[str]:
         return sorted(self._records)
+
+    async def put_position(self, session_id: str, frames: int) -> None:
+        self._positions[session_id] = int(frames)
+
+    async def get_position(self, session_id: str) -> int | None:
+        return self._positions.get(session_id)
 
     async def put_snapshot(self, session_id: str, data: bytes) -> None:
         self._snapshots[session_id] = bytes(data)

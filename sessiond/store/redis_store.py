@@ -2,6 +2,7 @@
   {p}:sessions            set of session ids (the directory)
   {p}:session:{sid}       JSON of the SessionRecord
   {p}:snapshot:{sid}      continuation snapshot bytes (safetensors)
+  {p}:position:{sid}      the timeline position (frames that may have left), one integer
   {p}:events              stream of events, field `e` = JSON of the event
 Connection failures raise StoreUnavailable; the daemon keeps running without the store."""
 
@@ -62,13 +63,21 @@ class RedisStore:
 
     async def delete_session(self, session_id: str) -> None:
         pipe = self._r.pipeline(transaction=True)
-        pipe.delete(f"{self._p}:session:{session_id}", f"{self._p}:snapshot:{session_id}")
+        pipe.delete(f"{self._p}:session:{session_id}", f"{self._p}:snapshot:{session_id}",
+                    f"{self._p}:position:{session_id}")
         pipe.srem(f"{self._p}:sessions", session_id)
         await self._call(pipe.execute())
 
     async def list_sessions(self) -> list[str]:
         members = await self._call(self._r.smembers(f"{self._p}:sessions"))
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
+
+    async def put_position(self, session_id: str, frames: int) -> None:
+        await self._call(self._r.set(f"{self._p}:position:{session_id}", int(frames)))
+
+    async def get_position(self, session_id: str) -> int | None:
+        raw = await self._call(self._r.get(f"{self._p}:position:{session_id}"))
+        return None if raw is None else int(raw)
 
     async def put_snapshot(self, session_id: str, data: bytes) -> None:
         await self._call(self._r.set(f"{self._p}:snapshot:{session_id}", bytes(data)))

@@ -12,12 +12,17 @@ from sessiond.store import SessionRecord
 __all__ = ["make_env", "make_session"]
 
 
+async def _reserve(session_id: str, frames: int) -> None:
+    return None
+
+
 def make_env(**kw: Any) -> SessionEnv:
     base: dict[str, Any] = dict(
         frames_per_chunk=8, lead_chunks=2.0, outbox_chunks=4, window_frames=16, max_actions_per_s=240,
         max_pending_messages=256, default_segment_s=5.0, director_ttff_s=1.0, director_lead_s=10.0,
         action_space=ActionSpace(keys=("w", "a", "s", "d"), mouse=True, buttons=2, axes=2), wake=lambda: None,
-        record_event=lambda sid, ev, fields: None, persist=lambda sid: None, metrics=Metrics())
+        record_event=lambda sid, ev, fields: None, persist=lambda sid: None, reserve=_reserve,
+        metrics=Metrics())
     base.update(kw)
     return SessionEnv(**base)
 

@@ -35,6 +35,7 @@ class WebRTCConfig:
     crf: int = 23  # x264 quality of the shared encoder
     encode_threads: int = 2  # executor threads shared by every session's encoder
     max_control_buffer: int = 1 << 20  # bytes queued on a control channel before messages drop
+    viewer_silence_s: float = 3.0  # media unanswered by RTCP this long: the viewer is gone, its peer closed
 
     def __post_init__(self) -> None:
         if self.host_addresses is not None:
@@ -43,5 +44,7 @@ class WebRTCConfig:
             raise ValueError(f"max_message_bytes {self.max_message_bytes}: must be at least 256")
         if self.encode_threads < 1:
             raise ValueError(f"encode_threads {self.encode_threads}: must be at least 1")
+        if not self.viewer_silence_s > 0:
+            raise ValueError(f"viewer_silence_s {self.viewer_silence_s}: must be a positive number of seconds")
         if not 0 <= self.crf <= 51:
             raise ValueError(f"crf {self.crf}: must be between 0 and 51")

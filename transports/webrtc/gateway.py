@@ -18,6 +18,7 @@ from aiortc.rtcrtpparameters import RTCRtpCodecCapability
 from protocols.errors import ErrorCode, ProtocolError
 from transports.interface import SessionPort
 from transports.webrtc._hooks import PeerScope, peer_scope
+from transports.webrtc._liveness import RtcpWatch
 from transports.webrtc._sdp import check_offer, keep_candidates
 from transports.webrtc.config import WebRTCConfig
 from transports.webrtc.peer import Peer
@@ -76,7 +77,8 @@ class WebRTCGateway:
         pc = RTCPeerConnection(RTCConfiguration(iceServers=self._ice_servers()))
         track = ViewerTrack()
         stream = SessionStream(port, self._executor, crf=self.config.crf)
-        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget)
+        liveness = RtcpWatch(self.config.viewer_silence_s)
+        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget, liveness=liveness)
         self._peers[sid] = peer
         try:
             transceiver = pc.addTransceiver(track, direction="sendonly")
@@ -84,6 +86,7 @@ class WebRTCGateway:
             # aiortc honours PLI/FIR only for frames it encodes itself; ours arrive encoded, so
             # a viewer's key frame request goes to the shared encoder (throttled there).
             transceiver.sender._send_keyframe = stream.request_keyframe  # type: ignore[method-assign]
+            liveness.watch_sender(transceiver.sender)  # the viewer's RTCP is its heartbeat
             await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
             answer = await pc.createAnswer()
             with peer_scope(PeerScope(host_addresses=hosts, zero_rtp_origin=True)):

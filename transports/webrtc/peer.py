@@ -28,6 +28,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Action, Error, Hello, Ping, Pong
 from transports.inbound import InboundGuard
 from transports.interface import SessionPort
+from transports.webrtc._liveness import RtcpWatch
 from transports.webrtc.config import WebRTCConfig
 from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
 
@@ -48,6 +49,7 @@ class Peer:
         track: ViewerTrack,
         config: WebRTCConfig,
         on_closed: Callable[[Peer], None],
+        liveness: RtcpWatch | None = None,
     ) -> None:
         self.port = port
         self.pc = pc
@@ -55,6 +57,9 @@ class Peer:
         self.track = track
         self._config = config
         self._on_closed = on_closed
+        self.liveness = liveness  # the viewer's RTCP: silence closes the peer (a viewer gone without a goodbye)
+        if liveness is not None:
+            track.on_sent = liveness.media_sent
         self._control: RTCDataChannel | None = None
         self._held: deque[Any] = deque()  # outbound messages waiting for `control` to open
         self._guard = InboundGuard(config.inbound)
@@ -111,6 +116,7 @@ class Peer:
             self._control = channel
             channel.on("message", lambda data: self._on_message(data, actions_only=False))
             channel.on("open", self._release_held)
+            channel.on("close", self._close_soon)  # the viewer's goodbye: its session stops generating now
             self._release_held()  # a channel may arrive already open
         elif channel.label == "actions":
             channel.on("message", lambda data: self._on_message(data, actions_only=True))
@@ -125,7 +131,11 @@ class Peer:
         self.send(Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
                         message="too many bad messages; fix the client and reconnect"))
         logger.warning("webrtc %s: %d bad messages, closing the peer", self.port.session_id, self.bad_messages)
-        self._tasks.append(asyncio.get_running_loop().create_task(self.close()))
+        self._close_soon()
+
+    def _close_soon(self) -> None:
+        if not self._closing:
+            self._tasks.append(asyncio.get_running_loop().create_task(self.close()))
 
     def _on_message(self, data: Any, actions_only: bool) -> None:
         if self._closing:
@@ -148,14 +158,29 @@ class Peer:
             self.port.submit(message)
 
     async def _watch(self) -> None:
-        """Close when the peer never connects, or once the stream ends (session closed)."""
+        """Close when the peer never connects, once the stream ends (session closed), or once the
+        viewer leaves our media unanswered by RTCP (gone without a goodbye)."""
         try:
             await asyncio.wait_for(self._connected.wait(), CONNECT_TIMEOUT_S)
         except TimeoutError:
             logger.info("webrtc %s: peer did not connect within %.0f s", self.port.session_id, CONNECT_TIMEOUT_S)
         else:
-            await self.stream.done.wait()
+            await self._until_done_or_silent()
         await self.close()
+
+    async def _until_done_or_silent(self) -> None:
+        waits: set[asyncio.Future[Any]] = {asyncio.ensure_future(self.stream.done.wait())}
+        silent = asyncio.ensure_future(self.liveness.wait_gone()) if self.liveness is not None else None
+        if silent is not None:
+            waits.add(silent)
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in waits:
+                task.cancel()
+        if silent is not None and silent.done() and not silent.cancelled():
+            logger.info("webrtc %s: no RTCP from the viewer for %.1f s of media; it is gone, closing the peer",
+                        self.port.session_id, silent.result())
 
     async def _on_state(self) -> None:
         if self.pc.connectionState == "connected":

@@ -46,6 +46,7 @@ class ViewerTrack(MediaStreamTrack):
         self._queue: asyncio.Queue[av.Packet | None] = asyncio.Queue(max_queued)
         self.started = asyncio.Event()  # set on the sender's first recv(): RTP is running
         self.on_started: list[Callable[[], None]] = []
+        self.on_sent: Callable[[], None] | None = None  # each access unit handed to the RTP sender
         self.dropped = 0
 
     def push(self, packet: av.Packet) -> bool:
@@ -70,6 +71,8 @@ class ViewerTrack(MediaStreamTrack):
         packet = await self._queue.get()
         if packet is None:
             raise MediaStreamError
+        if self.on_sent is not None:
+            self.on_sent()
         return packet
 
     def stop(self) -> None:

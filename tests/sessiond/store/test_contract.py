@@ -68,6 +68,16 @@ async def test_a_later_put_replaces_the_record(store: Any) -> None:
     assert await store.list_sessions() == ["s_1"]
 
 
+async def test_a_position_is_kept_replaced_and_deleted_with_its_session(store: Any) -> None:
+    assert await store.get_position("s_1") is None
+    await store.put_session(_record())
+    await store.put_position("s_1", 48)
+    await store.put_position("s_1", 40)  # the latest write wins (a clean stop settles below the mark)
+    assert await store.get_position("s_1") == 40
+    await store.delete_session("s_1")
+    assert await store.get_position("s_1") is None
+
+
 async def test_snapshots_are_bytes_exactly(store: Any) -> None:
     blob = bytes(range(256)) * 1000
     await store.put_snapshot("s_1", blob)
