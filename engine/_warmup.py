@@ -86,6 +86,9 @@ def run_warmup(engine: Engine) -> None:
         return
     try:
         _every_context_length(engine)
+        if engine.runner.graphs is not None:  # a bucket's second call captures its graph
+            engine.reset(WARMUP_SESSION, seed=0, prompt="warmup")
+            _every_context_length(engine)
     finally:
         engine.close_session(WARMUP_SESSION)
     if engine.device.type == "cuda" or engine.parts.model.kernels.compiled:  # plans / compiles per shape

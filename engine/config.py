@@ -22,7 +22,7 @@ __all__ = [
     "unregister_config",
 ]
 
-DECODER_KINDS = ("wan_vae", "tiny", "demo_ae")
+DECODER_KINDS = ("wan_vae", "tiny", "demo_ae", "taehv")
 
 # configs whose numbers live in another module; importing it registers the config
 _LAZY_CONFIGS: dict[str, str] = {"demo": "engine.demo.config", "demo-fine": "engine.demo.config"}
@@ -96,6 +96,12 @@ class ModelConfig:
     cache_context_noise: float = 0.0
     cuda_working_margin: float = 0.5
     cuda_kv_max_sessions: int = 1024  # ... but never more sessions than this (a small model would take the whole GPU)  # headroom on the measured working set (DiT activations, fragmentation)
+    # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
+    # the FFN GEMMs in FP8 (lossy); each chunk's K/V written by its last denoise pass instead of a
+    # t=0 cache pass (an approximation, as StreamDiffusionV2; the cache phase then only finishes)
+    cuda_graphs: bool = False
+    fp8_ffn: bool = False
+    kv_from_last_pass: bool = False
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32
     text_vocab_buckets: int = 4096  # built-in hashing text encoder

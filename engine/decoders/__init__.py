@@ -16,6 +16,7 @@ __all__ = ["DECODER_MODULES", "DECODER_PREFIX", "StreamingDecoder", "build_decod
 DECODER_MODULES = {
     "tiny": "engine.decoders.tiny",
     "wan_vae": "engine.decoders.wan_vae",
+    "taehv": "engine.decoders.taehv",
     "demo_ae": "engine.demo.autoencoder",
 }
 
