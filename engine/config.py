@@ -215,7 +215,24 @@ def _wan_13b() -> ModelConfig:
     )
 
 
-_BUILTIN = {"tiny": _tiny, "wan-1.3b": _wan_13b}
+def _wan_13b_world() -> ModelConfig:
+    # the world-model geometry: sink 1 chunk + a window of 6 latent frames (2 chunks), Matrix-Game
+    # 2.0's local attention size; context 4 chunks with the current one instead of 8
+    return _wan_13b().with_overrides(name="wan-1.3b-world", window_chunks=2)
+
+
+def _preview(config: ModelConfig) -> ModelConfig:
+    # the TAEHV-layout preview decoder instead of the Wan VAE (cheaper frames; the VAE is the quality default)
+    return config.with_overrides(name=f"{config.name}-preview", decoder_kind="taehv")
+
+
+_BUILTIN = {
+    "tiny": _tiny,
+    "wan-1.3b": _wan_13b,
+    "wan-1.3b-world": _wan_13b_world,
+    "wan-1.3b-preview": lambda: _preview(_wan_13b()),
+    "wan-1.3b-world-preview": lambda: _preview(_wan_13b_world()),
+}
 
 
 @dataclass
