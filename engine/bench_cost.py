@@ -98,7 +98,7 @@ def apply_lever(engine: Engine, lever: Lever, decoders: _Decoders) -> None:
 def _engine(model: str, args: argparse.Namespace) -> Engine:
     progress(f"building {model}")
     engine = Engine.create(model=model, device=args.device, kv_budget_bytes=int(args.kv_budget_gib * GIB),
-                           attention="sdpa")
+                           attention="sdpa", max_batch=max(args.batch))
     engine.warmup()
     return engine
 
@@ -175,13 +175,13 @@ def _compare(exact: list[torch.Tensor], other: list[torch.Tensor]) -> dict[str, 
 
 def _fidelity(bench: _Bench, engine: Engine, decoders: _Decoders) -> dict[str, object]:
     args = bench.args
-    out: dict[str, object] = {"chunks": args.chunks, "seeds": list(range(args.fidelity_seeds))}
+    seeds = list(range(args.fidelity_seeds))
+    out: dict[str, object] = {"chunks": args.chunks, "seeds": seeds}
     apply_lever(engine, Lever("base"), decoders)
-    exact = [_rollout(engine, args.chunks, seed, capture_at=3) for seed in out["seeds"]]  # type: ignore[union-attr]
+    exact = [_rollout(engine, args.chunks, seed, capture_at=3) for seed in seeds]
     for name in (n for n in LOSSY if n in args.levers):
         apply_lever(engine, Lever.of(name, (name,)), decoders)
-        per_seed = [_compare(exact[i][0], _rollout(engine, args.chunks, seed)[0])
-                    for i, seed in enumerate(out["seeds"])]  # type: ignore[arg-type]
+        per_seed = [_compare(exact[i][0], _rollout(engine, args.chunks, seed)[0]) for i, seed in enumerate(seeds)]
         out[name] = {"per_seed": per_seed,
                      "worst_rel_l2": max(max(s["rel_l2_per_chunk"]) for s in per_seed),
                      "worst_cosine": min(min(s["cosine_per_chunk"]) for s in per_seed)}
@@ -192,8 +192,9 @@ def _fidelity(bench: _Bench, engine: Engine, decoders: _Decoders) -> dict[str, o
         from engine.attention_fp8 import fp8_attention
 
         q, k, v = qkv
-        ref = F.scaled_dot_product_attention(*(t.float().transpose(1, 2) for t in qkv)).transpose(1, 2)
-        bf16 = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in qkv)).transpose(1, 2)
+        ref = F.scaled_dot_product_attention(q.float().transpose(1, 2), k.float().transpose(1, 2),
+                                             v.float().transpose(1, 2)).transpose(1, 2)
+        bf16 = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
         out["attention_output_error"] = {
             "shape_q_kv": [list(q.shape), list(k.shape)],
             "fp8": _compare([ref.cpu()], [fp8_attention(q, k, v).float().cpu()]),
@@ -308,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady-chunks", type=int, default=4)
     parser.add_argument("--levers", default=",".join(lever.name for lever in LEVERS))
     parser.add_argument("--fidelity-seeds", type=int, default=2)
-    parser.add_argument("--kv-budget-gib", type=float, default=24.0)
+    parser.add_argument("--kv-budget-gib", type=float, default=12.0)
     parser.add_argument("--json", required=True)
     parser.add_argument("--plot", default=None)
     args = parser.parse_args(argv)

@@ -61,7 +61,8 @@ def attention(report: dict[str, object]) -> None:
         def sdpa(q: torch.Tensor = q, k: torch.Tensor = k, v: torch.Tensor = v) -> torch.Tensor:
             return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
 
-        exact = F.scaled_dot_product_attention(*(t.float().transpose(1, 2) for t in (q, k, v))).transpose(1, 2)
+        exact = F.scaled_dot_product_attention(q.float().transpose(1, 2), k.float().transpose(1, 2),
+                                               v.float().transpose(1, 2)).transpose(1, 2)
         base = {"chunks": chunks, "variant": "sdpa_bf16", "seconds": _bench(sdpa), **_err(sdpa(), exact)}
         rows.append(base)
         print(json.dumps(base), flush=True)
@@ -126,7 +127,7 @@ def taehv(report: dict[str, object]) -> None:
         decoder.init_random()
         decoder = decoder.to("cuda", torch.bfloat16).eval()
         if layout == "channels_last":
-            decoder = decoder.to(memory_format=torch.channels_last)
+            decoder = decoder.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         for batch in (1, 4):
             gen = torch.Generator(device="cuda").manual_seed(2)
             latents = torch.randn(batch, 16, 3, 60, 104, device="cuda", generator=gen)
