@@ -98,3 +98,34 @@ def test_fp8_ffn_runs_scaled_gemms_close_to_the_exact_ffn() -> None:
     for x, y in zip(a, b, strict=True):
         rel = float((y - x).norm() / x.norm())
         assert 1e-6 < rel < 0.1, rel
+
+
+def test_world_geometry_configs_are_servable_by_name() -> None:
+    from engine.config import config_names, get_config
+    from engine.errors import ConfigError
+
+    world = get_config("wan-1.3b-world")
+    assert (world.sink_chunks, world.window_chunks, world.context_chunks) == (1, 2, 3)
+    assert world.window_chunks * world.latent_frames_per_chunk == 6  # Matrix-Game 2.0's local window
+    assert world.decoder_kind == "wan_vae" and world.tokens_per_chunk == 4680
+    assert get_config("wan-1.3b-world-preview").decoder_kind == "taehv"
+    assert get_config("wan-1.3b-preview").window_chunks == 6
+    assert {"wan-1.3b-world", "wan-1.3b-world-preview", "wan-1.3b-preview"} <= set(config_names())
+    assert not (world.cuda_graphs or world.fp8_ffn or world.kv_from_last_pass)  # every lever off by default
+    try:
+        world.with_overrides(window_chunks=0)
+    except ConfigError as exc:
+        assert exc.code == "bad_config" and "window_chunks" in exc.message
+    else:
+        raise AssertionError("a zero window must be refused")
+
+
+def test_cuda_graphs_config_needs_cuda() -> None:
+    from engine.errors import ConfigError
+
+    try:
+        make_variant("tiny-graphs", cuda_graphs=True)
+    except ConfigError as exc:
+        assert exc.code == "graphs_need_cuda"
+    else:
+        raise AssertionError("cuda_graphs on the CPU must be refused")
