@@ -18,7 +18,7 @@ from engine.kv import ChunkKVPool
 from engine.model import CausalDiT
 from engine.rope import RopeTable
 from engine.sampling import Schedule, seeded_noise
-from engine.session import ChunkRecord, ChunkWork, SessionState
+from engine.session import ChunkRecord, ChunkWork, EngineSession
 
 __all__ = ["PhaseRunner"]
 
@@ -35,7 +35,7 @@ class PhaseRunner:
     device: torch.device
     graphs: PassGraphs | None = None  # CUDA graphs per (batch, context, write) bucket; None = eager
 
-    def _works(self, states: list[SessionState]) -> list[ChunkWork]:
+    def _works(self, states: list[EngineSession]) -> list[ChunkWork]:
         works = [s.work for s in states]
         assert all(w is not None for w in works)
         return works  # type: ignore[return-value]
@@ -64,7 +64,7 @@ class PhaseRunner:
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
         return self.model(latents, t, actions, contexts, ctx, self.attend, cross)  # type: ignore[no-any-return]
 
-    def denoise(self, states: list[SessionState]) -> None:
+    def denoise(self, states: list[EngineSession]) -> None:
         works = self._works(states)
         x = torch.stack([w.x for w in works])
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
@@ -82,7 +82,7 @@ class PhaseRunner:
                 work.clean = clean
                 work.kv_written = writes is not None
 
-    def _last_pass_writes(self, states: list[SessionState], works: list[ChunkWork]) -> list[int] | None:
+    def _last_pass_writes(self, states: list[EngineSession], works: list[ChunkWork]) -> list[int] | None:
         """With `kv_from_last_pass` (an approximation, off by default): the slabs the last denoise
         pass writes its K/V into, when every sample of the batch is on its last step and unguided;
         their chunks then skip the cache pass's forward. None: the cache pass writes them."""
@@ -123,7 +123,7 @@ class PhaseRunner:
         matched = flow * (acted.float().std() / flow.float().std().clamp_min(1e-12)).to(flow.dtype)
         return c.action_guidance_rescale * matched + (1.0 - c.action_guidance_rescale) * flow
 
-    def cache(self, states: list[SessionState]) -> None:
+    def cache(self, states: list[EngineSession]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and
         finishes the chunk; chunks whose last denoise pass wrote their K/V (`kv_from_last_pass`)
         only finish."""
@@ -151,7 +151,7 @@ class PhaseRunner:
         step = self.schedule.steps  # a step index no denoise step uses
         return clean + std * seeded_noise(tuple(clean.shape), seed, chunk, step, self.device)
 
-    def decode_slice(self, state: SessionState) -> tuple[int, int]:
+    def decode_slice(self, state: EngineSession) -> tuple[int, int]:
         """Latent frames [start, end) of the chunk in progress that the next decode covers."""
         work = state.work
         assert work is not None
@@ -161,7 +161,7 @@ class PhaseRunner:
             return 0, split
         return start, total
 
-    def decode(self, states: list[SessionState]) -> list[ChunkFrames]:
+    def decode(self, states: list[EngineSession]) -> list[ChunkFrames]:
         """One decode call for sessions whose next slices have the same bounds (see decode_slice)."""
         works = self._works(states)
         start, end = self.decode_slice(states[0])
@@ -179,7 +179,7 @@ class PhaseRunner:
             chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
         return chunks
 
-    def recompute(self, state: SessionState, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
+    def recompute(self, state: EngineSession, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
         """Rebuild a session's KV from clean latents, chunk by chunk in order (exact while every
         chunk's own context is among `records`; an approximation once the window has wrapped)."""
         available = {r.index for r in records}

@@ -64,10 +64,11 @@ def _beside_working_set(free_bytes: int, working: WorkingSet, config: ModelConfi
 
 
 def check_cuda_kv_budget(budget: int, free_bytes: int, working: WorkingSet, session_kv_bytes: int,
-                         config: ModelConfig) -> None:
+                         config: ModelConfig) -> int:
     """An explicit KV pool size must leave the decoder its working set at max_batch (and each pooled
     session its decoder cache): otherwise the warm-up or the first full batch runs out of memory.
-    Unlike the default size it may take all of what is left (no `cuda_kv_memory_fraction`)."""
+    Unlike the default size it may take all of what is left (no `cuda_kv_memory_fraction`).
+    Returns the sessions the pool holds."""
     sessions = budget // session_kv_bytes
     need = sessions * (session_kv_bytes + working.cache_bytes_per_session)
     usable = _beside_working_set(free_bytes, working, config)
@@ -80,6 +81,7 @@ def check_cuda_kv_budget(budget: int, free_bytes: int, working: WorkingSet, sess
             f"({working.peak_bytes / 2**30:.1f} GiB measured) in the {free_bytes / 2**30:.1f} GiB free: "
             f"pass at most {fits * session_kv_bytes / 2**30:.1f} GiB ({fits} sessions), or lower max_batch",
         )
+    return sessions
 
 
 def cuda_kv_budget(free_bytes: int, working: WorkingSet, session_kv_bytes: int, config: ModelConfig) -> int:

@@ -1,4 +1,5 @@
-"""Building an engine's parts from a model name, a device and optional weights."""
+"""Building an engine's parts (model, decoder, text encoder, KV pool, RoPE, attention, schedule)
+from a model config or catalog name, a device and optional weights."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from safetensors.torch import load_file
 from engine._memory import check_cuda_kv_budget, cuda_kv_budget, measure_decode_working_set
 from engine.api import ModelInfo
 from engine.attention import AttentionBackend
-from engine.config import ModelConfig, get_config
-from engine.decoders import StreamingDecoder, build_decoder
+from engine.catalog import ModelCatalog
+from engine.config import ModelConfig
+from engine.decoders import StreamingDecoder
 from engine.errors import ConfigError, WeightsError
 from engine.kv import ChunkKVPool, SlabGeometry
 from engine.model import CausalDiT
@@ -105,8 +107,17 @@ def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, bu
     return budget
 
 
+def _prompt_examples(config: ModelConfig) -> tuple[str, ...]:
+    """The example prompts a model config names in `extra["prompt_examples"]` (strings), else none."""
+    examples = config.extra.get("prompt_examples", ())
+    if not isinstance(examples, tuple | list):
+        return ()
+    return tuple(e for e in examples if isinstance(e, str) and e)
+
+
 def build_parts(
-    model_name: str,
+    config_or_name: str | ModelConfig,
+    catalog: ModelCatalog,
     device_name: str,
     dtype_name: str | torch.dtype | None,
     weights: str | Path | None,
@@ -118,7 +129,7 @@ def build_parts(
     compile_mode: str = "auto",
     max_batch: int | None = None,
 ) -> EngineParts:
-    config = get_config(model_name)
+    config = config_or_name if isinstance(config_or_name, ModelConfig) else catalog.config(config_or_name)
     if max_batch is not None:
         if max_batch < 1:
             raise ConfigError("bad_max_batch", f"max_batch must be >= 1, got {max_batch}")
@@ -143,7 +154,7 @@ def build_parts(
         model.quantize_ffn()
     if _compile_wanted(compile_mode, device):
         model.compile_blocks()
-    decoder = build_decoder(config, device, dtype)
+    decoder = catalog.build_decoder(config, device, dtype)
     if checkpoint is not None and checkpoint.decoder:
         decoder.load_weights(checkpoint.decoder)
     if decoder_weights is not None:
@@ -167,6 +178,7 @@ def build_parts(
         kv_bytes_per_session=session_bytes,
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
+        prompt_examples=_prompt_examples(config),
     )
     return EngineParts(
         config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,

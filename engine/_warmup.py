@@ -7,25 +7,48 @@ when asked to ("auto")."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
-from engine.api import FrameAction, StepItem, StepPlan
+from engine._execute import PhaseRunner
+from engine._setup import EngineParts
+from engine.api import FrameAction, Phase, StepItem, StepPlan, StepResult
 from engine.attention import measure_backends
+from engine.config import ModelConfig
 from engine.session import ChunkRecord
 
-if TYPE_CHECKING:
-    from engine.engine import Engine
-
-__all__ = ["WARMUP_SESSION", "run_warmup"]
+__all__ = ["WARMUP_SESSION", "WarmupTarget", "run_warmup"]
 
 logger = logging.getLogger(__name__)
 
 WARMUP_SESSION = "__warmup__"
 
 
-def _choose_attention(engine: Engine) -> None:
+class WarmupTarget(Protocol):
+    """What warmup drives: the engine's public stepping API and its parts."""
+
+    config: ModelConfig
+    device: torch.device
+    parts: EngineParts
+    runner: PhaseRunner
+
+    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool: ...
+
+    def close_session(self, session_id: str) -> None: ...
+
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None: ...
+
+    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int: ...
+
+    def next_phase(self, session_id: str) -> Phase | None: ...
+
+    def step(self, plan: StepPlan) -> StepResult: ...
+
+    def embed_prompt(self, prompt: str) -> torch.Tensor: ...
+
+
+def _choose_attention(engine: WarmupTarget) -> None:
     parts = engine.parts
     c = parts.config
     if parts.attend.name != "sdpa" or engine.device.type != "cuda":
@@ -40,7 +63,7 @@ def _choose_attention(engine: Engine) -> None:
     logger.info("attention backend %s chosen by measurement %s", best, timings)
 
 
-def _every_context_length(engine: Engine) -> None:
+def _every_context_length(engine: WarmupTarget) -> None:
     for _ in range(engine.config.context_chunks + 1):
         engine.begin_chunk(WARMUP_SESSION, [FrameAction()])
         while (phase := engine.next_phase(WARMUP_SESSION)) is not None:
@@ -51,11 +74,11 @@ def _every_context_length(engine: Engine) -> None:
 
 
 @torch.no_grad()
-def _every_batch_size(engine: Engine) -> None:
+def _every_batch_size(engine: WarmupTarget) -> None:
     c, runner, decoder = engine.config, engine.runner, engine.parts.decoder
     latents = torch.zeros(c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width, device=engine.device)
     record = ChunkRecord(0, latents, torch.zeros(c.latent_frames_per_chunk, c.action_features), "warmup")
-    context = engine._embed("warmup")
+    context = engine.embed_prompt("warmup")
     for batch in range(2, c.max_batch + 1):
         runner.forward(
             latents.expand(batch, -1, -1, -1, -1), [0.0] * batch, [record] * batch,
@@ -67,7 +90,7 @@ def _every_batch_size(engine: Engine) -> None:
 
 
 @torch.no_grad()
-def _every_attention_shape(engine: Engine) -> None:
+def _every_attention_shape(engine: WarmupTarget) -> None:
     """Self-attention runs per group of equal context length: build every (group size, context
     length) kernel plan now, not on a live request."""
     c, parts = engine.config, engine.parts
@@ -79,7 +102,7 @@ def _every_attention_shape(engine: Engine) -> None:
             parts.attend(q, kv, kv, None)
 
 
-def run_warmup(engine: Engine) -> None:
+def run_warmup(engine: WarmupTarget) -> None:
     _choose_attention(engine)
     if not engine.open_session(WARMUP_SESSION, seed=0, prompt="warmup"):
         logger.warning("warmup skipped: the KV pool has no room for one session")

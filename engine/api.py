@@ -67,6 +67,8 @@ class ModelInfo:
     kv_bytes_per_session: int  # device bytes a session's KV handle holds (sink + window)
     device: str
     dtype: str
+    # prompts the model renders well, best first (the demo model: one per theme); () when it names none
+    prompt_examples: tuple[str, ...] = ()
 
 
 class Phase(enum.Enum):

@@ -1,31 +1,23 @@
-"""Model configurations by name: every number the engine uses lives in `ModelConfig`.
+"""Model configurations: every number the engine uses lives in `ModelConfig`.
 
-`get_config("tiny")` for CPU tests, `get_config("wan-1.3b")` for Wan2.1-T2V-1.3B shapes, and a
-`demo` slot whose numbers live in `engine.demo.config` (imported lazily on first request; that
-module calls `register_config("demo", cfg)` or exposes `CONFIG`).
+The core's own: `tiny_config()` for CPU tests, `wan_13b_config()` for Wan2.1-T2V-1.3B shapes.
+Configs are found by name through a `engine.catalog.ModelCatalog`.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field, replace
 
 from engine.api import ActionSpace
 from engine.errors import ConfigError
 
 __all__ = [
-    "DECODER_KINDS",
     "ModelConfig",
-    "config_names",
-    "get_config",
-    "register_config",
-    "unregister_config",
+    "preview_config",
+    "tiny_config",
+    "wan_13b_config",
+    "wan_13b_world_config",
 ]
-
-DECODER_KINDS = ("wan_vae", "tiny", "demo_ae", "taehv")
-
-# configs whose numbers live in another module; importing it registers the config
-_LAZY_CONFIGS: dict[str, str] = {"demo": "engine.demo.config", "demo-fine": "engine.demo.config"}
 
 _WASD_KEYS = (
     "w", "a", "s", "d", "arrowup", "arrowdown", "arrowleft", "arrowright", "space", "shift",
@@ -68,14 +60,15 @@ class ModelConfig:
     # conditioning
     action_space: ActionSpace
     action_hidden_dim: int
-    decoder_kind: str
-    # tiny decoder hidden width (used when decoder_kind == "tiny")
+    decoder_kind: str  # a decoder kind of the model catalog the config is built from
     max_batch: int = 8  # warmup runs every batch size up to this (no first-request compile stall)
     default_kv_sessions: int = 16  # KV budget when none is given (CPU): this many sessions
     # KV budget when none is given (CUDA): this fraction of the memory left free after the decoder's
     # working set at max_batch (measured at start-up, times 1 + cuda_working_margin), shared between
     # each session's KV and its decoder cache (see engine/_memory.py)
     cuda_kv_memory_fraction: float = 0.85
+    cuda_working_margin: float = 0.5  # headroom on the measured working set (DiT activations, fragmentation)
+    cuda_kv_max_sessions: int = 1024  # ... but never more sessions than this (a small model would take the whole GPU)
     # a stream's first chunk is decoded in two calls, its first `first_decode_split` latent frames
     # alone (so the first frames come out sooner), then the rest; 0 = in one call. A causal
     # streaming decoder gives the same frames either way.
@@ -94,8 +87,6 @@ class ModelConfig:
     # Masks the small errors a model's own chunks carry into its context so they do not compound
     # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
     cache_context_noise: float = 0.0
-    cuda_working_margin: float = 0.5
-    cuda_kv_max_sessions: int = 1024  # ... but never more sessions than this (a small model would take the whole GPU)  # headroom on the measured working set (DiT activations, fragmentation)
     # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
     # the FFN GEMMs in FP8 (lossy); each chunk's K/V written by its last denoise pass instead of a
     # t=0 cache pass (an approximation, as StreamDiffusionV2; the cache phase then only finishes)
@@ -103,7 +94,7 @@ class ModelConfig:
     fp8_ffn: bool = False
     kv_from_last_pass: bool = False
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
-    tiny_decoder_hidden: int = 32
+    tiny_decoder_hidden: int = 32  # hidden width of the tiny decoder (decoder_kind "tiny")
     text_vocab_buckets: int = 4096  # built-in hashing text encoder
     text_cache_entries: int = 64
     extra: dict[str, object] = field(default_factory=dict, compare=False)
@@ -135,8 +126,8 @@ class ModelConfig:
             problems.append("sink_chunks must be >= 0 and window_chunks >= 1")
         if self.max_rollback_chunks < 1:
             problems.append("max_rollback_chunks must be >= 1 (rollback drops at least the chunk in progress)")
-        if self.decoder_kind not in DECODER_KINDS:
-            problems.append(f"decoder_kind {self.decoder_kind!r} is not one of {list(DECODER_KINDS)}")
+        if not self.decoder_kind:
+            problems.append("decoder_kind must name a decoder (a kind in the model catalog)")
         if problems:
             raise ConfigError("bad_config", f"model config {self.name!r}: " + "; ".join(problems))
 
@@ -181,7 +172,7 @@ class ModelConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
-def _tiny() -> ModelConfig:
+def tiny_config() -> ModelConfig:
     return ModelConfig(
         name="tiny",
         dim=32, num_heads=2, num_layers=2, ffn_dim=64, freq_dim=16,
@@ -197,7 +188,7 @@ def _tiny() -> ModelConfig:
     )
 
 
-def _wan_13b() -> ModelConfig:
+def wan_13b_config() -> ModelConfig:
     # numbers from the Wan2.1-T2V-1.3B config (manifest `config`), 480x832, chunk = 3 latent frames,
     # Self-Forcing's 4-step schedule (shift 5); 7 chunks = the reference's 21-frame global cache
     return ModelConfig(
@@ -215,67 +206,13 @@ def _wan_13b() -> ModelConfig:
     )
 
 
-def _wan_13b_world() -> ModelConfig:
-    # the world-model geometry: sink 1 chunk + a window of 6 latent frames (2 chunks), Matrix-Game
-    # 2.0's local attention size; context 4 chunks with the current one instead of 8
-    return _wan_13b().with_overrides(name="wan-1.3b-world", window_chunks=2)
+def wan_13b_world_config() -> ModelConfig:
+    """wan-1.3b at the world-model geometry: sink 1 chunk + a window of 6 latent frames (2 chunks),
+    Matrix-Game 2.0's local attention size; a context of 4 chunks with the current one instead of 8."""
+    return wan_13b_config().with_overrides(name="wan-1.3b-world", window_chunks=2)
 
 
-def _preview(config: ModelConfig) -> ModelConfig:
-    # the TAEHV-layout preview decoder instead of the Wan VAE (cheaper frames; the VAE is the quality default)
+def preview_config(config: ModelConfig) -> ModelConfig:
+    """`config` with the TAEHV-layout preview decoder instead of the Wan VAE (cheaper frames; the VAE
+    stays the quality default), named `<name>-preview`."""
     return config.with_overrides(name=f"{config.name}-preview", decoder_kind="taehv")
-
-
-_BUILTIN = {
-    "tiny": _tiny,
-    "wan-1.3b": _wan_13b,
-    "wan-1.3b-world": _wan_13b_world,
-    "wan-1.3b-preview": lambda: _preview(_wan_13b()),
-    "wan-1.3b-world-preview": lambda: _preview(_wan_13b_world()),
-}
-
-
-@dataclass
-class _Registry:
-    configs: dict[str, ModelConfig] = field(default_factory=dict)
-
-
-_REGISTRY = _Registry()  # filled only by explicit register_config calls
-
-
-def register_config(name: str, config: ModelConfig) -> None:
-    """Make `config` available as `get_config(name)` (the demo module calls this)."""
-    _REGISTRY.configs[name] = config
-
-
-def unregister_config(name: str) -> None:
-    """Forget a config added by `register_config` (built-in and lazy names stay)."""
-    _REGISTRY.configs.pop(name, None)
-
-
-def config_names() -> list[str]:
-    return sorted({*_BUILTIN, *_LAZY_CONFIGS, *_REGISTRY.configs})
-
-
-def get_config(name: str) -> ModelConfig:
-    """The config registered under `name`; a `ConfigError` listing valid names otherwise."""
-    if name in _REGISTRY.configs:
-        return _REGISTRY.configs[name]
-    if name in _BUILTIN:
-        return _BUILTIN[name]()
-    if name in _LAZY_CONFIGS:
-        module_name = _LAZY_CONFIGS[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ConfigError(
-                "model_unavailable", f"model {name!r} needs {module_name}, which failed to import: {exc}"
-            ) from exc
-        config = _REGISTRY.configs.get(name) or getattr(module, "CONFIG", None)
-        if not isinstance(config, ModelConfig):
-            raise ConfigError(
-                "model_unavailable",
-                f"{module_name} must define CONFIG: ModelConfig or call register_config({name!r}, ...)",
-            )
-        return config
-    raise ConfigError("unknown_model", f"unknown model {name!r}; valid names: {', '.join(config_names())}")

@@ -17,12 +17,15 @@ import torch
 from engine._execute import PhaseRunner
 from engine._graphs import PassGraphs, cuda_capturer
 from engine._setup import EngineParts, build_parts
+from engine._warmup import run_warmup
 from engine.actions import encode_actions
 from engine.api import FrameAction, ItemResult, KVStats, ModelInfo, Phase, StepPlan, StepResult
+from engine.catalog import ModelCatalog, core_catalog
+from engine.config import ModelConfig
 from engine.errors import ConfigError, EngineError, SessionStateError
 from engine.kv import KVHandle
 from engine.sampling import seeded_noise
-from engine.session import ChunkWork, SessionState
+from engine.session import ChunkWork, EngineSession
 from engine.snapshot import Snapshot, decode_snapshot, encode_snapshot
 
 __all__ = ["Engine"]
@@ -45,13 +48,13 @@ class Engine:
             self.runner.graphs = PassGraphs(parts.model, parts.pool, parts.attend, cuda_capturer(parts.device))
         self.pool = parts.pool
         self.info: ModelInfo = parts.info
-        self._sessions: dict[str, SessionState] = {}
+        self._sessions: dict[str, EngineSession] = {}
         self.ready = False
 
     @classmethod
     def create(
         cls,
-        model: str = "tiny",
+        model: str | ModelConfig = "tiny",
         device: str = "cpu",
         dtype: str | torch.dtype | None = None,
         weights: str | Path | None = None,
@@ -63,8 +66,11 @@ class Engine:
         compile: str = "auto",
         cpu_threads: int | None = None,
         max_batch: int | None = None,
+        catalog: ModelCatalog | None = None,
     ) -> Engine:
-        """compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off".
+        """model: a config, or the name of one in `catalog` (None: `core_catalog()`, the core's own
+        models; a model family outside the core needs a catalog it has added itself to).
+        compile: "auto" (torch.compile the block kernels on CUDA only), "on" or "off".
         cpu_threads: set torch's intra-op threads (process-wide); on a shared 2-core box 1 thread
         measured 7x faster than 2 for the demo model. None leaves torch's setting alone.
         max_batch: the most sessions the caller will step at once (warm-up builds every batch size up
@@ -75,19 +81,19 @@ class Engine:
             torch.set_num_threads(cpu_threads)
         return cls(
             build_parts(
-                model, device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
+                model, catalog or core_catalog(), device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
                 init_seed, compile, max_batch,
             )
         )
 
     # sessions ----------------------------------------------------------------------------------
-    def _state(self, session_id: str) -> SessionState:
+    def _state(self, session_id: str) -> EngineSession:
         state = self._sessions.get(session_id)
         if state is None:
             raise SessionStateError("unknown_session", f"no session {session_id!r}; open it first")
         return state
 
-    def session(self, session_id: str) -> SessionState:
+    def session(self, session_id: str) -> EngineSession:
         """The session's state (read it; mutate it only through the engine)."""
         return self._state(session_id)
 
@@ -101,7 +107,7 @@ class Engine:
         handle = KVHandle.open(self.pool, session_id, c.sink_chunks, c.window_chunks, c.max_rollback_chunks)
         if handle is None:
             return False
-        self._sessions[session_id] = SessionState(session_id, seed, prompt, handle)
+        self._sessions[session_id] = EngineSession(session_id, seed, prompt, handle)
         return True
 
     def close_session(self, session_id: str) -> None:
@@ -112,15 +118,16 @@ class Engine:
     def set_prompt(self, session_id: str, prompt: str) -> None:
         self._state(session_id).prompt = prompt
 
-    def _context(self, state: SessionState) -> torch.Tensor:
+    def _context(self, state: EngineSession) -> torch.Tensor:
         if state.context is None or state.context_prompt != state.prompt:
-            state.context = self._embed(state.prompt)
+            state.context = self.embed_prompt(state.prompt)
             with torch.no_grad():  # computed once per prompt, not in every block of every pass
                 state.cross = self.parts.model.cross_kv_all(state.context[None])
             state.context_prompt = state.prompt
         return state.context
 
-    def _embed(self, prompt: str) -> torch.Tensor:
+    def embed_prompt(self, prompt: str) -> torch.Tensor:
+        """The prompt's cross-attention context (text_len, dim), from the embedding cache."""
         with torch.no_grad():
             raw = self.parts.text_cache.get(prompt).to(self.device)
             return self.parts.model.embed_text(raw[None])[0]
@@ -153,7 +160,7 @@ class Engine:
     # stepping ----------------------------------------------------------------------------------
     def step(self, plan: StepPlan) -> StepResult:
         results: dict[int, ItemResult] = {}
-        groups: dict[str, list[tuple[int, SessionState]]] = defaultdict(list)
+        groups: dict[str, list[tuple[int, EngineSession]]] = defaultdict(list)
         seen: set[str] = set()
         for pos, item in enumerate(plan.items):
             try:
@@ -186,7 +193,7 @@ class Engine:
         ordered = tuple(results[pos] for pos in range(len(plan.items)))
         return StepResult(ordered, _merge_keys(seconds), _merge_keys(sizes))
 
-    def _check_item(self, session_id: str, phase: Phase, seen: set[str]) -> SessionState:
+    def _check_item(self, session_id: str, phase: Phase, seen: set[str]) -> EngineSession:
         state = self._state(session_id)
         if session_id in seen:
             raise SessionStateError("duplicate_item", f"session {session_id!r} appears twice in one plan")
@@ -201,14 +208,14 @@ class Engine:
             raise SessionStateError("offloaded", f"session {session_id!r} is offloaded; restore it first")
         return state
 
-    def _group_key(self, state: SessionState, phase: Phase) -> str:
+    def _group_key(self, state: EngineSession, phase: Phase) -> str:
         if phase is Phase.DECODE:  # one call per kind of decode: first or steady, same latent slice
             first = "first" if self.parts.decoder.is_first(state.decoder_cache) else "steady"
             start, end = self.runner.decode_slice(state)
             return f"decode:{first}:{start}:{end}"
         return phase.value
 
-    def _run(self, phase: Phase, states: list[SessionState]) -> list:  # type: ignore[type-arg]
+    def _run(self, phase: Phase, states: list[EngineSession]) -> list:  # type: ignore[type-arg]
         if phase is Phase.DENOISE:
             self.runner.denoise(states)
             return []
@@ -274,7 +281,7 @@ class Engine:
         self._move(state, self.device)
         return True
 
-    def _move(self, state: SessionState, device: torch.device) -> None:
+    def _move(self, state: EngineSession, device: torch.device) -> None:
         decoder = self.parts.decoder
         if state.decoder_cache is not None:
             state.decoder_cache = decoder.cache_to(state.decoder_cache, device)
@@ -314,7 +321,7 @@ class Engine:
             raise SessionStateError("bad_snapshot", f"snapshot does not fit this model: {exc}") from exc
         return True
 
-    def _load_records(self, state: SessionState, snap: Snapshot) -> None:
+    def _load_records(self, state: EngineSession, snap: Snapshot) -> None:
         state.records = {r.index: r for r in snap.records}
         self.recompute_kv(state.session_id)
         state.next_chunk = state.decoded = snap.next_chunk
@@ -330,7 +337,7 @@ class Engine:
         records = [state.records[i] for i in sorted(state.records)]
         for record in records:
             record.latents, record.actions = record.latents.to(self.device), record.actions.to(self.device)
-        embed = {r.prompt: self._embed(r.prompt) for r in records}
+        embed = {r.prompt: self.embed_prompt(r.prompt) for r in records}
         self.runner.recompute(state, records, embed)
         state.handle.written = max((r.index + 1 for r in records), default=0)
 
@@ -339,8 +346,6 @@ class Engine:
         return self.pool.stats()
 
     def warmup(self) -> None:
-        from engine._warmup import run_warmup
-
         run_warmup(self)
         self.ready = True
 

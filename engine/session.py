@@ -10,7 +10,7 @@ import torch
 from engine.api import Phase
 from engine.kv import KVHandle
 
-__all__ = ["ChunkRecord", "ChunkWork", "SessionState"]
+__all__ = ["ChunkRecord", "ChunkWork", "EngineSession"]
 
 
 @dataclass
@@ -54,7 +54,10 @@ class ChunkWork:
 
 
 @dataclass
-class SessionState:
+class EngineSession:
+    """One session's generation state inside the engine: KV handle, chunk in progress, records,
+    decoder caches (the daemon keeps its own view of a session's lifecycle)."""
+
     session_id: str
     seed: int
     prompt: str  # applies to the next chunk begun

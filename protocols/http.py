@@ -70,7 +70,13 @@ def _in_range(name: str, value: int | None, low: int, high: int) -> None:
 
 
 def _json(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj) if getattr(obj, f.name) is not None}
+    """The fields that are set; tuples as lists (what JSON and msgpack decode them to)."""
+    out = {}
+    for f in fields(obj):
+        value = getattr(obj, f.name)
+        if value is not None:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,8 @@ class CreateSessionResponse:
     action_space: dict[str, Any]  # engine.api.ActionSpace.to_json()
     ws_url: str
     webrtc_url: str
+    # an extra field: prompts the served model renders well, best first; absent when it names none
+    prompt_examples: tuple[str, ...] | None = None
 
     @classmethod
     def from_json(cls, obj: object) -> CreateSessionResponse:

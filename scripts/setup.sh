@@ -14,7 +14,7 @@ want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[setup] installing torch (CPU) and the project"
   .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,fleet]"
   echo "$want" > "$stamp"
 else
   echo "[setup] .venv is up to date"

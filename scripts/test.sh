@@ -12,8 +12,8 @@ if [ ! -x /usr/bin/chromium ]; then
   (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null))
 fi
 echo "[test] ruff"
-.venv/bin/ruff check protocols engine sessiond transports tests
+.venv/bin/ruff check protocols engine sessiond transports loadtest fleet tests
 echo "[test] mypy"
-.venv/bin/mypy protocols engine sessiond transports
+.venv/bin/mypy protocols engine sessiond transports loadtest fleet
 echo "[test] pytest"
 .venv/bin/python -m pytest -q "$@"

@@ -1,22 +1,35 @@
 """`sessiond` command line. Each subcommand lives in its own module, registered below, with
-`add_parser(subparsers)` and `run(args) -> int`; those modules import heavy things lazily."""
+`add_parser(subparsers, name)` and `run(args) -> int`; those modules import heavy things lazily.
+
+serve and bench are the daemon's own; replay, replay-compare, trace-gen and trace-export are the
+load-test tooling (package loadtest), which the daemon's runtime never imports."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
+from typing import Any, Protocol
 
-__all__ = ["SUBCOMMANDS", "build_parser", "main"]
+from loadtest.replay import compare_cli, replay_cli
+from loadtest.trace_tools import trace_export_cli, trace_gen_cli
+from sessiond import bench_cli, serve_cli
 
-# subcommand name -> module providing add_parser(subparsers) and run(args)
-SUBCOMMANDS: dict[str, str] = {
-    "serve": "sessiond.serve_cli",
-    "bench": "sessiond.bench_cli",
-    "replay": "sessiond.replay.cli",
-    "replay-compare": "sessiond.replay.compare_cli",
-    "trace-gen": "sessiond.traces.cli",
-    "trace-export": "sessiond.traces.cli",
+__all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
+
+
+class Subcommand(Protocol):
+    def add_parser(self, sub: Any, name: str) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {
+    "serve": serve_cli,
+    "bench": bench_cli,
+    "replay": replay_cli,
+    "replay-compare": compare_cli,
+    "trace-gen": trace_gen_cli,
+    "trace-export": trace_export_cli,
 }
 
 
@@ -26,15 +39,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="Interactive session service for streaming world models and vibe directing.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, module in SUBCOMMANDS.items():
-        importlib.import_module(module).add_parser(sub, name)
+    for name, command in SUBCOMMANDS.items():
+        command.add_parser(sub, name)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    run = importlib.import_module(SUBCOMMANDS[args.command]).run
-    return int(run(args))
+    return int(SUBCOMMANDS[args.command].run(args))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ from typing import Any
 
 from sessiond.errors import ConfigError
 
-__all__ = ["ServeConfig"]
+__all__ = ["LOG_LEVELS", "ServeConfig"]
+
+LOG_LEVELS = ("debug", "info", "warning")
 
 _POSITIVE = (
     "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
@@ -30,6 +32,7 @@ class ServeConfig:
     device: str | None = None  # None: cuda when present, else cpu
     redis_url: str | None = None
     log_json: bool = False
+    log_level: str | None = None  # debug | info | warning for every logger; None: ours at info, chatty libraries at warning
     record: str | None = None  # write the recorded trace here at shutdown
     policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
     kv_budget_bytes: int | None = None
@@ -80,6 +83,8 @@ class ServeConfig:
         if self.cpu_threads is not None and (not isinstance(self.cpu_threads, int) or isinstance(self.cpu_threads, bool)
                                              or self.cpu_threads < 1):
             raise ConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
+        if self.log_level is not None and self.log_level not in LOG_LEVELS:
+            raise ConfigError("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError("model", "must be a model config name such as demo or tiny")
 

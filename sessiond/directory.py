@@ -30,12 +30,15 @@ def _unavailable(exc: StoreUnavailable) -> Refused:
                    _STORE_RETRY_S)
 
 
-def _public(record: SessionRecord, base_url: str) -> dict[str, Any]:
+def _public(record: SessionRecord, base_url: str, prompt_examples: tuple[str, ...]) -> dict[str, Any]:
     ws_base = "ws" + base_url[4:] if base_url.startswith("http") else base_url
     sid = record.session_id
-    return {"session_id": sid, "mode": record.mode, "model": record.model, "width": record.width,
-            "height": record.height, "fps": record.fps, "action_space": record.action_space,
-            "ws_url": f"{ws_base}/v1/sessions/{sid}/ws", "webrtc_url": f"{base_url}/v1/sessions/{sid}/webrtc"}
+    public = {"session_id": sid, "mode": record.mode, "model": record.model, "width": record.width,
+              "height": record.height, "fps": record.fps, "action_space": record.action_space,
+              "ws_url": f"{ws_base}/v1/sessions/{sid}/ws", "webrtc_url": f"{base_url}/v1/sessions/{sid}/webrtc"}
+    if prompt_examples:  # an extra field: the served model's example prompts
+        public["prompt_examples"] = list(prompt_examples)
+    return public
 
 
 def _check_request(daemon: Daemon, req: CreateSessionRequest) -> None:
@@ -73,7 +76,7 @@ async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: st
         daemon.release(sid)
         await _forget(daemon, sid)
         raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)
-    public = _public(record, base_url)
+    public = _public(record, base_url, info.prompt_examples)
     session = Session(record, daemon.new_env(), public)
     daemon.sessions[sid] = session
     log_event("created", sid, mode=record.mode, model=record.model)
@@ -160,7 +163,8 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
         daemon.release(sid)
         raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)
     record.state = "created"
-    session = Session(record, daemon.new_env(), _public(record, base_url), restored=True)
+    session = Session(record, daemon.new_env(), _public(record, base_url, daemon.info.prompt_examples),
+                      restored=True)
     daemon.sessions[sid] = session
     log_event("resumed", sid, mode=record.mode, frames_sent=record.frames_sent, snapshot=snapshot is not None)
     session.set_state(SessionState.IDLE)

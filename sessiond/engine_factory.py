@@ -6,10 +6,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from engine.api import EngineProtocol
 from engine.errors import EngineError
 from sessiond.config import ServeConfig
+
+if TYPE_CHECKING:  # the catalog module imports torch: the engine thread loads it
+    from engine.catalog import ModelCatalog
 
 __all__ = ["BuiltEngine", "build_engine", "default_device"]
 
@@ -29,33 +33,39 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def demo_weights() -> Path | None:
-    """Where the shipped demo weights are declared to live (None when the config says nowhere)."""
-    from engine.config import get_config
+def model_catalog() -> ModelCatalog:
+    """The models `serve` can run: the engine core's and the demo family's."""
+    from engine.demo.registration import catalog_with_demo
 
-    declared = get_config("demo").extra.get("default_weights")
+    return catalog_with_demo()
+
+
+def demo_weights(catalog: ModelCatalog) -> Path | None:
+    """Where the shipped demo weights are declared to live (None when the config says nowhere)."""
+    declared = catalog.config("demo").extra.get("default_weights")
     return Path(str(declared)) if declared else None
 
 
 def build_engine(config: ServeConfig) -> BuiltEngine:
     from engine.engine import Engine
 
+    catalog = model_catalog()
     device = config.device or default_device()
     threads = config.engine_threads(device)
     if threads is not None:
         logger.info("engine on %s with %d torch thread(s)", device, threads)
     weights: Path | None = None
     if config.model == "demo":
-        weights = demo_weights()
+        weights = demo_weights(catalog)
         if weights is None or not weights.is_file():
             why = (f"the demo model's weights are absent ({weights or 'no path declared'}); "
                    "serving the tiny test model instead")
             logger.warning("%s", why)
-            engine = Engine.create(model="tiny", device=device, kv_budget_bytes=config.kv_budget_bytes,
+            engine = Engine.create(model="tiny", catalog=catalog, device=device, kv_budget_bytes=config.kv_budget_bytes,
                                    cpu_threads=threads, max_batch=config.max_batch)
             return BuiltEngine(engine, "tiny", why)
     try:
-        engine = Engine.create(model=config.model, device=device, kv_budget_bytes=config.kv_budget_bytes,
+        engine = Engine.create(model=config.model, catalog=catalog, device=device, kv_budget_bytes=config.kv_budget_bytes,
                                weights=weights, cpu_threads=threads, max_batch=config.max_batch)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc

@@ -10,7 +10,7 @@ import re
 import time
 from typing import Any
 
-__all__ = ["JsonFormatter", "RedactTokens", "configure_logging", "log_event", "redact_server_logs"]
+__all__ = ["QUIET_LOGGERS", "JsonFormatter", "RedactTokens", "configure_logging", "log_event", "redact_server_logs"]
 
 logger = logging.getLogger("sessiond.lifecycle")
 
@@ -22,6 +22,10 @@ _SECRET = re.compile(r"(token=|[Bb]earer\s+)[^&\s\"']+")
 # loggers of the web server and its WebSocket library: their lines carry request URLs (?token=...)
 SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "uvicorn.asgi", "websockets.server",
                   "websockets.protocol")
+
+# libraries that log routine steps at info (aiortc and aioice ~12 lines per WebRTC connection: ICE
+# checks, state changes): at warning unless a --log-level is given
+QUIET_LOGGERS = ("aiortc", "aioice", "av")
 
 
 class RedactTokens(logging.Filter):
@@ -60,7 +64,9 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
-def configure_logging(json_lines: bool, level: int = logging.INFO) -> None:
+def configure_logging(json_lines: bool, level: str | None = None) -> None:
+    """One handler on the root logger. `level` (debug, info, warning) applies to every logger; None
+    keeps the daemon's own lines at info and the `QUIET_LOGGERS` at warning."""
     handler = logging.StreamHandler()
     if json_lines:
         handler.setFormatter(JsonFormatter())
@@ -69,7 +75,9 @@ def configure_logging(json_lines: bool, level: int = logging.INFO) -> None:
     handler.addFilter(RedactTokens())
     root = logging.getLogger()
     root.handlers[:] = [handler]
-    root.setLevel(level)
+    root.setLevel(level.upper() if level is not None else logging.INFO)
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(level.upper() if level is not None else logging.WARNING)
 
 
 def log_event(event: str, session_id: str, **fields: Any) -> None:

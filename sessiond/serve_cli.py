@@ -22,6 +22,9 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--redis-url", default=None, help="use a Redis store, e.g. redis://127.0.0.1:6379/0")
     serve.add_argument("--config", default=None, help="a JSON config file of ServeConfig options; flags override it")
     serve.add_argument("--log-json", action="store_true", help="log one JSON object per line")
+    serve.add_argument("--log-level", default=None, choices=("debug", "info", "warning"),
+                       help="level of every logger, the WebRTC/ICE libraries' included (default: the daemon's "
+                       "own lines at info, aiortc, aioice and other libraries at warning)")
     serve.add_argument("--idle-offload-s", type=float, default=None,
                        help="offload an idle session's KV to host memory after this many seconds (default 30)")
     serve.add_argument("--idle-close-s", type=float, default=None,

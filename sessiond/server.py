@@ -16,7 +16,7 @@ __all__ = ["config_from_args", "serve", "uvicorn_config"]
 
 logger = logging.getLogger(__name__)
 
-_FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "idle_offload_s", "idle_close_s",
+_FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "web_dir", "cpu_threads", "admission_wait_s", "calibration_budget_s")
 
@@ -44,7 +44,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
 
 def serve(args: argparse.Namespace) -> int:
     config = config_from_args(args)
-    configure_logging(config.log_json)
+    configure_logging(config.log_json, config.log_level)
     logger.info("starting sessiond on http://%s:%d (model %s, store %s)", config.host, config.port, config.model,
                 "redis" if config.redis_url else "memory")
     server = uvicorn.Server(uvicorn_config(create_app(config), config))

@@ -1,8 +1,12 @@
 """Shared fixtures: a free port, a real redis-server on a free port (killable, restartable), and
-the real daemon (tiny engine) under uvicorn on a free port, in this process or as a subprocess."""
+the real daemon (tiny engine) under uvicorn on a free port, in this process or as a subprocess.
+
+An in-process daemon runs its own event loop in a thread of its own; async tests run on the loop
+pytest-asyncio gives each test and reach the daemon over loopback, never through its loop."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import socket
@@ -11,15 +15,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 
 
 def find_free_port() -> int:
@@ -34,10 +39,12 @@ def free_port() -> int:
 
 
 class RedisServer:
-    """A redis-server the test owns: no persistence, killable (SIGKILL) and restartable on its port."""
+    """A redis-server the test owns: killable (SIGKILL) and restartable on its port; no persistence
+    unless `appendonly` (then every write is fsynced to the append-only file and survives a restart)."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, *, appendonly: bool = False) -> None:
         self.port = port
+        self.appendonly = appendonly
         self.url = f"redis://127.0.0.1:{port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
         self._dir = tempfile.mkdtemp(prefix="sessiond-redis-")
@@ -47,7 +54,8 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed; install the redis-server package")
         self.proc = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes" if self.appendonly else "no", "--appendfsync", "always",
              "--dir", self._dir, "--protected-mode", "yes"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -163,6 +171,20 @@ def wait_listening(port: int, timeout_s: float = 30.0) -> None:
             return
         time.sleep(0.02)
     raise RuntimeError(f"nothing listens on port {port} after {timeout_s} s")
+
+
+@contextlib.asynccontextmanager
+async def off_loop(blocking: contextlib.AbstractContextManager[T]) -> AsyncIterator[T]:
+    """A blocking context manager (a daemon or redis-server starting and stopping) entered and
+    left in a worker thread, so an async test's event loop never waits on it."""
+    value = await asyncio.to_thread(blocking.__enter__)
+    try:
+        yield value
+    except BaseException as exc:
+        if not await asyncio.to_thread(blocking.__exit__, type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await asyncio.to_thread(blocking.__exit__, None, None, None)
 
 
 @pytest.fixture(scope="session")

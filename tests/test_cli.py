@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def test_serve_help_names_every_option() -> None:
     out = subprocess.run(
@@ -14,6 +16,7 @@ def test_serve_help_names_every_option() -> None:
         assert flag in out
 
 
+@pytest.mark.slow
 def test_every_subcommand_answers_help() -> None:
     from sessiond.cli import SUBCOMMANDS
 

@@ -5,7 +5,6 @@ which costs x264 about what generated video does; flat test patterns would flatt
 from __future__ import annotations
 
 import asyncio
-import fractions
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,14 +15,13 @@ import av
 import numpy as np
 from aiortc.codecs.h264 import H264Encoder as RtpH264Packetizer
 
+from protocols.timeline import TIME_BASE, pts_for, pts_seconds
 from transports.encoding import EncoderSettings, H264Encoder
 from transports.fmp4 import Fmp4Packer
 from transports.interface import OutChunk, OutFrame
 from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
 
 __all__ = ["Case", "cpu_fmp4", "cpu_webrtc", "latency_fmp4", "latency_webrtc", "scene"]
-
-PTS_HZ = 90000
 
 
 @dataclass(frozen=True)
@@ -56,7 +54,7 @@ def _chunks(case: Case, frames: list[np.ndarray]) -> list[OutChunk]:
     out = []
     for start in range(0, len(frames), case.chunk):
         out.append(OutChunk(tuple(
-            OutFrame(pts=round(i * PTS_HZ / case.fps), idx=i, segment=0, action_seq=-1, disc=False, generation=0,
+            OutFrame(pts=pts_for(i, case.fps), idx=i, segment=0, action_seq=-1, disc=False, generation=0,
                      rgb=frames[i])
             for i in range(start, min(len(frames), start + case.chunk))
         )))
@@ -81,10 +79,10 @@ def cpu_webrtc(case: Case, frames: list[np.ndarray]) -> float:
     packetizer = RtpH264Packetizer()
 
     def one(i: int) -> None:
-        encoded = encoder.encode(frames[i], round(i * PTS_HZ / case.fps))
+        encoded = encoder.encode(frames[i], pts_for(i, case.fps))
         packet = av.Packet(encoded.data)
         packet.pts = encoded.pts
-        packet.time_base = fractions.Fraction(1, PTS_HZ)
+        packet.time_base = TIME_BASE
         packetizer.pack(packet)
 
     one(0)
@@ -148,10 +146,10 @@ class _PacedPort:
         first = chunk.frames[0]
         if self._start is None:
             self._start = time.monotonic()
-        await asyncio.sleep(max(0.0, self._start + first.pts / PTS_HZ - time.monotonic()))
+        await asyncio.sleep(max(0.0, self._start + pts_seconds(first.pts) - time.monotonic()))
         now = time.monotonic()
         for f in chunk.frames:  # a frame is ready when it arrived AND its media time has come
-            self.ready[f.idx] = max(now, self._start + f.pts / PTS_HZ)
+            self.ready[f.idx] = max(now, self._start + pts_seconds(f.pts))
         return chunk
 
     def mark_sent(self, frame: OutFrame) -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from protocols.timeline import PTS_HZ
+
 __all__ = ["AvcConfig", "Sample", "avc_config", "codec_string", "fragment", "init_segment"]
 
 TRACK_ID = 1
-TIMESCALE = 90000
 _KEY_FLAGS = 0x02000000  # sample_depends_on = 2 (no other sample), a sync sample
 _DELTA_FLAGS = 0x01010000  # sample_depends_on = 1, sample_is_non_sync_sample = 1
 _NAL_SPS = 7
@@ -105,7 +106,7 @@ def init_segment(config: AvcConfig, width: int, height: int) -> bytes:
     ftyp = _box(b"ftyp", b"isom", struct.pack(">I", 0x200), b"isomiso6avc1mp41")
     mvhd = _full_box(
         b"mvhd", 0, 0,
-        struct.pack(">IIII", 0, 0, TIMESCALE, 0),  # creation, modification, timescale, duration
+        struct.pack(">IIII", 0, 0, PTS_HZ, 0),  # creation, modification, timescale, duration
         struct.pack(">IH", 0x00010000, 0x0100) + b"\x00" * 10,  # rate, volume, reserved
         _MATRIX, b"\x00" * 24, struct.pack(">I", TRACK_ID + 1),
     )
@@ -115,7 +116,7 @@ def init_segment(config: AvcConfig, width: int, height: int) -> bytes:
         b"\x00" * 8, struct.pack(">hhhH", 0, 0, 0, 0),  # layer, group, volume, reserved
         _MATRIX, struct.pack(">II", width << 16, height << 16),
     )
-    mdhd = _full_box(b"mdhd", 0, 0, struct.pack(">IIIIHH", 0, 0, TIMESCALE, 0, 0x55C4, 0))  # lang "und"
+    mdhd = _full_box(b"mdhd", 0, 0, struct.pack(">IIIIHH", 0, 0, PTS_HZ, 0, 0x55C4, 0))  # lang "und"
     hdlr = _full_box(b"hdlr", 0, 0, struct.pack(">I", 0), b"vide", b"\x00" * 12, b"video\x00")
     vmhd = _full_box(b"vmhd", 0, 1, b"\x00" * 8)
     dinf = _box(b"dinf", _full_box(b"dref", 0, 0, struct.pack(">I", 1), _full_box(b"url ", 0, 1)))

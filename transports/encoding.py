@@ -23,11 +23,11 @@ import numpy as np
 from av.video.frame import PictureType
 from av.video.reformatter import Interpolation, VideoReformatter
 
+from protocols.timeline import TIME_BASE
+
 __all__ = ["EncodedFrame", "EncoderSettings", "H264Encoder", "split_annexb"]
 
 logger = logging.getLogger(__name__)
-
-TIME_BASE = fractions.Fraction(1, 90000)
 
 
 @dataclass(frozen=True)

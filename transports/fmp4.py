@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from protocols.messages import Init, Media
-from protocols.timeline import pts_for
+from protocols.timeline import frame_ticks
 from transports import _fmp4_boxes as boxes
 from transports.encoding import EncoderSettings, H264Encoder, split_annexb
 from transports.interface import OutChunk, OutFrame
@@ -70,7 +70,7 @@ class Fmp4Packer:
         for frame, keyframe in group:
             encoded = self._encoder.encode(frame.rgb, frame.pts, keyframe=keyframe)
             units = [u for u in split_annexb(encoded.data) if u[0] & 0x1F not in (7, 8)]
-            duration = pts_for(frame.idx + 1, self.fps) - pts_for(frame.idx, self.fps)
+            duration = frame_ticks(frame.idx, self.fps)
             samples.append(boxes.Sample(_length_prefixed(units), duration, encoded.keyframe))
         self._sequence += 1
         first = group[0][0]

@@ -1,14 +1,24 @@
 // Director page: a director session over the fMP4 WebSocket; prompt -> `direct`, a segment
-// timeline from segment_start / segment_end, interrupt, `received` acks.
+// timeline from segment_start / segment_end, interrupt, `received` acks. The served model's
+// example prompts as chips (the first pre-filled), the prompt limited to the server's length,
+// a status line per step, a cue when a segment has played out, errors in words.
 
 import { MsePlayer } from "./mse.js";
-import { connectWebSocket, createSession, idCounter } from "./session.js";
+import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
+import { connectWebSocket, createSession, idCounter, waitReady } from "./session.js";
+import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
-const log = (text) => { $("log").textContent = `${new Date().toISOString().slice(11, 23)} ${text}\n` + $("log").textContent.slice(0, 4000); };
+const log = debugLog($("log"));
+const status = new StatusLine($("status"));
+const say = promptMessage($("prompt-msg"));
+const CUE_SLACK_S = 0.25; // the segment counts as played out this close to its end
 
 // What tests and curious humans can read: window.director.
-const director = { trace: [], session: null, codec: null, segments: [], fragments: 0, lastIdx: -1, errors: [], acks: [], player: null };
+const director = {
+  trace: [], session: null, codec: null, segments: [], fragments: 0, lastIdx: -1, errors: [], acks: [], player: null,
+  steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS,
+};
 window.director = director;
 
 function renderTimeline() {
@@ -22,6 +32,27 @@ function renderTimeline() {
   }
 }
 
+function loading(step, text) {
+  status.set(step, text);
+  $("loading-text").textContent = text;
+  $("loading").hidden = !["server", "admission", "connecting"].includes(step);
+}
+
+// The segment that has ended on the wire but may still be playing: its cue shows once the
+// playhead reaches its end.
+let ending = null;
+function showCue() {
+  if (!ending) return;
+  const s = ending;
+  ending = null;
+  const text = s.status === "done" ? `Segment #${s.segment} done — direct again`
+    : s.status === "interrupted" ? `Segment #${s.segment} interrupted — direct again`
+      : `Segment #${s.segment} failed on the server — direct again`;
+  $("cue").textContent = text;
+  $("cue").hidden = false;
+  status.set("done", text);
+}
+
 function onMessage(message, send) {
   director.trace.push([Math.round(performance.now()), message.t, message.idx, message.n]);
   if (director.trace.length > 200) director.trace.shift();
@@ -29,7 +60,10 @@ function onMessage(message, send) {
     case "init":
       director.codec = message.codec;
       $("codec").textContent = message.codec;
-      if (!MsePlayer.supports(message.codec)) { log(`this browser cannot play ${message.codec} with MSE`); return; }
+      if (!MsePlayer.supports(message.codec)) {
+        fail({ code: "unsupported_codec", message: `this browser cannot play ${message.codec} with Media Source Extensions` });
+        return;
+      }
       director.player.init(message.codec, message.data);
       break;
     case "media":
@@ -38,11 +72,15 @@ function onMessage(message, send) {
       director.lastIdx = message.idx + message.n - 1;
       send({ t: "received", idx: director.lastIdx });
       $("fragments").textContent = String(director.fragments);
+      if (status.step === "generating") status.set("playing", `Playing segment #${message.segment}`);
       break;
     case "segment_start": {
       const pending = director.pending.get(message.re);
       director.segments.push({ segment: message.segment, pts: message.pts, prompt: pending, status: null });
       $("segment").textContent = String(message.segment);
+      ending = null;
+      $("cue").hidden = true;
+      status.set("generating", `Generating segment #${message.segment}…`);
       renderTimeline();
       break;
     }
@@ -51,52 +89,94 @@ function onMessage(message, send) {
       if (s) Object.assign(s, { status: message.status, frames: message.frames, endPts: message.pts });
       else director.segments.push({ segment: message.segment, pts: null, status: message.status, frames: message.frames, endPts: message.pts });
       log(`segment ${message.segment} ${message.status} (${message.frames} frames)`);
+      ending = { segment: message.segment, status: message.status, endS: message.pts / 90000 };
       renderTimeline();
       break;
     }
-    case "ack": director.acks.push(message); break;
-    case "error": director.errors.push(message); log(`error ${message.code}: ${message.message}`); break;
-    default: break;
+    case "ack": director.acks.push(message); log(`ack ${message.re}${message.pts !== undefined ? ` pts ${message.pts}` : ""}`); break;
+    case "error": {
+      director.errors.push(message);
+      log(`error ${message.code}: ${message.message}`);
+      const described = describeError(message);
+      say(`${described.title}: ${described.detail}`);
+      break;
+    }
+    default: log(message.t);
   }
 }
 
-async function main() {
-  const video = $("video");
-  director.player = new MsePlayer(video);
+function fail(err) {
+  reportFailure(err, { status, errors: director.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
+}
+
+let send = () => {};
+let attempt = 0;
+async function start() {
+  const mine = ++attempt;
+  hideError($("error"));
+  director.player = new MsePlayer($("video"));
   director.pending = new Map();
-  let send = () => {};
   try {
+    loading("server", "Waiting for the server to be ready…");
+    await waitReady((reason) => loading("server", `Warming up the model (${reason})…`));
+    loading("admission", "Creating your session…");
     director.session = await createSession({ mode: "director" });
     $("session-id").textContent = director.session.session_id;
+    loading("connecting", "Connecting (WebSocket)…");
     const conn = await connectWebSocket(director.session, "fmp4", (m) => onMessage(m, send));
     send = conn.send;
-    $("status").textContent = "connected";
-    conn.ws.addEventListener("close", (e) => { $("status").textContent = `closed ${e.code}`; });
+    onWelcome(conn.welcome);
+    loading("ready", "Ready: pick an example or write a direction, then Direct");
+    conn.ws.addEventListener("close", (e) => {
+      if (mine === attempt) fail({ code: "connection", message: `the WebSocket closed (${e.code}) ${e.reason}` });
+    });
   } catch (err) {
-    $("status").textContent = String(err.message || err);
-    director.errors.push({ code: "client", message: String(err) });
-    return;
+    if (mine === attempt) fail(err);
   }
-  const nextId = idCounter();
-  director.direct = (prompt, seconds, cut = false) => {
-    const id = nextId();
-    director.pending.set(id, prompt);
-    const message = { t: "direct", id, prompt };
-    if (seconds) message.seconds = seconds;
-    if (cut) message.cut = true;
-    send(message);
-    return id;
-  };
-  director.interrupt = () => send({ t: "interrupt", id: nextId() });
-  $("direct").onclick = () => {
-    const prompt = $("prompt").value.trim();
-    if (prompt) director.direct(prompt, Number($("seconds").value) || undefined, $("cut").checked);
-  };
-  $("interrupt").onclick = () => director.interrupt();
-  setInterval(() => {
-    $("time").textContent = video.currentTime.toFixed(2);
-    if (director.player.behind !== undefined) $("behind").textContent = `${director.player.behind.toFixed(2)} s`;
-  }, 250);
 }
 
-main();
+const nextId = idCounter();
+director.direct = (prompt, seconds, cut = false) => {
+  const id = nextId();
+  director.pending.set(id, prompt);
+  const message = { t: "direct", id, prompt };
+  if (seconds) message.seconds = seconds;
+  if (cut) message.cut = true;
+  send(message);
+  return id;
+};
+director.interrupt = () => send({ t: "interrupt", id: nextId() });
+
+function directFromBox() {
+  const prompt = $("prompt").value.trim();
+  if (!prompt) { say("Write a direction first, or pick one of the examples."); $("prompt").focus(); return; }
+  say("");
+  director.direct(prompt, Number($("seconds").value) || undefined, $("cut").checked);
+}
+
+let updateCount = () => {};
+function onWelcome(welcome) {
+  const session = welcome.session || director.session;
+  const limits = welcome.limits || {};
+  director.maxPromptChars = limits.max_prompt_chars || DEFAULT_MAX_PROMPT_CHARS;
+  director.examples = session.prompt_examples || [];
+  updateCount = limitPrompt($("prompt"), $("count"), director.maxPromptChars,
+    (max) => say(`Directions are limited to ${max} characters; the rest was cut.`));
+  renderExamples($("examples"), director.examples, (example) => {
+    $("prompt").value = example;
+    updateCount();
+    directFromBox();
+  });
+  if (director.examples.length && !$("prompt").value) $("prompt").value = director.examples[0];
+  updateCount();
+}
+
+$("direct").onclick = directFromBox;
+$("interrupt").onclick = () => director.interrupt();
+setInterval(() => {
+  const video = $("video");
+  $("time").textContent = video.currentTime.toFixed(2);
+  if (director.player && director.player.behind !== undefined) $("behind").textContent = `${director.player.behind.toFixed(2)} s`;
+  if (ending && video.currentTime >= ending.endS - CUE_SLACK_S) showCue();
+}, 250);
+start();

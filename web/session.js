@@ -2,19 +2,45 @@
 // speak PROTOCOL.md messages (msgpack maps with a `t` key) over them.
 
 import { decode, encode } from "./msgpack.js";
+import { ServerError, serverErrorFrom } from "./status.js";
+
+function unreachable(url, err) {
+  return new ServerError("network", `${new URL(url).origin} did not answer (${err.message || err}). Is sessiond serve running?`);
+}
+
+// fetch, with a failure to reach the server as ServerError("network") and an error body as
+// ServerError(its code); resolves to the parsed JSON of a successful response.
+async function fetchJson(url, init) {
+  let response;
+  try { response = await fetch(url, init); } catch (err) { throw unreachable(url, err); }
+  let json = null;
+  try { json = await response.json(); } catch { json = null; }
+  if (!response.ok) throw serverErrorFrom(response, json);
+  return json;
+}
+
+// Resolves once GET /readyz says ready; calls onWait(reason) while the engine warms up.
+export async function waitReady(onWait, { pollMs = 500, timeoutMs = 300_000 } = {}) {
+  const url = new URL("readyz", document.baseURI);
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    let response;
+    try { response = await fetch(url); } catch (err) { throw unreachable(url, err); }
+    if (response.ok) return;
+    const body = await response.json().catch(() => ({}));
+    const reason = body.reason || `readyz answered ${response.status}`;
+    if (performance.now() > deadline) throw new ServerError("not_ready", reason);
+    onWait(reason);
+    await new Promise((r) => setTimeout(r, pollMs));
+  }
+}
 
 export async function createSession(body) {
-  const response = await fetch(new URL("v1/sessions", document.baseURI), {
+  return fetchJson(new URL("v1/sessions", document.baseURI), {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
   });
-  const json = await response.json();
-  if (!response.ok) {
-    const e = json.error || {};
-    throw new Error(`create failed (${response.status} ${e.code}): ${e.message}`);
-  }
-  return json;
 }
 
 export async function closeSession(session) {
@@ -48,16 +74,11 @@ export async function connectWebRTC(session, { onTrack, onMessage, iceServers = 
   await pc.setLocalDescription(await pc.createOffer());
   await waitIceComplete(pc, 3000);
   const url = new URL(session.webrtc_url || `v1/sessions/${session.session_id}/webrtc`, document.baseURI);
-  const response = await fetch(url, {
+  const answer = await fetchJson(url, {
     method: "POST",
     headers: { "content-type": "application/json", authorization: `Bearer ${session.token}` },
     body: JSON.stringify({ sdp: pc.localDescription.sdp, type: pc.localDescription.type }),
   });
-  const answer = await response.json();
-  if (!response.ok) {
-    const e = answer.error || {};
-    throw new Error(`webrtc offer refused (${response.status} ${e.code}): ${e.message}`);
-  }
   await pc.setRemoteDescription(answer);
   const opened = (c) => (c.readyState === "open" ? Promise.resolve() : new Promise((r) => c.addEventListener("open", r, { once: true })));
   await opened(control);
@@ -77,12 +98,12 @@ export function connectWebSocket(session, media, onMessage) {
   return new Promise((resolve, reject) => {
     let welcomed = false;
     ws.onopen = () => send({ t: "hello", v: 1, client: "web/0.1" });
-    ws.onerror = () => { if (!welcomed) reject(new Error("websocket failed")); };
-    ws.onclose = (event) => { if (!welcomed) reject(new Error(`websocket closed ${event.code} ${event.reason}`)); };
+    ws.onerror = () => { if (!welcomed) reject(new ServerError("connection", "the WebSocket could not be opened")); };
+    ws.onclose = (event) => { if (!welcomed) reject(new ServerError("connection", `the WebSocket closed (${event.code}) ${event.reason}`)); };
     ws.onmessage = (event) => {
       const message = decode(new Uint8Array(event.data));
       if (!welcomed && message.t === "welcome") { welcomed = true; resolve({ ws, send, welcome: message }); return; }
-      if (!welcomed && message.t === "error") { reject(new Error(`${message.code}: ${message.message}`)); return; }
+      if (!welcomed && message.t === "error") { reject(new ServerError(message.code, message.message)); return; }
       onMessage(message);
     };
   });

@@ -1,32 +1,29 @@
 // World page: a world session over WebRTC, actions at a steady 30 Hz while input is live,
-// live stats (fps, action-to-photon estimate, queue), interrupt / flush.
+// live stats (fps, action-to-photon estimate, queue), interrupt / flush; a status line that
+// says which step is under way, the controls, and errors in words with a Retry where it helps.
 
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
-import { connectWebRTC, createSession, idCounter } from "./session.js";
+import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
+import { connectWebRTC, createSession, idCounter, waitReady } from "./session.js";
+import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
+import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
 const $ = (id) => document.getElementById(id);
-const log = (text) => { $("log").textContent = `${new Date().toISOString().slice(11, 23)} ${text}\n` + $("log").textContent.slice(0, 4000); };
+const log = debugLog($("log"));
+const status = new StatusLine($("status"));
 
 // What tests and curious humans can read: window.world.
 const world = {
   session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
-  frames: [], acks: [], errors: [], a2p: [],
+  frames: [], acks: [], errors: [], a2p: [], steps: status.history,
 };
 window.world = world;
 
 const sentAt = new Map(); // action seq -> performance.now() when sent
 const framesByPts = new Map(); // pts mod 2^32 (RTP timestamp) -> frames message
 let rtc = null;
-
-// PROTOCOL.md: pts of the n-th frame = round(n * 90000 / fps), ties to even (as the server's Python).
-function ptsFor(n, fps) {
-  const x = (n * 90000) / fps;
-  const f = Math.floor(x);
-  if (x - f !== 0.5) return Math.round(x);
-  return f % 2 === 0 ? f : f + 1;
-}
 
 function remember(map, key, value, limit) {
   map.set(key, value);
@@ -46,9 +43,21 @@ function onMessage(message) {
       $("action-seq").textContent = String(world.actionSeq);
       break;
     }
-    case "ack": world.acks.push(message); log(`ack ${message.re}${message.pts !== undefined ? ` pts ${message.pts}` : ""}`); break;
+    case "ack": {
+      world.acks.push(message);
+      log(`ack ${message.re}${message.pts !== undefined ? ` pts ${message.pts}` : ""}`);
+      const done = requests.get(message.re);
+      if (done) { requests.delete(message.re); note(done); }
+      break;
+    }
     case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
-    case "error": world.errors.push(message); log(`error ${message.code}: ${message.message}`); break;
+    case "error": {
+      world.errors.push(message);
+      log(`error ${message.code}: ${message.message}`);
+      const described = describeError(message);
+      note(`${described.title}: ${described.detail}`, "warn");
+      break;
+    }
     default: log(message.t);
   }
 }
@@ -74,9 +83,13 @@ function watchFrames(video) {
   video.requestVideoFrameCallback(onFrame);
 }
 
-async function pollStats(pc) {
+function pollStats() {
   let last = null;
+  let lastPc = null;
   setInterval(async () => {
+    if (!rtc) return;
+    const pc = rtc.pc;
+    if (pc !== lastPc) { last = null; lastPc = pc; }
     const report = await pc.getStats();
     report.forEach((s) => {
       if (s.type !== "inbound-rtp" || s.kind !== "video") return;
@@ -106,33 +119,120 @@ function startActions(controller) {
   }, 1000 / ACTION_HZ);
 }
 
-async function main() {
+// A friendly line under the video (the raw message stays in the debug log).
+let noteTimer = null;
+function note(text, kind = "info") {
+  $("note").textContent = text;
+  $("note").className = `note ${kind}`;
+  clearTimeout(noteTimer);
+  noteTimer = setTimeout(() => { $("note").textContent = ""; }, 6000);
+}
+
+const requests = new Map(); // request id -> what to say when its ack arrives
+const nextId = idCounter();
+function request(message, doneText) {
+  if (!rtc) return;
+  requests.set(message.id, doneText);
+  rtc.send(message);
+}
+
+// The controls hint, from what the session's action space lets this page send.
+const KEY_HINTS = [
+  [["w", "a", "s", "d"], "W A S D", "move"],
+  [["arrowup", "arrowleft", "arrowdown", "arrowright"], "← ↑ → ↓", "move"],
+  [["shift"], "Shift", "run"],
+  [["space"], "Space", "brake"],
+];
+function renderHint(space) {
+  const keys = new Set((space && space.keys) || []);
+  const parts = [];
+  const move = KEY_HINTS.filter(([names, , what]) => what === "move" && names.every((k) => keys.has(k)));
+  if (move.length) parts.push(`<kbd>${move.map(([, label]) => label).join("</kbd> or <kbd>")}</kbd> move`);
+  for (const [names, label, what] of KEY_HINTS) {
+    if (what !== "move" && names.every((k) => keys.has(k))) parts.push(`hold <kbd>${label}</kbd> to ${what}`);
+  }
+  if (space && space.mouse) parts.push("click the video, then move the mouse to pan (<kbd>Esc</kbd> lets go)");
+  if (space && (space.axes || space.buttons)) {
+    const pad = [];
+    if (space.axes >= 2) pad.push("left stick moves");
+    if (space.buttons) pad.push(`buttons 1–${space.buttons} are sent`);
+    parts.push(`a gamepad works too (${pad.join(", ") || "its axes are sent"})`);
+  }
+  parts.push("keys act while the page has focus, not while you type in the prompt box");
+  $("hint").innerHTML = `<strong>Controls</strong> ${parts.join(" · ")}`;
+  $("hint").hidden = false;
+}
+
+function loading(step, text) {
+  status.set(step, text);
+  $("loading-text").textContent = text;
+  $("loading").hidden = step === "playing";
+}
+
+// On the first frame on screen: playing.
+function onFirstFrame(video, then) {
+  if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(() => then());
+  else video.addEventListener("playing", then, { once: true });
+}
+
+function fail(err) {
+  if (rtc) { rtc.pc.close(); rtc = null; }
+  reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
+}
+
+let attempt = 0;
+async function start() {
   const video = $("video");
+  const mine = ++attempt;
+  hideError($("error"));
   try {
+    loading("server", "Waiting for the server to be ready…");
+    await waitReady((reason) => loading("server", `Warming up the model (${reason})…`));
+    loading("admission", "Creating your session…");
     world.session = await createSession({ mode: "world" });
     $("session-id").textContent = world.session.session_id;
+    onSession(world.session);
+    loading("connecting", "Connecting (WebRTC)…");
     rtc = await connectWebRTC(world.session, {
       onTrack: (stream) => { video.srcObject = stream; video.play().catch(() => {}); },
       onMessage,
     });
-    $("status").textContent = "connected";
     world.pc = rtc.pc;
-    rtc.pc.addEventListener("connectionstatechange", () => { $("status").textContent = rtc.pc.connectionState; });
+    loading("first-frame", "Waiting for the first frame…");
+    onFirstFrame(video, () => { if (mine === attempt && status.step === "first-frame") loading("playing", "Playing"); });
+    const pc = rtc.pc;
+    pc.addEventListener("connectionstatechange", () => {
+      log(`connection ${pc.connectionState}`);
+      if (mine === attempt && (pc.connectionState === "failed" || pc.connectionState === "disconnected")) {
+        fail({ code: "connection", message: `WebRTC connection ${pc.connectionState}` });
+      }
+    });
   } catch (err) {
-    $("status").textContent = String(err.message || err);
-    world.errors.push({ code: "client", message: String(err) });
-    return;
+    if (mine === attempt) fail(err);
   }
-  const nextId = idCounter();
-  $("interrupt").onclick = () => rtc.send({ t: "interrupt", id: nextId() });
-  $("flush").onclick = () => rtc.send({ t: "flush", id: nextId() });
-  $("prompt").addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && e.target.value.trim()) rtc.send({ t: "direct", id: nextId(), prompt: e.target.value.trim() });
-  });
-  if (world.session.action_space && world.session.action_space.mouse) video.onclick = () => video.requestPointerLock();
-  startActions(new Controller(world.session.action_space, window));
-  watchFrames(video);
-  pollStats(rtc.pc);
 }
 
-main();
+let sessionShown = false;
+function onSession(session) {
+  if (sessionShown) return;
+  sessionShown = true;
+  renderHint(session.action_space);
+  const say = promptMessage($("prompt-msg"));
+  const update = limitPrompt($("prompt"), $("count"), DEFAULT_MAX_PROMPT_CHARS,
+    (max) => say(`Prompts are limited to ${max} characters; the rest was cut.`));
+  const direct = (prompt) => {
+    if (!prompt) { say("Type a prompt first (or pick an example)."); return; }
+    say("");
+    request({ t: "direct", id: nextId(), prompt }, `The world now follows “${prompt}”.`);
+  };
+  renderExamples($("examples"), session.prompt_examples, (example) => { $("prompt").value = example; update(); direct(example); });
+  $("prompt").addEventListener("keydown", (e) => { if (e.key === "Enter") direct(e.target.value.trim()); });
+  if (session.action_space && session.action_space.mouse) $("video").onclick = () => $("video").requestPointerLock();
+  startActions(new Controller(session.action_space, window));
+  watchFrames($("video"));
+  pollStats();
+}
+
+$("interrupt").onclick = () => request({ t: "interrupt", id: nextId() }, "Interrupted: the world goes on from the frame on screen.");
+$("flush").onclick = () => request({ t: "flush", id: nextId() }, "Flushed: frames not yet shown were dropped.");
+start();

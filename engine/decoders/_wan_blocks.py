@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine.decoders._triton_norm_silu import add_bias_residual_
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, fused_path, layout_of
+from engine.decoders._wan_causal import CausalConv3d, ChannelRMSNorm, HistoryCursor, fused_path, layout_of
 
 __all__ = ["AttentionBlock", "ResidualBlock", "SpatialUpsample", "TemporalSpatialUpsample"]
 
@@ -26,10 +26,10 @@ class ResidualBlock(nn.Module):
         super().__init__()
         # indices 0..6 as in the checkpoint: norm, SiLU, conv, norm, SiLU, dropout (p=0), conv
         self.residual = nn.Sequential(
-            RMSNorm(in_channels, spatial_dims=3),
+            ChannelRMSNorm(in_channels, spatial_dims=3),
             nn.SiLU(),
             CausalConv3d(in_channels, out_channels, (3, 3, 3)),
-            RMSNorm(out_channels, spatial_dims=3),
+            ChannelRMSNorm(out_channels, spatial_dims=3),
             nn.SiLU(),
             nn.Identity(),
             CausalConv3d(out_channels, out_channels, (3, 3, 3)),
@@ -41,8 +41,8 @@ class ResidualBlock(nn.Module):
         )
 
     def forward(self, x: torch.Tensor, cursor: HistoryCursor | None) -> torch.Tensor:
-        norm1, conv1 = cast(RMSNorm, self.residual[0]), cast(CausalConv3d, self.residual[2])
-        norm2, conv2 = cast(RMSNorm, self.residual[3]), cast(CausalConv3d, self.residual[6])
+        norm1, conv1 = cast(ChannelRMSNorm, self.residual[0]), cast(CausalConv3d, self.residual[2])
+        norm2, conv2 = cast(ChannelRMSNorm, self.residual[3]), cast(CausalConv3d, self.residual[6])
         skip = self.shortcut(x)
         if cursor is not None and fused_path(x, cursor):
             # conv1's bias goes into norm2's kernel, conv2's into the residual add: no bias passes
@@ -59,7 +59,7 @@ class AttentionBlock(nn.Module):
 
     def __init__(self, channels: int) -> None:
         super().__init__()
-        self.norm = RMSNorm(channels, spatial_dims=2)
+        self.norm = ChannelRMSNorm(channels, spatial_dims=2)
         self.to_qkv = nn.Conv2d(channels, channels * 3, 1)
         self.proj = nn.Conv2d(channels, channels, 1)
 

@@ -18,7 +18,7 @@ from torch import nn
 from engine.decoders._triton_norm_silu import norm_silu_into, norm_silu_usable
 from engine.errors import EngineError
 
-__all__ = ["HISTORY_FRAMES", "CausalConv3d", "HistoryCursor", "RMSNorm", "conv3d_as_taps", "fused_path", "layout_of"]
+__all__ = ["HISTORY_FRAMES", "CausalConv3d", "ChannelRMSNorm", "HistoryCursor", "conv3d_as_taps", "fused_path", "layout_of"]
 
 # frames of input history a kernel-3 causal conv needs (Wan's CACHE_T)
 HISTORY_FRAMES = 2
@@ -31,7 +31,7 @@ def layout_of(x: torch.Tensor) -> torch.memory_format:
     return torch.contiguous_format
 
 
-class RMSNorm(nn.Module):
+class ChannelRMSNorm(nn.Module):
     """Channel RMS norm: x / ||x||_channels * sqrt(C) * gamma (Wan's RMS_norm, no bias).
 
     ``spatial_dims`` is how many trailing dims gamma broadcasts over: 3 for (B, C, T, h, w)
@@ -96,12 +96,12 @@ class CausalConv3d(nn.Conv3d):
         padded = F.pad(x, (0, 0, 0, 0, self.context, 0)) if cursor is None else cursor.extend(x, self.context)
         return self.conv(padded, self.bias)
 
-    def forward_normed(self, x: torch.Tensor, norm: RMSNorm, cursor: HistoryCursor | None) -> torch.Tensor:
+    def forward_normed(self, x: torch.Tensor, norm: ChannelRMSNorm, cursor: HistoryCursor | None) -> torch.Tensor:
         """conv(SiLU(norm(x))) in eager PyTorch (~7 passes over x for the norm, one more to copy it
         behind the history frames)."""
         return self.forward_cached(norm.silu(x), cursor)
 
-    def forward_fused(self, x: torch.Tensor, norm: RMSNorm, cursor: HistoryCursor,
+    def forward_fused(self, x: torch.Tensor, norm: ChannelRMSNorm, cursor: HistoryCursor,
                       x_bias: torch.Tensor | None = None) -> torch.Tensor:
         """conv(SiLU(norm(x + x_bias))) WITHOUT this conv's own bias (the caller adds it where it
         costs nothing: see ResidualBlock). The one-pass kernel writes the normed x straight behind

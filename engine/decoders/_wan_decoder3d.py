@@ -14,7 +14,7 @@ from engine.decoders._wan_blocks import (
     SpatialUpsample,
     TemporalSpatialUpsample,
 )
-from engine.decoders._wan_causal import CausalConv3d, HistoryCursor, RMSNorm, fused_path
+from engine.decoders._wan_causal import CausalConv3d, ChannelRMSNorm, HistoryCursor, fused_path
 
 __all__ = ["Decoder3d", "stage_channels"]
 
@@ -55,7 +55,7 @@ class Decoder3d(nn.Module):
                 blocks.append(up(out_dim))
         self.upsamples = nn.ModuleList(blocks)
         self.head = nn.Sequential(
-            RMSNorm(dims[-1], spatial_dims=3), nn.SiLU(), CausalConv3d(dims[-1], RGB_CHANNELS, (3, 3, 3))
+            ChannelRMSNorm(dims[-1], spatial_dims=3), nn.SiLU(), CausalConv3d(dims[-1], RGB_CHANNELS, (3, 3, 3))
         )
 
     def forward(self, x: torch.Tensor, cursor: HistoryCursor | None, first: bool) -> torch.Tensor:
@@ -64,7 +64,7 @@ class Decoder3d(nn.Module):
         x = res_b(attention(res_a(x, cursor)), cursor)
         for block in self.upsamples:
             x = block(x, cursor, first) if isinstance(block, TemporalSpatialUpsample) else block(x, cursor)
-        norm, conv = cast(RMSNorm, self.head[0]), cast(CausalConv3d, self.head[2])
+        norm, conv = cast(ChannelRMSNorm, self.head[0]), cast(CausalConv3d, self.head[2])
         if cursor is not None and fused_path(x, cursor):
             rgb = conv.forward_fused(x, norm, cursor)
             return rgb if conv.bias is None else rgb.add_(conv.bias.view(1, -1, 1, 1, 1))  # 3 channels: cheap

@@ -13,22 +13,38 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from engine._timing import median_seconds
+from engine.decoders._wan_causal import CausalConv3d, conv3d_as_taps
+from engine.decoders.wan_vae_config import WanVAEConfig
 
-if TYPE_CHECKING:
-    from engine.decoders.wan_vae import WanVAEDecoder
-
-__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "candidates", "choose_conv_forms",
-           "cudnn_benchmark", "memory_format", "parse_candidate", "time_layouts"]
+__all__ = ["BENCHMARK_SUFFIX", "FUSED_SUFFIX", "LAYOUTS", "Candidate", "TunableDecoder", "candidates",
+           "choose_conv_forms", "cudnn_benchmark", "memory_format", "parse_candidate", "time_layouts"]
 
 LAYOUTS = ("ncdhw", "channels_last")
 BENCHMARK_SUFFIX = "+cudnn_benchmark"
 FUSED_SUFFIX = "+fused"
+
+
+class TunableDecoder(Protocol):
+    """What the measurements need of the Wan VAE decoder (engine.decoders.wan_vae.WanVAEDecoder)."""
+
+    config: WanVAEConfig
+    conv2: CausalConv3d
+    layout: str
+
+    def decode(self, latents: torch.Tensor, caches: list[Any]) -> tuple[torch.Tensor, list[Any]]: ...
+
+    def set_layout(self, layout: str, cudnn_benchmark: bool = False, fused: bool = False) -> None: ...
+
+    def fused_available(self) -> bool: ...
+
+    def modules(self) -> Iterator[nn.Module]: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +92,7 @@ def cudnn_benchmark(enabled: bool) -> Iterator[None]:
         torch.backends.cudnn.benchmark = previous
 
 
-def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
+def _decode_pair(decoder: TunableDecoder, latents: torch.Tensor) -> float:
     """Seconds for a first-chunk decode followed by a steady-chunk decode."""
     device = latents.device
     if device.type == "cuda":
@@ -89,7 +105,7 @@ def _decode_pair(decoder: WanVAEDecoder, latents: torch.Tensor) -> float:
     return time.perf_counter() - start
 
 
-def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, float]:
+def time_layouts(decoder: TunableDecoder, latent_frames: int, height: int, width: int) -> dict[str, float]:
     """Seconds per candidate for a first + steady decode at this latent size; leaves the decoder
     on the fastest. Candidates: each layout; on CUDA also with cuDNN benchmarking, and with the
     one-pass norm + SiLU kernel where Triton runs."""
@@ -105,12 +121,10 @@ def time_layouts(decoder: WanVAEDecoder, latent_frames: int, height: int, width:
     return timings
 
 
-def choose_conv_forms(decoder: WanVAEDecoder, latent_frames: int, height: int, width: int) -> dict[str, dict[str, float]]:
+def choose_conv_forms(decoder: TunableDecoder, latent_frames: int, height: int, width: int) -> dict[str, dict[str, float]]:
     """For a channels-last decoder: time every distinct causal conv (steady-chunk input shape,
     weight shape) as one 3-D conv and as 2-D convs summed over its time taps (conv3d_as_taps), and
     set each conv to the faster. Returns seconds per shape and form."""
-    from engine.decoders._wan_causal import CausalConv3d, conv3d_as_taps
-
     device, dtype = decoder.conv2.weight.device, decoder.conv2.weight.dtype
     convs = [m for m in decoder.modules() if isinstance(m, CausalConv3d) and m.context > 0]
     for conv in convs:

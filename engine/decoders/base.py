@@ -18,7 +18,7 @@ DECODER_PREFIX = "streaming_decoder."
 
 
 class StreamingDecoder(Protocol):
-    kind: str  # "tiny" | "wan_vae" | "demo_ae"
+    kind: str  # the decoder kind it is registered under in the model catalog
     label: str  # what it is, for humans (e.g. "tiny random-init upsampler, not a trained VAE")
 
     def new_cache(self) -> Any:

@@ -27,7 +27,7 @@ from engine.config import ModelConfig
 from engine.decoders.weights import load_strict
 from engine.errors import ConfigError
 
-__all__ = ["TaehvCache", "TaehvDecoder", "build_decoder"]
+__all__ = ["TaehvCache", "TaehvDecoder", "build_taehv_decoder"]
 
 _INIT_SEED = 4321
 LATENT_CHANNELS = 16
@@ -174,7 +174,7 @@ class TaehvDecoder(nn.Module):
         return rgb.contiguous(), new
 
 
-def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> TaehvDecoder:
+def build_taehv_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> TaehvDecoder:
     if config.out_dim != LATENT_CHANNELS or config.vae_stride != (4, 8, 8):
         raise ConfigError(
             "bad_decoder", f"the taehv decoder needs {LATENT_CHANNELS} latent channels and strides (4, 8, 8); "

@@ -18,7 +18,7 @@ from torch.nn import functional as F
 from engine.config import ModelConfig
 from engine.decoders.weights import load_strict
 
-__all__ = ["TinyCache", "TinyDecoder", "build_decoder"]
+__all__ = ["TinyCache", "TinyDecoder", "build_tiny_decoder"]
 
 _INIT_SEED = 1234
 
@@ -86,7 +86,7 @@ class TinyDecoder(nn.Module):
         return frames.contiguous(), new
 
 
-def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> TinyDecoder:
+def build_tiny_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> TinyDecoder:
     decoder = TinyDecoder(config)
     decoder.init_random()
     return decoder.to(device=device, dtype=dtype).eval()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import ClassVar
 
 import torch
 from torch import nn
@@ -30,9 +29,10 @@ from engine.decoders._wan_layout import (
     time_layouts,
 )
 from engine.decoders.wan_vae_config import WanVAEConfig, vae_config_for
+from engine.decoders.wan_vae_weights import load_wan_vae_state_dict
 from engine.errors import EngineError
 
-__all__ = ["LAYOUTS", "WanVAECache", "WanVAEConfig", "WanVAEDecoder", "build_decoder", "vae_config_for"]
+__all__ = ["LAYOUTS", "WanVAECache", "WanVAEConfig", "WanVAEDecoder", "build_wan_vae_decoder", "vae_config_for"]
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,6 @@ class WanVAEDecoder(nn.Module):
     kind = "wan_vae"
     label = "Wan2.1 VAE decoder (causal 3-D convs, streaming with its temporal feature cache)"
 
-    # the official checkpoint's top-level prefixes of the decoder half
-    CHECKPOINT_PREFIXES: ClassVar[tuple[str, ...]] = ("decoder.", "conv2.")
     latent_mean: torch.Tensor  # (1, z, 1, 1, 1) buffer, not in the state dict
     latent_std: torch.Tensor
 
@@ -133,8 +131,6 @@ class WanVAEDecoder(nn.Module):
 
     def load_weights(self, state: dict[str, torch.Tensor]) -> None:
         """A full Wan2.1 VAE state dict or its decoder half, loaded strictly (encoder keys ignored)."""
-        from engine.decoders.wan_vae_weights import load_wan_vae_state_dict
-
         load_wan_vae_state_dict(self, state)
 
     @torch.no_grad()
@@ -239,7 +235,7 @@ class WanVAEDecoder(nn.Module):
             )
 
 
-def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> WanVAEDecoder:
+def build_wan_vae_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> WanVAEDecoder:
     """A random-init Wan VAE decoder for `config` on `device` in `dtype` (load weights after)."""
     with torch.device("meta"):
         decoder = WanVAEDecoder(vae_config_for(config))

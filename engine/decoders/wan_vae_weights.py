@@ -11,12 +11,14 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
+from torch import nn
 
-from engine.decoders.wan_vae import WanVAEDecoder
 from engine.errors import WeightsError
 
 __all__ = ["decoder_state_dict", "load_wan_vae_file", "load_wan_vae_state_dict"]
 
+# the official checkpoint's top-level prefixes of the decoder half
+DECODER_PREFIXES = ("decoder.", "conv2.")
 MAX_LISTED = 5  # keys named in an error message before "..."
 
 
@@ -27,10 +29,10 @@ def _listed(keys: list[str]) -> str:
 
 def decoder_state_dict(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The decoder half of a full VAE state dict (keys starting 'decoder.' or 'conv2.')."""
-    return {k: v for k, v in state.items() if k.startswith(WanVAEDecoder.CHECKPOINT_PREFIXES)}
+    return {k: v for k, v in state.items() if k.startswith(DECODER_PREFIXES)}
 
 
-def load_wan_vae_state_dict(decoder: WanVAEDecoder, state: dict[str, torch.Tensor]) -> None:
+def load_wan_vae_state_dict(decoder: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy a (full or decoder-only) Wan VAE state dict into `decoder`, strictly."""
     wanted = decoder.state_dict()
     given = decoder_state_dict(state)
@@ -65,7 +67,7 @@ def load_wan_vae_state_dict(decoder: WanVAEDecoder, state: dict[str, torch.Tenso
     decoder.load_state_dict(given, strict=True)
 
 
-def load_wan_vae_file(decoder: WanVAEDecoder, path: str | Path) -> None:
+def load_wan_vae_file(decoder: nn.Module, path: str | Path) -> None:
     """Load `path` (.pth/.pt torch pickle, read with weights_only=True, or .safetensors)."""
     path = Path(path)
     if not path.is_file():

@@ -19,7 +19,7 @@ from engine.config import ModelConfig
 from engine.decoders.weights import load_strict
 from engine.errors import ConfigError
 
-__all__ = ["AEConfig", "DemoCache", "DemoDecoder", "DemoEncoder", "ae_config_for", "build_decoder"]
+__all__ = ["AEConfig", "DemoCache", "DemoDecoder", "DemoEncoder", "ae_config_for", "build_demo_decoder"]
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def ae_config_for(config: ModelConfig) -> AEConfig:
     return AEConfig(latent_channels=config.out_dim, downsample=config.vae_stride[1])
 
 
-def build_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> DemoDecoder:
+def build_demo_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> DemoDecoder:
     """The engine's hook for decoder kind ``demo_ae`` (weights come from the checkpoint)."""
     if config.vae_stride[0] != 1 or config.vae_stride[1] not in (4, 8) or config.vae_stride[2] != config.vae_stride[1]:
         raise ConfigError("bad_config", f"the demo_ae decoder upsamples (1, 8, 8) or (1, 4, 4); model "

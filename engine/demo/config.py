@@ -28,16 +28,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.api import ActionSpace
-from engine.config import ModelConfig, register_config
+from engine.config import ModelConfig
 from engine.demo.actions import DEMO_AXES, DEMO_KEYS
 from engine.demo.autoencoder import AEConfig
+from engine.demo.themes import PROMPT_EXAMPLES
 
 __all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "MODELS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
 
 AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
 MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
 TRAIN_CHUNKS = 6  # chunks per training sequence: the window rolls over 4 times
-# the shipped weights: what `Engine.create(model="demo")` should load when given no weights
+# the shipped weights: what the daemon loads for `demo` when given no weights
 DEFAULT_WEIGHTS = Path(__file__).resolve().parents[1] / "weights" / "demo.safetensors"
 
 CONFIG = ModelConfig(
@@ -77,7 +78,7 @@ CONFIG = ModelConfig(
     mouse_scale=1.0 / MOUSE_PIXELS_PER_UNIT,
     text_vocab_buckets=1024,
     text_cache_entries=64,
-    extra={"default_weights": str(DEFAULT_WEIGHTS)},
+    extra={"default_weights": str(DEFAULT_WEIGHTS), "prompt_examples": PROMPT_EXAMPLES},
 )
 
 # An experiment, not served: the same world model over a 4x autoencoder (latent cell 4 px, 4 channels,
@@ -95,6 +96,5 @@ FINE_CONFIG = CONFIG.with_overrides(
     vae_stride=(1, 4, 4),
     extra={},
 )
-register_config(FINE_CONFIG.name, FINE_CONFIG)
 
 MODELS: dict[str, ModelConfig] = {CONFIG.name: CONFIG, FINE_CONFIG.name: FINE_CONFIG}

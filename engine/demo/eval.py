@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engine.config import get_config, register_config, unregister_config
+from engine.config import ModelConfig
 from engine.demo._eval_parts import (
     EvalParams,
     Worlds,
@@ -39,9 +39,10 @@ from engine.demo._eval_parts import (
     theme_switches,
 )
 from engine.demo.autoencoder import ae_config_for
-from engine.demo.config import MODELS
+from engine.demo.config import CONFIG, MODELS
 from engine.demo.errors import DemoError
 from engine.demo.export import ENCODER_FILE, load_encoder
+from engine.demo.registration import catalog_with_demo
 from engine.demo.world import WorldParams
 from engine.engine import Engine
 from engine.errors import EngineError
@@ -59,12 +60,17 @@ _SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "a
              "cache_context_noise")
 
 
+def _demo_engine(model: ModelConfig, device: str, weights: Path) -> Engine:
+    return Engine.create(model=model, catalog=catalog_with_demo(), device=device, weights=weights, attention="sdpa",
+                         compile="off")
+
+
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
-             speed: bool = True, model: str = "demo", strip: Path | None = None) -> dict[str, object]:
-    """``model``: the registered config to run (the demo's, or a variant of its sampling settings).
+             speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None) -> dict[str, object]:
+    """``model``: the config to run (a demo config, or a variant of its sampling settings).
     ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s)."""
     started = time.monotonic()
-    engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
+    engine = _demo_engine(model, device, weights)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
@@ -107,11 +113,11 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
 TRAINING_CHECK = EvalParams(direction_chunks=8, theme_chunks=2, classifier_seeds=2)
 
 
-def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model: str = "demo") -> None:
+def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model: ModelConfig = CONFIG) -> None:
     """Ground truth vs model, one frame per chunk, per theme (see ``sample_sheet``), as a PNG."""
     from PIL import Image
 
-    engine = Engine.create(model=model, device=device, weights=weights, attention="sdpa", compile="off")
+    engine = _demo_engine(model, device, weights)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
     with torch.inference_mode():
@@ -119,7 +125,7 @@ def save_sheet(weights: Path, encoder_path: Path, device: str, path: Path, model
     Image.fromarray(sheet).save(path)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_eval_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.demo.eval", description=__doc__.split("\n\n")[0])
     p.add_argument("--weights", required=True, type=Path, help="the demo model's demo.safetensors")
     p.add_argument("--model", default="demo", choices=sorted(MODELS), help="the config the weights were trained for")
@@ -143,11 +149,11 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-_VARIANT = "+sampling"  # suffix of the name a variant of the evaluated config is registered under
+_VARIANT = "+sampling"  # suffix of the name of a variant of the evaluated config
 
 
-def _sampling_variant(args: argparse.Namespace) -> str:
-    """The config name to evaluate: the demo's own, or a variant with the sampling settings asked for."""
+def _sampling_variant(args: argparse.Namespace) -> ModelConfig:
+    """The config to evaluate: the demo's own, or a variant with the sampling settings asked for."""
     changes: dict[str, object] = {}
     if args.timesteps is not None:
         try:
@@ -163,15 +169,14 @@ def _sampling_variant(args: argparse.Namespace) -> str:
         changes["cache_context_noise"] = args.context_noise
     if args.guidance_rescale is not None:
         changes["action_guidance_rescale"] = args.guidance_rescale
+    config = MODELS[args.model]
     if not changes:
-        return str(args.model)
-    name = args.model + _VARIANT
-    register_config(name, get_config(args.model).with_overrides(name=name, **changes))
-    return name
+        return config
+    return config.with_overrides(name=args.model + _VARIANT, **changes)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_eval_parser().parse_args(argv)
     if args.threads is not None:
         if args.threads < 1:
             print("error: --threads must be at least 1", file=sys.stderr)
@@ -191,8 +196,6 @@ def main(argv: list[str] | None = None) -> int:
     except (DemoError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    finally:
-        unregister_config(args.model + _VARIANT)
     text = json.dumps(report, indent=2)
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 __all__ = [
     "DEFAULT_THEME",
     "MATERIALS",
+    "PROMPT_EXAMPLES",
     "THEMES",
     "THEME_NAMES",
     "Theme",
@@ -78,6 +79,19 @@ THEMES: dict[str, Theme] = {
 
 THEME_NAMES: tuple[str, ...] = tuple(THEMES)
 DEFAULT_THEME = "meadow"
+
+# one prompt per theme, each naming its theme's words, brightest and most varied first (a client
+# shows these as examples and pre-fills the first). Mean luma of the served frames (0..255, three
+# 1.5 s director segments each, random seeds, CPU): meadow 122-130 (green with grey rock), desert
+# 151-169, snow 175-196, autumn ~137, rain ~72, night ~31 (dark by design: a pool of light).
+PROMPT_EXAMPLES: tuple[str, ...] = (
+    "a green meadow in spring",
+    "sunny desert dunes",
+    "a snowy winter day",
+    "autumn leaves, an orange forest",
+    "a rainy stormy day",
+    "a moonlit night",
+)
 
 _WORD = re.compile(r"[a-z]+")
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from engine._setup import parse_device
+from engine.config import ModelConfig
 from engine.demo._progress import Budget, LossLog, StageClock, save_loss_plot
 from engine.demo._train_ae import AETrainParams, train_autoencoder
 from engine.demo._train_dit import DiTTrainParams, train_dit
@@ -34,13 +35,13 @@ from engine.errors import ConfigError, EngineError
 from engine.model import CausalDiT
 from engine.text import HashTextEncoder
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_train_parser", "main"]
 
 _RESERVE_S = 25.0  # kept back from --minutes for export and plots
 _CHECK_S = 70.0  # ... and for the evaluation on the training device (cuda)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_train_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m engine.demo.train", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="directory for weights, metadata and loss plot")
     p.add_argument("--model", default="demo", choices=sorted(MODELS),
@@ -105,7 +106,7 @@ def _meta(args: argparse.Namespace, device: torch.device, started: float, stages
     }
 
 
-def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device, model: str) -> None:
+def _check_on_device(out: Path, paths: dict[str, Path], device: torch.device, model: ModelConfig) -> None:
     """Evaluate the fresh weights on the training device and draw a sample sheet (quick feedback)."""
     from engine.demo.eval import TRAINING_CHECK, evaluate, save_sheet
 
@@ -141,7 +142,7 @@ def _autoencoder_origin(meta: dict[str, object]) -> dict[str, object]:
     return {}
 
 
-def run(args: argparse.Namespace) -> dict[str, Path]:
+def run_training(args: argparse.Namespace) -> dict[str, Path]:
     device = _check(args)
     started = time.monotonic()
     cuda = device.type == "cuda"
@@ -207,16 +208,16 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     print(f"[done] {time.monotonic() - started:.0f}s; wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
     if check:
         try:
-            _check_on_device(args.out, paths, device, config.name)
+            _check_on_device(args.out, paths, device, config)
         except (DemoError, EngineError, RuntimeError) as exc:  # the weights are written; say why the check failed
             print(f"[check] failed, weights kept: {exc}", flush=True)
     return paths
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_train_parser().parse_args(argv)
     try:
-        run(args)
+        run_training(args)
     except DemoError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -85,9 +85,6 @@ class ChunkKVPool:
                 del self._on_device[owner]
             self._free.append(slab)
 
-    def owner_of(self, slab: int) -> str | None:
-        return self._owner[slab]
-
     # host copies ---------------------------------------------------------------------------
     def copy_out(self, ids: list[int]) -> HostSlabs:
         """Copy slab contents to host memory (pinned when the pool is on CUDA)."""

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from sessiond.admission.errors import AdmissionConfigError, UnknownSession
-from sessiond.traces.stats import TraceStats
 
-__all__ = ["DutyPriors", "DutyTracker", "SessionDutyState"]
+__all__ = ["DutyPriors", "DutyTracker", "ModeDuties", "SessionDutyState"]
+
+
+class ModeDuties(Protocol):
+    """Measured duty per mode, e.g. a trace's (loadtest.trace_tools.trace_duty.TraceStats)."""
+
+    def mean_duty(self, mode: str) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -34,7 +40,7 @@ class DutyPriors:
             return self.director
         return self.world_paused if paused else self.world_playing
 
-    def refreshed(self, stats: TraceStats) -> DutyPriors:
+    def refreshed(self, stats: ModeDuties) -> DutyPriors:
         """Priors taken from a trace's measured duties (modes absent from the trace keep theirs)."""
         world, director = stats.mean_duty("world"), stats.mean_duty("director")
         return replace(self, world_playing=self.world_playing if world is None else world,

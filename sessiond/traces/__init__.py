@@ -1,4 +1,5 @@
-"""Load traces (TRACES.md v1): format, generator, statistics, recorder."""
+"""Load traces (TRACES.md v1) as the daemon owns them: the format (parse, validate, write) and the
+recorder. Generating, describing and replaying traces is the loadtest package's."""
 
 from sessiond.traces.errors import TraceError
 from sessiond.traces.format import (

@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sessiond.traces._fields import check_event_fields
+from sessiond.traces._event_fields import check_event_fields
 from sessiond.traces.errors import TraceError
 
 __all__ = ["FORMAT", "SOURCES", "VERSION", "Trace", "TraceEvent", "TraceHeader", "dump_trace",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from sessiond.traces._fields import check_event_fields
+from sessiond.traces._event_fields import check_event_fields
 from sessiond.traces.errors import TraceError
 from sessiond.traces.format import Trace, TraceEvent, TraceHeader
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
-from engine.config import get_config, register_config, unregister_config
+from engine.config import tiny_config
 from engine.engine import Engine
 from sessiond.admission import calibrate
 
@@ -18,11 +18,8 @@ SPLIT = "tiny-split-decode"
 
 @pytest.fixture
 def split_engine() -> Iterator[Engine]:
-    register_config(SPLIT, get_config("tiny").with_overrides(name=SPLIT, first_decode_split=1))
-    try:
-        yield Engine.create(model=SPLIT, device="cpu", compile="off")
-    finally:
-        unregister_config(SPLIT)
+    yield Engine.create(model=tiny_config().with_overrides(name=SPLIT, first_decode_split=1), device="cpu",
+                        compile="off")
 
 
 def _phases_of_one_chunk(engine: Engine, sid: str) -> list[Phase]:
@@ -41,6 +38,7 @@ def test_a_first_chunk_decodes_twice_and_a_later_one_once(split_engine: Engine) 
     assert _phases_of_one_chunk(split_engine, "a") == [Phase.DENOISE] * steps + [Phase.DECODE, Phase.CACHE]
 
 
+@pytest.mark.slow
 def test_calibration_runs_batches_after_a_session_has_streamed(split_engine: Engine) -> None:
     cost = calibrate(split_engine, batches=(1, 2), chunks=2, rounds=1)
     samples: dict[str, int] = {}

@@ -25,6 +25,7 @@ def _steps(engine: Engine, **kw: object) -> list[str]:
     return seen
 
 
+@pytest.mark.slow
 def test_the_profile_runs_through_sink_plus_window_chunks(engine: Engine) -> None:
     assert calibration_chunks(engine) == engine.config.sink_chunks + engine.config.window_chunks == 3
     assert _steps(engine, chunks=calibration_chunks(engine)) == [
@@ -33,6 +34,7 @@ def test_the_profile_runs_through_sink_plus_window_chunks(engine: Engine) -> Non
         "offload and restore"]
 
 
+@pytest.mark.slow
 def test_a_spent_time_budget_stops_each_batch_size_after_one_recorded_chunk(engine: Engine) -> None:
     assert _steps(engine, chunks=7, time_budget_s=1e-6) == [
         "batch 1 warm-up", "batch 1 round 0 chunk 0", "batch 2 warm-up", "batch 2 round 0 chunk 0",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from loadtest.trace_tools.generator import DirectorParams, GameParams, mixed_trace
+from loadtest.trace_tools.trace_duty import trace_stats
 from sessiond.admission import AdmissionConfigError, DutyPriors, DutyTracker
 from sessiond.admission.errors import UnknownSession
-from sessiond.traces.generator import DirectorParams, GameParams, mixed_trace
-from sessiond.traces.stats import trace_stats
 
 
 def test_a_new_session_has_the_prior_of_its_mode() -> None:

@@ -204,24 +204,21 @@ def test_one_per_gpu_admits_one_and_names_the_place_in_line() -> None:
     assert _ask(policy, "c").admitted
 
 
-def test_one_per_gpu_hands_slots_to_waiters_in_fifo_order() -> None:
-    async def scenario() -> tuple[list[str], bool, bool, list[str], list[str]]:
-        policy = OnePerGpuPolicy(known_cost(0.1), DutyTracker(), gpus=1)
-        _ask(policy, "a")
-        b = asyncio.ensure_future(policy.wait(AdmissionRequest("b", "world", "create", 0.0), 5.0))
-        c = asyncio.ensure_future(policy.wait(AdmissionRequest("c", "world", "create", 0.0), 5.0))
-        await asyncio.sleep(0)
-        late = _ask(policy, "d")
-        assert (late.reason, late.queue_position) == ("queued", 3)
-        handed = policy.release("a", 1.0)
-        got_b = await b
-        timed_out = await policy.wait(AdmissionRequest("e", "world", "create", 1.0), 0.01)
-        waiting = policy.waiting()
-        c.cancel()
-        await asyncio.gather(c, return_exceptions=True)
-        return handed, got_b, timed_out, waiting, policy.waiting()
-
-    handed, got_b, timed_out, waiting, after_cancel = asyncio.run(scenario())
+async def test_one_per_gpu_hands_slots_to_waiters_in_fifo_order() -> None:
+    policy = OnePerGpuPolicy(known_cost(0.1), DutyTracker(), gpus=1)
+    _ask(policy, "a")
+    b = asyncio.ensure_future(policy.wait(AdmissionRequest("b", "world", "create", 0.0), 5.0))
+    c = asyncio.ensure_future(policy.wait(AdmissionRequest("c", "world", "create", 0.0), 5.0))
+    await asyncio.sleep(0)
+    late = _ask(policy, "d")
+    assert (late.reason, late.queue_position) == ("queued", 3)
+    handed = policy.release("a", 1.0)
+    got_b = await b
+    timed_out = await policy.wait(AdmissionRequest("e", "world", "create", 1.0), 0.01)
+    waiting = policy.waiting()
+    c.cancel()
+    await asyncio.gather(c, return_exceptions=True)
+    after_cancel = policy.waiting()
     assert (handed, got_b, timed_out) == (["b"], True, False)
     assert waiting == ["c"]
     assert after_cancel == []  # a waiter that goes away leaves the list

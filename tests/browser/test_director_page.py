@@ -1,12 +1,19 @@
 """The director page against the real daemon: fMP4 over the WebSocket plays in Chromium's
-Media Source Extensions through two segments, and an interrupt stops the segment."""
+Media Source Extensions through two segments, and an interrupt stops the segment; the served
+model's example prompts are chips, the default one gives a bright picture, a cue says when a
+segment is done, the prompt box keeps the protocol's length and refuses an empty direction."""
 
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page
+from PIL import ImageStat
+from playwright.sync_api import Page, expect
 
-pytestmark = pytest.mark.browser
+from engine.demo.themes import PROMPT_EXAMPLES
+from tests.browser._frames import mean_luma, video_picture
+from tests.browser.conftest import Served
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
 
 FPS = 16
 
@@ -14,6 +21,7 @@ FPS = 16
 def _open_director(page: Page, daemon_url: str) -> None:
     page.goto(f"{daemon_url}/director.html")
     page.wait_for_function("window.director && typeof director.direct === 'function' && director.codec", timeout=30_000)
+    page.wait_for_function("director.steps.at(-1)[0] === 'ready'", timeout=30_000)
 
 
 def _segment(page: Page, segment: int) -> dict:
@@ -53,3 +61,68 @@ def test_interrupt_ends_the_segment_and_stops_its_media(page: Page, daemon_url: 
     last_end = page.evaluate("director.player.liveEdge()")
     assert last_end <= ack["pts"] / 90000 + 1 / FPS + 1e-6
     assert segment["frames"] < 20 * FPS
+
+
+def test_the_status_line_walks_through_the_loading_steps_to_ready(page: Page, daemon_url: str) -> None:
+    _open_director(page, daemon_url)
+    assert [tuple(step) for step in page.evaluate("director.steps")] == [
+        ("server", "Waiting for the server to be ready…"),
+        ("admission", "Creating your session…"),
+        ("connecting", "Connecting (WebSocket)…"),
+        ("ready", "Ready: pick an example or write a direction, then Direct"),
+    ]
+    expect(page.locator("#loading")).to_be_hidden()
+
+
+def test_the_prompt_box_keeps_the_protocols_length_and_shows_the_count(page: Page, daemon_url: str) -> None:
+    _open_director(page, daemon_url)
+    assert page.evaluate("director.maxPromptChars") == 2000  # welcome.limits.max_prompt_chars
+    box = page.locator("#prompt")
+    box.fill("")
+    box.type("a river")
+    expect(page.locator("#count")).to_have_text("7 / 2000")
+    box.fill("x" * 2500)
+    assert len(box.input_value()) == 2000
+    expect(page.locator("#count")).to_have_text("2000 / 2000")
+    page.evaluate("document.getElementById('prompt').value = 'y'.repeat(2500); "
+                  "document.getElementById('prompt').dispatchEvent(new Event('input'))")  # a script or paste
+    assert len(box.input_value()) == 2000
+    expect(page.locator("#prompt-msg")).to_have_text("Directions are limited to 2000 characters; the rest was cut.")
+
+
+def test_an_empty_direction_is_refused_visibly(page: Page, daemon_url: str) -> None:
+    _open_director(page, daemon_url)
+    page.fill("#prompt", "   ")
+    page.click("#direct")
+    message = page.locator("#prompt-msg")
+    expect(message).to_be_visible()
+    expect(message).to_have_text("Write a direction first, or pick one of the examples.")
+    page.wait_for_timeout(1000)
+    assert page.evaluate("[director.pending.size, director.segments.length]") == [0, 0]  # nothing was sent
+
+
+def test_the_tiny_model_names_no_examples_so_no_chips(page: Page, daemon_url: str) -> None:
+    _open_director(page, daemon_url)
+    expect(page.locator("#examples")).to_be_hidden()
+    assert page.input_value("#prompt") == ""
+
+
+def test_the_demo_models_default_example_gives_a_bright_picture_and_a_done_cue(page: Page, demo_daemon: Served) -> None:
+    _open_director(page, demo_daemon.url)
+    chips = page.locator("#examples .chip")
+    expect(chips).to_have_text(list(PROMPT_EXAMPLES))
+    assert page.input_value("#prompt") == PROMPT_EXAMPLES[0]  # pre-filled with the default example
+    page.fill("#seconds", "1.5")
+    page.click("#direct")
+    cue = page.locator("#cue")
+    expect(cue).to_have_text("Segment #1 done — direct again", timeout=60_000)
+    expect(page.locator("#status")).to_have_text("Segment #1 done — direct again")
+    picture = video_picture(page)
+    # measured on the raw frames of this prompt: mean luma 113-130 (a dark theme, night: 31)
+    assert mean_luma(picture) > 90
+    assert max(ImageStat.Stat(picture).stddev) > 8.0  # a landscape, not one flat colour
+    assert page.evaluate("director.errors") == []
+    chips.nth(2).click()  # another example: a click fills the box and directs at once
+    expect(page.locator("#prompt")).to_have_value(PROMPT_EXAMPLES[2])
+    expect(cue).to_be_hidden(timeout=30_000)
+    expect(cue).to_have_text("Segment #2 done — direct again", timeout=60_000)

@@ -1,16 +1,37 @@
 """The world page against the real daemon: WebRTC video decodes in Chromium, keypresses
-arrive as `action` messages and show up in the frames' `action_seq`."""
+arrive as `action` messages and show up in the frames' `action_seq`; the page says which step
+it is at, shows the controls, explains a refusal and retries it."""
 
 from __future__ import annotations
 
-import io
 import itertools
 
+import httpx
 import pytest
-from PIL import Image, ImageStat
-from playwright.sync_api import Page
+from PIL import ImageStat
+from playwright.sync_api import Page, expect
 
-pytestmark = pytest.mark.browser
+from tests.browser._frames import video_picture
+from tests.browser.conftest import Served, serve
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
+
+# every text the status line shows on the way to a playing world, in order
+LOADING = [
+    ("server", "Waiting for the server to be ready…"),
+    ("admission", "Creating your session…"),
+    ("connecting", "Connecting (WebRTC)…"),
+    ("first-frame", "Waiting for the first frame…"),
+    ("playing", "Playing"),
+]
+# records each text the #status element shows, from before the page's own script runs
+RECORD_STATUS = """
+window.statusTexts = [];
+new MutationObserver(() => {
+  const el = document.getElementById("status");
+  if (el && window.statusTexts[window.statusTexts.length - 1] !== el.textContent) window.statusTexts.push(el.textContent);
+}).observe(document, { subtree: true, childList: true, characterData: true });
+"""
 
 
 def _open_world(page: Page, daemon_url: str) -> None:
@@ -23,10 +44,8 @@ def test_webrtc_video_decodes_frames_and_is_not_blank(page: Page, daemon_url: st
     first = page.evaluate("world.framesDecoded")
     page.wait_for_function(f"world.framesDecoded >= {first + 16}", timeout=30_000)
     assert page.evaluate("world.errors") == []
-    assert page.inner_text("#status") == "connected"
-    shot = Image.open(io.BytesIO(page.locator("#video").screenshot())).convert("RGB")
-    width, height = shot.size
-    picture = shot.crop((width // 4, height // 4, 3 * width // 4, 3 * height // 4))  # inside the letterbox
+    assert page.inner_text("#status") == "Playing"
+    picture = video_picture(page)
     assert max(ImageStat.Stat(picture).stddev) > 8.0  # real content, not one flat colour
     assert len(picture.getcolors(maxcolors=1 << 20) or []) > 50
 
@@ -69,3 +88,87 @@ def test_media_flows_only_between_loopback_addresses(page: Page, daemon_url: str
       return out;
     }""")
     assert pairs and {address for pair in pairs for address in pair} == {"127.0.0.1"}
+
+
+def test_the_status_line_walks_through_every_loading_step_in_order(page: Page, daemon_url: str) -> None:
+    page.add_init_script(RECORD_STATUS)
+    page.goto(f"{daemon_url}/world.html")
+    page.wait_for_function("window.world && world.steps.length && world.steps.at(-1)[0] === 'playing'", timeout=45_000)
+    assert [tuple(step) for step in page.evaluate("world.steps")] == LOADING
+    seen = [text for text in page.evaluate("window.statusTexts") if text != "Loading the page…"]
+    assert seen == [text for _, text in LOADING]
+    expect(page.locator("#loading")).to_be_hidden()
+    page.wait_for_function("world.framesDecoded >= 1", timeout=5_000)  # the decoder's count (polled twice a second)
+
+
+def test_the_controls_hint_names_what_the_page_sends(page: Page, daemon_url: str) -> None:
+    _open_world(page, daemon_url)
+    hint = page.locator("#hint")
+    expect(hint).to_be_visible()
+    text = hint.inner_text()
+    for words in ("W A S D", "← ↑ → ↓", "Shift", "Space", "move the mouse to pan", "gamepad", "left stick",
+                  "buttons 1–2"):
+        assert words in text, words
+
+
+def test_acks_become_sentences_and_the_raw_lines_stay_in_the_debug_log(page: Page, daemon_url: str) -> None:
+    _open_world(page, daemon_url)
+    page.click("#interrupt")
+    expect(page.locator("#note")).to_have_text("Interrupted: the world goes on from the frame on screen.")
+    expect(page.locator("#log")).to_be_hidden()  # the debug panel is closed until asked for
+    page.click("#debug summary")
+    expect(page.locator("#log")).to_contain_text("ack 1")
+
+
+def test_no_webrtc_library_info_lines_in_the_daemons_log_by_default(page: Page, tiny_daemon: Served) -> None:
+    _open_world(page, tiny_daemon.url)
+    text = tiny_daemon.log.read_text()
+    assert "created s_" in text  # the daemon's own info lines are there
+    assert [line for line in text.splitlines() if " aioice." in line or " aiortc." in line] == []
+
+
+def test_a_full_server_is_explained_with_a_retry_that_works(page: Page) -> None:
+    with serve("tiny", "--max-sessions", "1", "--log-level", "info") as served:
+        held = httpx.post(f"{served.url}/v1/sessions", json={"mode": "world"}).json()
+        page.goto(f"{served.url}/world.html")
+        error = page.locator("#error")
+        expect(error).to_be_visible(timeout=30_000)
+        expect(error.locator("strong")).to_have_text("The server is full right now")
+        expect(error.locator(".detail")).to_have_text("1 sessions are open (max_sessions)")
+        expect(error.locator(".when")).to_contain_text("Try again in")
+        expect(page.locator("#status")).to_have_text("The server is full right now")
+        assert page.evaluate("world.errors.map((e) => e.code)") == ["capacity"]
+        retry = page.locator("#error-retry")
+        expect(retry).to_be_visible()
+        httpx.delete(f"{served.url}/v1/sessions/{held['session_id']}",
+                     headers={"Authorization": f"Bearer {held['token']}"})
+        retry.click()
+        page.wait_for_function("world.steps.at(-1)[0] === 'playing'", timeout=45_000)
+        expect(error).to_be_hidden()
+        # --log-level info lets the WebRTC libraries' info lines through (hidden by default, above)
+        assert any(" aioice." in line or " aiortc." in line for line in served.log.read_text().splitlines())
+
+
+def test_an_unreachable_server_is_a_network_error_with_a_retry(page: Page, daemon_url: str) -> None:
+    page.route("**/v1/sessions", lambda route: route.abort())
+    page.goto(f"{daemon_url}/world.html")
+    error = page.locator("#error")
+    expect(error.locator("strong")).to_have_text("Cannot reach the server", timeout=30_000)
+    expect(error.locator(".detail")).to_contain_text("Is sessiond serve running?")
+    expect(page.locator("#error-retry")).to_be_visible()
+
+
+def test_an_error_retrying_cannot_fix_gets_no_retry_button(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    shown = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const box = document.createElement("div");
+      box.id = "box";
+      document.body.appendChild(box);
+      const described = s.describeError(new s.ServerError("invalid_field", "`fps` must be in [1, 240], got 0"));
+      s.showError(box, described, () => {});
+      return { canRetry: described.canRetry, buttons: box.querySelectorAll("button").length, text: box.innerText };
+    }""")
+    assert shown["canRetry"] is False and shown["buttons"] == 0
+    assert [line for line in shown["text"].splitlines() if line][:2] == ["The server refused a value sent by this page",
+                                              "`fps` must be in [1, 240], got 0"]

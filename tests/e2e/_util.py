@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from protocols.client import SessionClient
 from protocols.messages import Frame
 from protocols.timeline import pts_for
 
-__all__ = ["assert_timeline", "collect", "collect_for", "collect_frames", "new_client"]
+__all__ = ["assert_timeline", "collect", "collect_for", "collect_frames", "new_client", "session_client"]
 
 
 async def new_client(url: str, mode: str = "world", **kw: Any) -> SessionClient:
@@ -19,6 +20,17 @@ async def new_client(url: str, mode: str = "world", **kw: Any) -> SessionClient:
     await client.create(url, mode, **kw)
     await client.connect()
     return client
+
+
+@contextlib.asynccontextmanager
+async def session_client(url: str, mode: str = "world", **kw: Any) -> AsyncIterator[SessionClient]:
+    """A created and connected session whose client closes the session and itself on the way out."""
+    client = await new_client(url, mode, **kw)
+    try:
+        yield client
+    finally:
+        await client.close_session()
+        await client.aclose()
 
 
 async def collect(client: SessionClient, until: Callable[[list[Any]], bool], timeout_s: float = 20.0) -> list[Any]:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import httpx
 import msgpack
+import pytest
 from websockets.asyncio.client import connect
 
 from protocols.client import SessionClient
 from protocols.codec import decode, encode
 from protocols.messages import Action, Error, Frame, Hello, Interrupt, Ping, Welcome
-from tests.conftest import running_daemon
+from tests.conftest import off_loop, running_daemon
 from tests.e2e._raw import RawConn
 from tests.e2e._util import collect_frames
 
@@ -22,149 +24,124 @@ async def _world(url: str) -> SessionClient:
     return client
 
 
-def _error_after(conn: RawConn, data: bytes | str | object) -> object:
-    async def run() -> Error:
-        if isinstance(data, bytes | str):
-            await conn.send_raw(data)
-        else:
-            await conn.send(data)
-        return await conn.next_of(Error)
-
-    return run()
-
-
-def test_each_malformed_message_gets_its_code_and_the_session_goes_on(daemon) -> None:
-    cases = [
-        (b"\xc1", "bad_message"),  # not msgpack
-        (msgpack.packb([1, 2, 3]), "bad_message"),  # not a map
-        ("a text frame", "bad_message"),
-        (msgpack.packb({"t": "teleport"}), "unknown_type"),
-        (msgpack.packb({"seq": 1}), "unknown_type"),  # no t
-        (msgpack.packb({"t": "action", "seq": "one", "ts": 0.0, "keys": []}), "invalid_field"),
-        (msgpack.packb({"t": "interrupt"}), "invalid_field"),  # missing id
-        (msgpack.packb({"t": "direct", "id": 5, "prompt": "x" * 2001}), "invalid_field"),  # prompt too long
-        (msgpack.packb({"t": "ping", "id": 1, "ts": 0.0, "pad": b"\0" * 70_000}), "too_large"),
-        (Action(seq=1, ts=0.0, keys=("z",)), "invalid_field"),  # not in the model's action space
-        (Action(seq=2, ts=0.0, keys=("w",), axes=(0.1, 0.2, 0.3)), "invalid_field"),  # 3 axes, model has 2
-        (Hello(v=1), "conflict"),  # a second hello
-    ]
-
-    async def run() -> None:
-        client = await _world(daemon.url)
-        conn = await RawConn.open(client.session.ws_url, client.session.token)
-        try:
-            for data, code in cases:
-                err = await _error_after(conn, data)
-                assert (err.code, err.fatal) == (code, False), data
-                assert await conn.alive()
-            frames = [m for m in conn.messages if isinstance(m, Frame)]
-            frames += [await conn.next_of(Frame) for _ in range(3)]
-            assert [f.idx for f in frames] == list(range(len(frames)))  # the stream never broke
-        finally:
-            await conn.close()
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+@pytest.fixture
+async def world(daemon) -> AsyncIterator[SessionClient]:
+    """A world session on the shared daemon, created but not connected; closed afterwards."""
+    client = await _world(daemon.url)
+    try:
+        yield client
+    finally:
+        await client.close_session()
+        await client.aclose()
 
 
-def test_a_failed_request_error_names_the_request_id(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        conn = await RawConn.open(client.session.ws_url, client.session.token)
-        try:
-            err = await _error_after(conn, msgpack.packb({"t": "direct", "id": 41, "prompt": 3}))
-            assert (err.code, err.re) == ("invalid_field", 41) and "prompt" in err.message
-        finally:
-            await conn.close()
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+@pytest.fixture
+async def conn(world: SessionClient) -> AsyncIterator[RawConn]:
+    """A bare connection to the `world` session, past its hello."""
+    raw = await RawConn.open(world.session.ws_url, world.session.token)
+    try:
+        yield raw
+    finally:
+        await raw.close()
 
 
-def test_unsupported_version_closes_the_connection_but_not_the_session(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        try:
-            conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False)
-            err = await _error_after(conn, Hello(v=2))
-            assert (err.code, err.fatal) == ("unsupported_version", True)
-            assert await conn.closed_with() == 4400
-            assert (await client.status()).state in ("idle", "active")
-            await client.connect()  # the session survives
-            assert len(await collect_frames(client, 2)) == 2
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def _error_after(conn: RawConn, data: bytes | str | object) -> Error:
+    if isinstance(data, bytes | str):
+        await conn.send_raw(data)
+    else:
+        await conn.send(data)
+    error: Error = await conn.next_of(Error)
+    return error
 
 
-def test_a_message_before_hello_is_an_error_and_hello_still_works(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False)
-        try:
-            err = await _error_after(conn, Interrupt(id=1))
-            assert (err.code, err.fatal) == ("invalid_field", False)
-            await conn.send(Hello(v=1))
-            assert await conn.alive()
-        finally:
-            await conn.close()
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
-
-
-def test_wrong_token_and_unknown_session_close_with_4401_and_4404(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        try:
-            conn = await RawConn.open(client.session.ws_url, "not-the-token", hello=False)
-            err = await conn.next_of(Error)
-            assert (err.code, err.fatal) == ("unauthorized", True)
-            assert await conn.closed_with() == 4401
-            other = client.session.ws_url.replace(client.session.session_id, "s_0000000000000000")
-            conn = await RawConn.open(other, client.session.token, hello=False)
-            err = await conn.next_of(Error)
-            assert (err.code, await conn.closed_with()) == ("not_found", 4404)
-            conn = await RawConn.open(client.session.ws_url, client.session.token, hello=False, query="media=gif")
-            err = await conn.next_of(Error)
-            assert err.code == "invalid_field" and "media" in err.message
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+MALFORMED = [
+    pytest.param(b"\xc1", "bad_message", id="not-msgpack"),
+    pytest.param(msgpack.packb([1, 2, 3]), "bad_message", id="not-a-map"),
+    pytest.param("a text frame", "bad_message", id="text-frame"),
+    pytest.param(msgpack.packb({"t": "teleport"}), "unknown_type", id="unknown-t"),
+    pytest.param(msgpack.packb({"seq": 1}), "unknown_type", id="no-t"),
+    pytest.param(msgpack.packb({"t": "action", "seq": "one", "ts": 0.0, "keys": []}), "invalid_field",
+                 id="action-seq-not-an-int"),
+    pytest.param(msgpack.packb({"t": "interrupt"}), "invalid_field", id="interrupt-without-id"),
+    pytest.param(msgpack.packb({"t": "direct", "id": 5, "prompt": "x" * 2001}), "invalid_field",
+                 id="direct-prompt-too-long"),
+    pytest.param(msgpack.packb({"t": "ping", "id": 1, "ts": 0.0, "pad": b"\0" * 70_000}), "too_large",
+                 id="ping-over-the-size-limit"),
+    pytest.param(Action(seq=1, ts=0.0, keys=("z",)), "invalid_field", id="action-key-outside-the-action-space"),
+    pytest.param(Action(seq=2, ts=0.0, keys=("w",), axes=(0.1, 0.2, 0.3)), "invalid_field",
+                 id="action-with-3-axes-model-has-2"),
+    pytest.param(Hello(v=1), "conflict", id="second-hello"),
+]
 
 
-def test_an_action_flood_is_coalesced_latest_wins_and_counted(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        await client.connect()
-        coalesced = daemon.daemon.metrics.actions_coalesced
-        before = coalesced._value.get()
-        try:
-            for _ in range(1000):  # ~4x the 240/s limit in one burst
-                last = await client.send_action(["d"], mouse=(0.5, 0.0))
-            await client.ping()
-            frames = []
-            while not frames or frames[-1].action_seq < last.seq:
-                frames += await collect_frames(client, 1)
-            assert coalesced._value.get() - before >= 1000 - 240
-            assert frames[-1].action_seq == last.seq  # the newest state won
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+@pytest.mark.parametrize(("data", "code"), MALFORMED)
+async def test_a_malformed_message_gets_its_code_and_the_session_goes_on(conn: RawConn, data: object,
+                                                                         code: str) -> None:
+    err = await _error_after(conn, data)
+    assert (err.code, err.fatal) == (code, False)
+    assert await conn.alive()
+    frames = [m for m in conn.messages if isinstance(m, Frame)]
+    frames += [await conn.next_of(Frame) for _ in range(3)]
+    assert [f.idx for f in frames] == list(range(len(frames)))  # the stream never broke
 
 
-def test_repeated_bad_messages_are_fatal_to_the_connection_only() -> None:
-    async def run(url: str) -> None:
-        client = await _world(url)
+async def test_a_failed_request_error_names_the_request_id(conn: RawConn) -> None:
+    err = await _error_after(conn, msgpack.packb({"t": "direct", "id": 41, "prompt": 3}))
+    assert (err.code, err.re) == ("invalid_field", 41) and "prompt" in err.message
+
+
+async def test_unsupported_version_closes_the_connection_but_not_the_session(world: SessionClient) -> None:
+    conn = await RawConn.open(world.session.ws_url, world.session.token, hello=False)
+    err = await _error_after(conn, Hello(v=2))
+    assert (err.code, err.fatal) == ("unsupported_version", True)
+    assert await conn.closed_with() == 4400
+    assert (await world.status()).state in ("idle", "active")
+    await world.connect()  # the session survives
+    assert len(await collect_frames(world, 2)) == 2
+
+
+async def test_a_message_before_hello_is_an_error_and_hello_still_works(world: SessionClient) -> None:
+    conn = await RawConn.open(world.session.ws_url, world.session.token, hello=False)
+    try:
+        err = await _error_after(conn, Interrupt(id=1))
+        assert (err.code, err.fatal) == ("invalid_field", False)
+        await conn.send(Hello(v=1))
+        assert await conn.alive()
+    finally:
+        await conn.close()
+
+
+async def test_wrong_token_and_unknown_session_close_with_4401_and_4404(world: SessionClient) -> None:
+    conn = await RawConn.open(world.session.ws_url, "not-the-token", hello=False)
+    err = await conn.next_of(Error)
+    assert (err.code, err.fatal) == ("unauthorized", True)
+    assert await conn.closed_with() == 4401
+    other = world.session.ws_url.replace(world.session.session_id, "s_0000000000000000")
+    conn = await RawConn.open(other, world.session.token, hello=False)
+    err = await conn.next_of(Error)
+    assert (err.code, await conn.closed_with()) == ("not_found", 4404)
+    conn = await RawConn.open(world.session.ws_url, world.session.token, hello=False, query="media=gif")
+    err = await conn.next_of(Error)
+    assert err.code == "invalid_field" and "media" in err.message
+
+
+async def test_an_action_flood_is_coalesced_latest_wins_and_counted(daemon, world: SessionClient) -> None:
+    await world.connect()
+    coalesced = daemon.daemon.metrics.actions_coalesced
+    before = coalesced._value.get()
+    for _ in range(1000):  # ~4x the 240/s limit in one burst
+        last = await world.send_action(["d"], mouse=(0.5, 0.0))
+    await world.ping()
+    frames = []
+    while not frames or frames[-1].action_seq < last.seq:
+        frames += await collect_frames(world, 1)
+    assert coalesced._value.get() - before >= 1000 - 240
+    assert frames[-1].action_seq == last.seq  # the newest state won
+
+
+async def test_repeated_bad_messages_are_fatal_to_the_connection_only() -> None:
+    async with off_loop(running_daemon(abuse_errors_per_10s=5)) as d:
+        client = await _world(d.url)
         conn = await RawConn.open(client.session.ws_url, client.session.token)
         try:
             for _ in range(6):
@@ -183,9 +160,6 @@ def test_repeated_bad_messages_are_fatal_to_the_connection_only() -> None:
             await client.close_session()
             await client.aclose()
 
-    with running_daemon(abuse_errors_per_10s=5) as d:
-        asyncio.run(run(d.url))
-
 
 def test_creating_over_capacity_is_503_with_retry_after() -> None:
     with running_daemon(max_sessions=1) as d:
@@ -202,35 +176,17 @@ def test_creating_over_capacity_is_503_with_retry_after() -> None:
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"}).status_code == 201
 
 
-def test_the_token_may_come_in_the_query_string_as_browsers_send_it(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        try:
-            url = f"{client.session.ws_url}?media=raw&token={client.session.token}"
-            async with connect(url, compression=None, proxy=None, max_size=2**20) as ws:
-                await ws.send(encode(Hello(v=1, client="browser")))
-                assert isinstance(decode(await ws.recv(decode=False), expect="server"), Welcome)
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def test_the_token_may_come_in_the_query_string_as_browsers_send_it(world: SessionClient) -> None:
+    url = f"{world.session.ws_url}?media=raw&token={world.session.token}"
+    async with connect(url, compression=None, proxy=None, max_size=2**20) as ws:
+        await ws.send(encode(Hello(v=1, client="browser")))
+        assert isinstance(decode(await ws.recv(decode=False), expect="server"), Welcome)
 
 
-def test_a_request_flood_is_rate_limited_and_the_session_goes_on(daemon) -> None:
-    async def run() -> None:
-        client = await _world(daemon.url)
-        conn = await RawConn.open(client.session.ws_url, client.session.token)
-        try:
-            for i in range(60):  # 50 requests per second are allowed
-                await conn.send(Ping(id=i, ts=0.0))
-            limited = await conn.next_of(Error)
-            assert (limited.code, limited.fatal, limited.re) == ("rate_limited", False, 50)
-            await asyncio.sleep(1.1)
-            assert await conn.alive()
-        finally:
-            await conn.close()
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def test_a_request_flood_is_rate_limited_and_the_session_goes_on(conn: RawConn) -> None:
+    for i in range(60):  # 50 requests per second are allowed
+        await conn.send(Ping(id=i, ts=0.0))
+    limited = await conn.next_of(Error)
+    assert (limited.code, limited.fatal, limited.re) == ("rate_limited", False, 50)
+    await asyncio.sleep(1.1)
+    assert await conn.alive()

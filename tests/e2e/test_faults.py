@@ -12,7 +12,7 @@ import httpx
 from engine.api import StepPlan, StepResult
 from protocols.client import SessionClient
 from protocols.messages import Error
-from tests.conftest import RedisServer, running_daemon, tiny_engine
+from tests.conftest import RedisServer, off_loop, running_daemon, tiny_engine
 from tests.e2e._util import assert_timeline, collect, collect_frames
 
 
@@ -45,15 +45,15 @@ class _FaultyEngine:
         return getattr(self._engine, name)
 
 
-def test_an_engine_fault_ends_only_its_session() -> None:
-    async def run(url: str) -> None:
+async def test_an_engine_fault_ends_only_its_session() -> None:
+    async with off_loop(running_daemon(_FaultyEngine(tiny_engine()))) as d:
         healthy = SessionClient(timeout_s=20.0)
-        await healthy.create(url, "world")
+        await healthy.create(d.url, "world")
         await healthy.connect()
         doomed = []
         for prompt in ("explode-begin", "explode-step"):
             c = SessionClient(timeout_s=20.0)
-            await c.create(url, "world", prompt=prompt)
+            await c.create(d.url, "world", prompt=prompt)
             await c.connect()
             doomed.append(c)
         try:
@@ -71,46 +71,29 @@ def test_an_engine_fault_ends_only_its_session() -> None:
             for c in doomed:
                 await c.close_session()
                 await c.aclose()
-
-    with running_daemon(_FaultyEngine(tiny_engine())) as d:
-        asyncio.run(run(d.url))
         assert d.daemon.metrics.engine_faults._value.get() == 2
 
 
-def _create(url: str) -> httpx.Response:
-    return httpx.post(f"{url}/v1/sessions", json={"mode": "world"}, timeout=10)
-
-
-def test_redis_down_keeps_sessions_running_and_create_is_503_until_it_is_back(redis_server: RedisServer) -> None:
-    async def stream(client: SessionClient, n: int) -> list[Any]:
-        return await collect_frames(client, n)
-
-    with running_daemon(redis_url=redis_server.url) as d:
-        client = SessionClient(timeout_s=20.0)
-
-        async def start() -> list[Any]:
-            await client.create(d.url, "world")
-            await client.connect()
-            return await stream(client, 8)
-
-        loop = asyncio.new_event_loop()
-        try:
-            before = loop.run_until_complete(start())
-            redis_server.kill()
-            refused = _create(d.url)
-            assert refused.status_code == 503
-            assert refused.json()["error"]["code"] == "store_unavailable"
-            assert refused.headers["retry-after"] == "2"
-            during = loop.run_until_complete(stream(client, 24))  # the live session does not notice
-            assert_timeline(before + during, 16)
-            redis_server.start()
-            deadline = time.monotonic() + 10
-            while (created := _create(d.url)).status_code != 201 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            assert created.status_code == 201
-            after = loop.run_until_complete(stream(client, 8))
-            assert_timeline(before + during + after, 16)
-            loop.run_until_complete(client.close_session())
-        finally:
-            loop.run_until_complete(client.aclose())
-            loop.close()
+async def test_redis_down_keeps_sessions_running_and_create_is_503_until_it_is_back(
+        redis_server: RedisServer) -> None:
+    async with off_loop(running_daemon(redis_url=redis_server.url)) as d, \
+            httpx.AsyncClient(base_url=d.url, timeout=10) as http, SessionClient(timeout_s=20.0) as client:
+        await client.create(d.url, "world")
+        await client.connect()
+        before = await collect_frames(client, 8)
+        await asyncio.to_thread(redis_server.kill)
+        refused = await http.post("/v1/sessions", json={"mode": "world"})
+        assert refused.status_code == 503
+        assert refused.json()["error"]["code"] == "store_unavailable"
+        assert refused.headers["retry-after"] == "2"
+        during = await collect_frames(client, 24)  # the live session does not notice
+        assert_timeline(before + during, 16)
+        await asyncio.to_thread(redis_server.start)
+        deadline = time.monotonic() + 10
+        while (created := await http.post("/v1/sessions", json={"mode": "world"})).status_code != 201 \
+                and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        assert created.status_code == 201
+        after = await collect_frames(client, 8)
+        assert_timeline(before + during + after, 16)
+        await client.close_session()

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
 import threading
 
 import httpx
+import pytest
 
-from tests.conftest import running_daemon, tiny_engine
+from protocols.client import SessionClient
+from protocols.http import CreateSessionResponse
+from tests.conftest import off_loop, running_daemon, tiny_engine
+from tests.e2e._util import collect_frames, session_client
 
 
 def _auth(token: str) -> dict[str, str]:
@@ -61,41 +65,33 @@ def test_a_wrong_or_missing_token_is_401_and_reveals_nothing(daemon) -> None:
     httpx.delete(url, headers=_auth(body["token"]))
 
 
-def test_bad_create_bodies_are_400_naming_the_field(daemon) -> None:
-    cases = [
-        (b"{not json", "bad_message", None),
-        (b"[1, 2]", "bad_message", None),
-        (b'{"prompt": "x"}', "invalid_field", "mode"),
-        (b'{"mode": "cinema"}', "invalid_field", "mode"),
-        (b'{"mode": "world", "seed": "7"}', "invalid_field", "seed"),
-        (b'{"mode": "world", "width": 640}', "invalid_field", "width"),
-        (b'{"mode": "world", "model": "wan-1.3b"}', "invalid_field", "model"),
-        (b'{"mode": "world", "fps": 0}', "invalid_field", "fps"),
-    ]
-    for raw, code, field in cases:
-        r = httpx.post(f"{daemon.url}/v1/sessions", content=raw, headers={"content-type": "application/json"})
-        assert r.status_code == 400, raw
-        err = r.json()["error"]
-        assert (err["code"], err.get("field")) == (code, field), raw
+@pytest.mark.parametrize(("raw", "code", "field"), [
+    pytest.param(b"{not json", "bad_message", None, id="not-json"),
+    pytest.param(b"[1, 2]", "bad_message", None, id="not-an-object"),
+    pytest.param(b'{"prompt": "x"}', "invalid_field", "mode", id="no-mode"),
+    pytest.param(b'{"mode": "cinema"}', "invalid_field", "mode", id="unknown-mode"),
+    pytest.param(b'{"mode": "world", "seed": "7"}', "invalid_field", "seed", id="seed-a-string"),
+    pytest.param(b'{"mode": "world", "width": 640}', "invalid_field", "width", id="width-not-the-models"),
+    pytest.param(b'{"mode": "world", "model": "wan-1.3b"}', "invalid_field", "model", id="model-not-served"),
+    pytest.param(b'{"mode": "world", "fps": 0}', "invalid_field", "fps", id="fps-zero"),
+])
+def test_a_bad_create_body_is_400_naming_the_field(daemon, raw: bytes, code: str, field: str | None) -> None:
+    r = httpx.post(f"{daemon.url}/v1/sessions", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert (err["code"], err.get("field")) == (code, field)
 
 
-def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> None:
-    async def stream_a_little() -> None:
-        from protocols.client import SessionClient
-        from tests.e2e._util import collect_frames
-
-        client = SessionClient()
-        await client.create(daemon.url, "world")
-        await client.connect()
+async def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> None:
+    async with session_client(daemon.url, "world") as client:
         await client.send_action(["w"])
         await collect_frames(client, 24)
-        await client.close_session()
-        await client.aclose()
-
-    asyncio.run(stream_a_little())
-    assert httpx.get(f"{daemon.url}/healthz").json() == {"status": "ok"}
-    assert httpx.get(f"{daemon.url}/readyz").json() == {"status": "ready", "model": "tiny"}
-    metrics = httpx.get(f"{daemon.url}/metrics")
+    async with httpx.AsyncClient(base_url=daemon.url) as http:
+        assert (await http.get("/healthz")).json() == {"status": "ok"}
+        assert (await http.get("/readyz")).json() == {"status": "ready", "model": "tiny"}
+        metrics = await http.get("/metrics")
+        cap = (await http.get("/v1/capacity")).json()
+        page = await http.get("/")
     assert metrics.status_code == 200
     for name in ("sessiond_sessions{state=\"idle\"}", "sessiond_frames_generated_total", "sessiond_frames_sent_total",
                  "sessiond_step_seconds_bucket", "sessiond_chunk_seconds_bucket", "sessiond_output_queue_frames",
@@ -103,11 +99,10 @@ def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> None:
         assert name in metrics.text, name
     sent = next(line for line in metrics.text.splitlines() if line.startswith("sessiond_frames_sent_total"))
     assert float(sent.split()[1]) >= 24
-    cap = httpx.get(f"{daemon.url}/v1/capacity").json()
     assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
     assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "kv"
     assert cap["store"] == {"kind": "memory", "healthy": True}
-    page = httpx.get(f"{daemon.url}/")
+    assert cap["prompt_examples"] == []  # the tiny model names none (and the create response leaves them out)
     assert page.status_code == 200 and "<html" in page.text.lower()
 
 
@@ -141,22 +136,41 @@ def test_readyz_is_503_and_create_refused_until_the_engine_is_warm() -> None:
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"}).status_code == 201
 
 
-def test_no_log_line_carries_a_token(daemon, caplog) -> None:
+class _ExamplesEngine:
+    """The real tiny engine, naming two example prompts in its info (as the demo model names its themes)."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+        self.info = dataclasses.replace(engine.info, prompt_examples=("a snowy day", "desert dunes"))  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+async def test_the_models_example_prompts_are_in_create_welcome_and_capacity() -> None:
+    async with off_loop(running_daemon(_ExamplesEngine(tiny_engine()))) as d, httpx.AsyncClient() as http:
+        body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "director"})).json()
+        assert body["prompt_examples"] == ["a snowy day", "desert dunes"]
+        async with SessionClient() as client:
+            client.attach(d.url, CreateSessionResponse.from_json(body))
+            session = dict((await client.connect()).session)
+            await client.disconnect()
+        assert session["prompt_examples"] == ["a snowy day", "desert dunes"]
+        assert session == {k: v for k, v in body.items() if k != "token"}
+        assert (await http.get(f"{d.url}/v1/capacity")).json()["prompt_examples"] == ["a snowy day", "desert dunes"]
+        await http.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
+
+
+async def test_no_log_line_carries_a_token(daemon, caplog) -> None:
     caplog.set_level(logging.DEBUG)
-    body = httpx.post(f"{daemon.url}/v1/sessions", json={"mode": "world"}).json()
-
-    async def use() -> None:
-        from protocols.client import SessionClient
-
-        client = SessionClient()
-        client.attach(daemon.url, __import__("protocols.http", fromlist=["x"]).CreateSessionResponse.from_json(body))
+    async with httpx.AsyncClient() as http:
+        body = (await http.post(f"{daemon.url}/v1/sessions", json={"mode": "world"})).json()
+    async with SessionClient() as client:
+        client.attach(daemon.url, CreateSessionResponse.from_json(body))
         await client.connect()
         await client.send_action(["w"])
         await client.disconnect()
         await client.close_session()
-        await client.aclose()
-
-    asyncio.run(use())
     ours = ("sessiond", "transports", "engine", "uvicorn", "protocols")
     lines = [r.getMessage() + repr(r.__dict__) for r in caplog.records if r.name.startswith(ours)]
     assert any(body["session_id"] in line for line in lines)  # lifecycle lines were logged

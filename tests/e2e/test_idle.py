@@ -5,38 +5,33 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from protocols.client import ClientError, SessionClient
-from tests.conftest import running_daemon
+from tests.conftest import off_loop, running_daemon
 from tests.e2e._util import assert_timeline, collect_frames
 
 
-def test_an_idle_session_is_offloaded_restored_on_demand_and_closed_later() -> None:
-    async def run(d) -> None:
-        client = SessionClient(timeout_s=20.0)
-        try:
-            await client.create(d.url, "world")
-            await client.connect()
-            await collect_frames(client, 8)
-            await client.disconnect()
-            await asyncio.sleep(1.2)
-            status = await client.status()
-            assert status.state == "offloaded"
-            kv = d.daemon.scheduler.kv
-            assert kv.per_session[client.session.session_id][1] > 0  # slabs on the host
-            await client.connect()
-            after = await collect_frames(client, 8)
-            assert after[0].disc
-            assert_timeline(after, 16, status.frames_sent)  # resumes where it stopped
-            assert (await client.status()).state == "active"
-            await client.disconnect()
-            await asyncio.sleep(3.5)
-            try:
-                await client.status()
-                raise AssertionError("the idle session should have been closed")
-            except ClientError as exc:
-                assert exc.code == "not_found"
-        finally:
-            await client.aclose()
-
-    with running_daemon(idle_offload_s=0.5, idle_close_s=2.5) as d:
-        asyncio.run(run(d))
+@pytest.mark.slow
+async def test_an_idle_session_is_offloaded_restored_on_demand_and_closed_later() -> None:
+    async with off_loop(running_daemon(idle_offload_s=0.5, idle_close_s=2.5)) as d, \
+            SessionClient(timeout_s=20.0) as client:
+        await client.create(d.url, "world")
+        await client.connect()
+        await collect_frames(client, 8)
+        await client.disconnect()
+        await asyncio.sleep(1.2)
+        status = await client.status()
+        assert status.state == "offloaded"
+        kv = d.daemon.scheduler.kv
+        assert kv.per_session[client.session.session_id][1] > 0  # slabs on the host
+        await client.connect()
+        after = await collect_frames(client, 8)
+        assert after[0].disc
+        assert_timeline(after, 16, status.frames_sent)  # resumes where it stopped
+        assert (await client.status()).state == "active"
+        await client.disconnect()
+        await asyncio.sleep(3.5)
+        with pytest.raises(ClientError) as closed:  # the idle session was closed
+            await client.status()
+        assert closed.value.code == "not_found"

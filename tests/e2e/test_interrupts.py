@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import random
 
+import pytest
+
 from protocols.client import SessionClient
 from protocols.messages import Ack, Frame, SegmentEnd
 from protocols.timeline import pts_for
-from tests.e2e._util import assert_timeline, collect, collect_for, collect_frames, new_client
+from tests.e2e._util import assert_timeline, collect, collect_for, collect_frames, session_client
 
 
 def check_no_stale(messages: list[object], fps: int) -> tuple[int, int]:
@@ -33,61 +35,47 @@ def check_no_stale(messages: list[object], fps: int) -> tuple[int, int]:
     return len(frames), acks
 
 
-def test_interrupt_ack_names_the_last_sent_frame_and_the_next_one_is_disc(daemon) -> None:
-    async def run() -> None:
-        client = await new_client(daemon.url, "world")
-        try:
-            await collect_frames(client, 12)
-            task = asyncio.create_task(collect(client, lambda m: sum(isinstance(x, Frame) and x.disc for x in m)
-                                               >= 1))
-            ack = await client.interrupt()
-            msgs = await task
-            assert isinstance(ack, Ack) and ack.pts is not None
-            after_ack = msgs[msgs.index(ack) + 1:]
-            first = next(m for m in after_ack if isinstance(m, Frame))
-            assert first.disc and first.pts == ack.pts + 5625
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def test_interrupt_ack_names_the_last_sent_frame_and_the_next_one_is_disc(daemon) -> None:
+    async with session_client(daemon.url, "world") as client:
+        await collect_frames(client, 12)
+        task = asyncio.create_task(collect(client, lambda m: sum(isinstance(x, Frame) and x.disc for x in m)
+                                           >= 1))
+        ack = await client.interrupt()
+        msgs = await task
+        assert isinstance(ack, Ack) and ack.pts is not None
+        after_ack = msgs[msgs.index(ack) + 1:]
+        first = next(m for m in after_ack if isinstance(m, Frame))
+        assert first.disc and first.pts == ack.pts + 5625
 
 
-def test_flush_drops_unsent_frames_and_generation_goes_on(daemon) -> None:
-    async def run() -> None:
-        client = await new_client(daemon.url, "director")
-        try:
-            await client.direct("a long shot", seconds=4)  # 64 frames
-            first = await collect_frames(client, 1)
-            await client.received(first[0].idx)  # from now on at most a window (16) is in flight
-            await asyncio.sleep(0.6)  # the engine fills the window and the session's queue behind it
-            held = [m for m in await collect_for(client, 0.3) if isinstance(m, Frame)]
-            ack = await client.flush()
-            assert isinstance(ack, Ack) and ack.pts == held[-1].pts  # the window held the rest back
-            await client.received(held[-1].idx)
-            msgs: list[object] = []
+async def test_flush_drops_unsent_frames_and_generation_goes_on(daemon) -> None:
+    async with session_client(daemon.url, "director") as client:
+        await client.direct("a long shot", seconds=4)  # 64 frames
+        first = await collect_frames(client, 1)
+        await client.received(first[0].idx)  # from now on at most a window (16) is in flight
+        await asyncio.sleep(0.6)  # the engine fills the window and the session's queue behind it
+        held = [m for m in await collect_for(client, 0.3) if isinstance(m, Frame)]
+        ack = await client.flush()
+        assert isinstance(ack, Ack) and ack.pts == held[-1].pts  # the window held the rest back
+        await client.received(held[-1].idx)
+        msgs: list[object] = []
 
-            async def ack_each_frame_until_the_end() -> None:
-                async for msg in client.messages():
-                    msgs.append(msg)
-                    if isinstance(msg, Frame):
-                        await client.received(msg.idx)
-                    if isinstance(msg, SegmentEnd):
-                        return
+        async def ack_each_frame_until_the_end() -> None:
+            async for msg in client.messages():
+                msgs.append(msg)
+                if isinstance(msg, Frame):
+                    await client.received(msg.idx)
+                if isinstance(msg, SegmentEnd):
+                    return
 
-            await asyncio.wait_for(ack_each_frame_until_the_end(), 20)
-            end = msgs[-1]
-            assert isinstance(end, SegmentEnd) and end.status == "done"  # the segment went on
-            after = [m for m in msgs if isinstance(m, Frame)]
-            assert after[0].disc and after[0].idx == held[-1].idx + 1
-            assert_timeline(first + held + after, 16)
-            frames = len(first) + len(held) + len(after)
-            assert end.frames == frames < 64  # what was queued at the flush never went out
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+        await asyncio.wait_for(ack_each_frame_until_the_end(), 20)
+        end = msgs[-1]
+        assert isinstance(end, SegmentEnd) and end.status == "done"  # the segment went on
+        after = [m for m in msgs if isinstance(m, Frame)]
+        assert after[0].disc and after[0].idx == held[-1].idx + 1
+        assert_timeline(first + held + after, 16)
+        frames = len(first) + len(held) + len(after)
+        assert end.frames == frames < 64  # what was queued at the flush never went out
 
 
 async def _hammer(url: str, mode: str, seconds: float, rng: random.Random) -> tuple[int, int]:
@@ -128,14 +116,11 @@ async def _hammer(url: str, mode: str, seconds: float, rng: random.Random) -> tu
     return check_no_stale(messages, 16)
 
 
-def test_no_stale_frame_after_any_ack_under_load(daemon) -> None:
-    async def run() -> list[tuple[int, int]]:
-        rng = random.Random(1234)
-        modes = ["world"] * 6 + ["director"] * 6
-        return await asyncio.gather(*(_hammer(daemon.url, mode, 8.0, random.Random(rng.random()))
-                                      for mode in modes))
-
-    results = asyncio.run(run())
+@pytest.mark.slow
+async def test_no_stale_frame_after_any_ack_under_load(daemon) -> None:
+    rng = random.Random(1234)
+    modes = ["world"] * 6 + ["director"] * 6
+    results = await asyncio.gather(*(_hammer(daemon.url, mode, 8.0, random.Random(rng.random())) for mode in modes))
     frames = sum(f for f, _ in results)
     acks = sum(a for _, a in results)
     assert frames >= 2000

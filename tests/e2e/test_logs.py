@@ -3,18 +3,18 @@ daemon's own lines, whoever configured the log handlers."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 
 import httpx
+import pytest
 import websockets
 
 from protocols.codec import decode, encode
 from protocols.messages import PROTOCOL_VERSION, Direct, Hello, SegmentEnd
 from sessiond.config import ServeConfig
 from sessiond.server import uvicorn_config
-from tests.conftest import daemon_process
+from tests.conftest import daemon_process, off_loop
 
 
 class _Lines(logging.Handler):
@@ -42,24 +42,20 @@ def test_the_servers_request_lines_are_redacted_before_any_handler_sees_them() -
     assert handler.lines == ['127.0.0.1:5000 - "WebSocket /v1/sessions/s_1/ws?media=fmp4&token=<redacted>" [accepted]']
 
 
-def test_a_served_sessions_whole_log_output_never_contains_its_token(tmp_path: Path) -> None:
+@pytest.mark.slow
+async def test_a_served_sessions_whole_log_output_never_contains_its_token(tmp_path: Path) -> None:
     log = tmp_path / "daemon.log"
-
-    async def session(url: str) -> str:
-        created = httpx.post(f"{url}/v1/sessions", json={"mode": "director"}).json()
+    async with off_loop(daemon_process(log=log)) as (url, _), httpx.AsyncClient(base_url=url) as http:
+        created = (await http.post("/v1/sessions", json={"mode": "director"})).json()
         token = created["token"]
         async with websockets.connect(f"{created['ws_url']}?media=fmp4&token={token}", max_size=None) as ws:
             await ws.send(encode(Hello(v=PROTOCOL_VERSION, client="log-test")))
             await ws.send(encode(Direct(id=1, prompt="a lantern", seconds=0.5)))
             while not isinstance(decode(await ws.recv(), expect="server"), SegmentEnd):
                 pass
-        assert httpx.get(f"{url}/v1/sessions/{created['session_id']}?token={token}").status_code == 200
-        assert httpx.delete(f"{url}/v1/sessions/{created['session_id']}",
-                            headers={"Authorization": f"Bearer {token}"}).status_code == 204
-        return str(token)
-
-    with daemon_process(log=log) as (url, _):
-        token = asyncio.run(session(url))
+        assert (await http.get(f"/v1/sessions/{created['session_id']}?token={token}")).status_code == 200
+        assert (await http.delete(f"/v1/sessions/{created['session_id']}",
+                                  headers={"Authorization": f"Bearer {token}"})).status_code == 204
     text = log.read_text()
     assert token not in text
     assert "ws?media=fmp4&token=<redacted>" in text  # the request line is there, without its token

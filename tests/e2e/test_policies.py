@@ -9,53 +9,48 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from sessiond.traces.format import load_trace
-from tests.conftest import daemon_process, running_daemon
-from tests.e2e._util import collect, collect_frames, new_client
+from tests.conftest import daemon_process, off_loop, running_daemon
+from tests.e2e._util import collect, collect_frames, new_client, session_client
 
 
-def test_duty_policy_is_fed_each_tick_and_publishes_each_sessions_duty() -> None:
-    async def stream(url: str) -> None:
-        client = await new_client(url, "world")
+async def test_duty_policy_is_fed_each_tick_and_publishes_each_sessions_duty() -> None:
+    async with off_loop(running_daemon(policy="duty")) as d, httpx.AsyncClient(base_url=d.url) as http:
+        client = await new_client(d.url, "world")
         await collect_frames(client, 16)
         sid = client.session.session_id
         deadline = time.monotonic() + 5
         while True:  # scheduler ticks (twice a second) feed the tracker from the session states
-            cap = httpx.get(f"{url}/v1/capacity").json()["admission"]
+            cap = (await http.get("/v1/capacity")).json()["admission"]
             if cap["demanding"] or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.1)
         assert (cap["policy"], cap["scheduling"], cap["sessions"], cap["demanding"]) == ("duty", "deadline", 1, 1)
         assert cap["predicted_load"] > 0 and cap["cost_model"]
         assert cap["per_session"][sid]["demanding"] is True and cap["per_session"][sid]["measured"] > 0
-        status = httpx.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {client.session.token}"})
+        status = await http.get(f"/v1/sessions/{sid}", headers={"Authorization": f"Bearer {client.session.token}"})
         duty = status.json()["admission"]
         assert (duty["prior"], duty["demanding"]) == (cap["per_session"][sid]["prior"], True)
         assert 0 < duty["duty"] <= 1 and duty["measured"] > 0
-        metrics = httpx.get(f"{url}/metrics").text
+        metrics = (await http.get("/metrics")).text
         assert f'sessiond_session_duty{{mode="world",session="{sid}"}}' in metrics
         assert "sessiond_admission_predicted_load" in metrics
         await client.close_session()
         await client.aclose()
 
-    with running_daemon(policy="duty") as d:
-        asyncio.run(stream(d.url))
 
-
-def test_fifo_policy_schedules_in_request_order_and_streams() -> None:
-    async def stream(url: str) -> None:
-        client = await new_client(url, "director")
+async def test_fifo_policy_schedules_in_request_order_and_streams() -> None:
+    async with off_loop(running_daemon(policy="fifo")) as d, httpx.AsyncClient(base_url=d.url) as http:
+        cap = (await http.get("/v1/capacity")).json()["admission"]
+        assert (cap["policy"], cap["scheduling"]) == ("fifo", "fifo")
+        client = await new_client(d.url, "director")
         await client.direct("a road", seconds=1)
         msgs = await collect(client, lambda m: any(getattr(x, "T", "") == "segment_end" for x in m))
         assert sum(getattr(m, "T", "") == "frame" for m in msgs) == 16
         await client.close_session()
         await client.aclose()
-
-    with running_daemon(policy="fifo") as d:
-        cap = httpx.get(f"{d.url}/v1/capacity").json()["admission"]
-        assert (cap["policy"], cap["scheduling"]) == ("fifo", "fifo")
-        asyncio.run(stream(d.url))
 
 
 def test_one_per_gpu_holds_a_second_create_open_until_the_first_session_closes() -> None:
@@ -85,23 +80,18 @@ def test_one_per_gpu_answers_503_with_retry_after_once_the_wait_is_over() -> Non
         assert httpx.get(f"{d.url}/v1/capacity").json()["admission"]["waiting"] == 0
 
 
-def test_serve_with_record_writes_the_runs_traffic_as_a_recorded_trace_at_shutdown(tmp_path: Path) -> None:
+@pytest.mark.slow
+async def test_serve_with_record_writes_the_runs_traffic_as_a_recorded_trace_at_shutdown(tmp_path: Path) -> None:
     out = tmp_path / "run.jsonl"
-
-    async def traffic(url: str) -> None:
-        client = await new_client(url, "director", prompt="a mill", seed=4)
-        await client.direct("the mill turns", seconds=1)
-        await collect_frames(client, 4)
-        await client.interrupt()
-        await client.close_session()
-        await client.aclose()
+    async with off_loop(daemon_process("--record", str(out), log=tmp_path / "daemon.log")) as (url, _):
+        async with session_client(url, "director", prompt="a mill", seed=4) as client:
+            await client.direct("the mill turns", seconds=1)
+            await collect_frames(client, 4)
+            await client.interrupt()
         world = await new_client(url, "world")
         await world.send_action(["w"])
         await collect_frames(world, 4)
         await world.aclose()  # left open: the daemon's shutdown ends it
-
-    with daemon_process("--record", str(out), log=tmp_path / "daemon.log") as (url, _):
-        asyncio.run(traffic(url))
     trace = load_trace(out)  # the daemon stopped (SIGTERM) and wrote it on its way out
     assert (trace.header.source, trace.header.name) == ("recorded", "run")
     events = [(e.s, e.ev) for e in trace.events]

@@ -3,17 +3,16 @@ the daemon: one timeline from pts 0, and interrupts at any point leave no stale 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from engine.config import get_config, register_config, unregister_config
+from engine.config import tiny_config
 from engine.decoders.wan_vae import WanVAEConfig
 from protocols.messages import Frame
 from tests.conftest import running_daemon
-from tests.e2e._util import assert_timeline, collect_for, collect_frames, new_client
+from tests.e2e._util import assert_timeline, collect_for, collect_frames, session_client
 from tests.e2e.test_interrupts import check_no_stale
 
 MODEL = "tiny+wan-vae-split-e2e"
@@ -23,46 +22,28 @@ MODEL = "tiny+wan-vae-split-e2e"
 def split_daemon() -> Iterator[Any]:
     from engine.engine import Engine
 
-    tiny = get_config("tiny")
-    register_config(MODEL, tiny.with_overrides(name=MODEL, decoder_kind="wan_vae", first_decode_split=1,
-                                               extra={"wan_vae": WanVAEConfig.tiny()}))
-    try:
-        engine = Engine.create(model=MODEL, device="cpu", kv_budget_bytes=4 << 20)
-        engine.warmup()
-        with running_daemon(engine) as running:
-            yield running
-    finally:
-        unregister_config(MODEL)
+    config = tiny_config().with_overrides(name=MODEL, decoder_kind="wan_vae", first_decode_split=1,
+                                          extra={"wan_vae": WanVAEConfig.tiny()})
+    engine = Engine.create(model=config, device="cpu", kv_budget_bytes=4 << 20)
+    engine.warmup()
+    with running_daemon(engine) as running:
+        yield running
 
 
-def test_the_split_first_chunk_starts_one_unbroken_timeline_at_pts_zero(split_daemon: Any) -> None:
-    async def run() -> None:
-        client = await new_client(split_daemon.url, "world", prompt="a harbour", seed=3)
-        try:
-            frames = await collect_frames(client, 21)  # chunk 0: 1 + 4 frames; then 8 per chunk
-            assert_timeline(frames, client.session.fps)
-            assert frames[0].pts == 0
-            assert all(not f.disc for f in frames)
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def test_the_split_first_chunk_starts_one_unbroken_timeline_at_pts_zero(split_daemon: Any) -> None:
+    async with session_client(split_daemon.url, "world", prompt="a harbour", seed=3) as client:
+        frames = await collect_frames(client, 21)  # chunk 0: 1 + 4 frames; then 8 per chunk
+        assert_timeline(frames, client.session.fps)
+        assert frames[0].pts == 0
+        assert all(not f.disc for f in frames)
 
 
 @pytest.mark.parametrize("after_frames", [1, 5, 9])
-def test_interrupts_around_the_split_first_chunk_leave_no_stale_frame(split_daemon: Any, after_frames: int) -> None:
-    async def run() -> None:
-        client = await new_client(split_daemon.url, "world", prompt="a harbour", seed=5)
-        try:
-            seen: list[object] = list(await collect_frames(client, after_frames))
-            await client.interrupt()
-            seen += await collect_for(client, 1.5)
-            frames, acks = check_no_stale(seen, client.session.fps)
-            assert acks == 1 and frames > after_frames
-            assert any(isinstance(m, Frame) and m.disc for m in seen)
-        finally:
-            await client.close_session()
-            await client.aclose()
-
-    asyncio.run(run())
+async def test_interrupts_around_the_split_first_chunk_leave_no_stale_frame(split_daemon: Any, after_frames: int) -> None:
+    async with session_client(split_daemon.url, "world", prompt="a harbour", seed=5) as client:
+        seen: list[object] = list(await collect_frames(client, after_frames))
+        await client.interrupt()
+        seen += await collect_for(client, 1.5)
+        frames, acks = check_no_stale(seen, client.session.fps)
+        assert acks == 1 and frames > after_frames
+        assert any(isinstance(m, Frame) and m.disc for m in seen)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from engine.api import ChunkFrames, FrameAction, StepItem, StepPlan
-from engine.config import get_config, register_config, unregister_config
+from engine.config import tiny_config
 from engine.engine import Engine
 
 __all__ = ["W", "make_engine", "make_variant", "run_chunk", "run_chunks"]
@@ -17,13 +17,8 @@ def make_engine(**kwargs: object) -> Engine:
 
 
 def make_variant(name: str, **overrides: object) -> Engine:
-    """A tiny fp32 CPU engine whose config differs from tiny's by `overrides` (registered under
-    `name` only while the engine is built)."""
-    register_config(name, get_config("tiny").with_overrides(name=name, **overrides))
-    try:
-        return Engine.create(model=name, device="cpu")
-    finally:
-        unregister_config(name)
+    """A tiny fp32 CPU engine whose config differs from tiny's by `overrides`, named `name`."""
+    return Engine.create(model=tiny_config().with_overrides(name=name, **overrides), device="cpu")
 
 
 def run_chunk(engine: Engine, session_id: str, actions: list[FrameAction] | None = None) -> ChunkFrames:

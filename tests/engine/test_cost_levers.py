@@ -8,6 +8,9 @@ import torch
 
 from engine._graphs import GraphKey, PassGraphs, rerun_capturer
 from engine.api import Phase, StepItem, StepPlan
+from engine.catalog import core_catalog
+from engine.config import wan_13b_config
+from engine.errors import ConfigError
 from tests.engine._helpers import W, make_engine, make_variant, run_chunk
 
 CHUNKS = 5  # tiny: sink 1 + window 2, so the ring wraps and slabs are reused
@@ -101,16 +104,15 @@ def test_fp8_ffn_runs_scaled_gemms_close_to_the_exact_ffn() -> None:
 
 
 def test_world_geometry_configs_are_servable_by_name() -> None:
-    from engine.config import config_names, get_config
-    from engine.errors import ConfigError
-
-    world = get_config("wan-1.3b-world")
+    catalog = core_catalog()
+    world = catalog.config("wan-1.3b-world")
     assert (world.sink_chunks, world.window_chunks, world.context_chunks) == (1, 2, 3)
     assert world.window_chunks * world.latent_frames_per_chunk == 6  # Matrix-Game 2.0's local window
     assert world.decoder_kind == "wan_vae" and world.tokens_per_chunk == 4680
-    assert get_config("wan-1.3b-world-preview").decoder_kind == "taehv"
-    assert get_config("wan-1.3b-preview").window_chunks == 6
-    assert {"wan-1.3b-world", "wan-1.3b-world-preview", "wan-1.3b-preview"} <= set(config_names())
+    assert catalog.config("wan-1.3b-world-preview") == world.with_overrides(
+        name="wan-1.3b-world-preview", decoder_kind="taehv")
+    assert catalog.config("wan-1.3b-preview") == wan_13b_config().with_overrides(
+        name="wan-1.3b-preview", decoder_kind="taehv")
     assert not (world.cuda_graphs or world.fp8_ffn or world.kv_from_last_pass)  # every lever off by default
     try:
         world.with_overrides(window_chunks=0)
@@ -121,8 +123,6 @@ def test_world_geometry_configs_are_servable_by_name() -> None:
 
 
 def test_cuda_graphs_config_needs_cuda() -> None:
-    from engine.errors import ConfigError
-
     try:
         make_variant("tiny-graphs", cuda_graphs=True)
     except ConfigError as exc:

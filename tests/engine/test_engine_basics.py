@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
+from engine.demo.registration import catalog_with_demo
 from engine.errors import ActionError, ConfigError, SessionStateError
 from tests.engine._helpers import W, make_engine, run_chunk
 
@@ -75,7 +76,7 @@ def test_asking_for_the_wrong_phase_is_an_item_error() -> None:
 
 def test_unknown_model_names_the_valid_ones() -> None:
     with pytest.raises(ConfigError) as info:
-        make_engine(model="wan-14b")
+        make_engine(model="wan-14b", catalog=catalog_with_demo())
     assert info.value.code == "unknown_model"
     assert "demo, demo-fine, tiny, wan-1.3b" in info.value.message
 

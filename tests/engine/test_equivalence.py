@@ -20,7 +20,7 @@ def _inputs(engine, chunks: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tens
     frames = chunks * c.latent_frames_per_chunk
     latents = torch.randn(1, c.in_dim, frames, c.latent_height, c.latent_width, generator=gen)
     actions = torch.rand(frames, c.action_features, generator=gen)
-    context = engine._embed("a quiet valley")[None]
+    context = engine.embed_prompt("a quiet valley")[None]
     return latents, actions, context
 
 

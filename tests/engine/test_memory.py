@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from engine._memory import WorkingSet, check_cuda_kv_budget, cuda_kv_budget
-from engine.config import get_config
+from engine.config import tiny_config, wan_13b_config
 from engine.errors import ConfigError
 
 GIB = 2**30
-CONFIG = dataclasses.replace(get_config("tiny"), cuda_kv_memory_fraction=0.8, cuda_working_margin=0.25)
+CONFIG = dataclasses.replace(tiny_config(), cuda_kv_memory_fraction=0.8, cuda_working_margin=0.25)
 
 
 def test_the_pool_gets_whole_sessions_of_the_memory_left_after_the_working_set() -> None:
@@ -40,7 +40,9 @@ def test_a_small_model_does_not_take_the_whole_gpu() -> None:
 
 def test_an_explicit_pool_may_fill_what_the_working_set_leaves() -> None:
     # 100 GiB free, 20 GiB peak -> 75 GiB beside it (no 0.8 fraction) -> 9 sessions of 6 + 2 GiB = 72 GiB fit
-    check_cuda_kv_budget(9 * 6 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG)
+    assert check_cuda_kv_budget(9 * 6 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG) == 9
+    # a budget between whole sessions holds the whole ones: 9.5 sessions' bytes -> 9
+    assert check_cuda_kv_budget(9 * 6 * GIB + 3 * GIB, 100 * GIB, WorkingSet(20 * GIB, 2 * GIB), 6 * GIB, CONFIG) == 9
 
 
 def test_an_explicit_pool_too_large_for_the_working_set_is_a_coded_error_naming_what_fits() -> None:
@@ -51,7 +53,7 @@ def test_an_explicit_pool_too_large_for_the_working_set_is_a_coded_error_naming_
 
 
 def test_each_session_s_prompt_cross_attention_k_v_count_beside_its_kv() -> None:
-    wan = get_config("wan-1.3b")
+    wan = wan_13b_config()
     working = WorkingSet(peak_bytes=20 * GIB, cache_bytes_per_session=2 * GIB)
     counted = working.with_cross(wan, torch.bfloat16)
     # 2 (K and V) x 30 layers x 512 prompt tokens x 1,536 channels x 2 bytes = 94,371,840 bytes

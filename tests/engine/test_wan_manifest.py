@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from engine.config import get_config
+from engine.config import wan_13b_config
 from engine.model import ACTION_PREFIX, CausalDiT
 
 MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_manifest.json"
@@ -15,7 +15,7 @@ MANIFEST = Path(__file__).resolve().parents[1] / "fixtures" / "wan2.1_t2v_1.3b_m
 
 def _meta_state() -> dict[str, torch.Tensor]:
     with torch.device("meta"):
-        return CausalDiT(get_config("wan-1.3b")).state_dict()
+        return CausalDiT(wan_13b_config()).state_dict()
 
 
 def _manifest_keys() -> dict[str, dict[str, object]]:
@@ -44,7 +44,7 @@ def test_action_parameters_are_the_only_extra_keys_and_are_prefixed() -> None:
 
 def test_wan_config_matches_the_manifest_config() -> None:
     manifest = json.loads(MANIFEST.read_text())["config"]
-    c = get_config("wan-1.3b")
+    c = wan_13b_config()
     assert (c.dim, c.ffn_dim, c.freq_dim, c.num_heads, c.num_layers) == (
         manifest["dim"], manifest["ffn_dim"], manifest["freq_dim"], manifest["num_heads"], manifest["num_layers"]
     )

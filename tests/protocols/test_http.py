@@ -114,6 +114,16 @@ def test_create_response_round_trips_and_its_public_form_has_no_token() -> None:
     assert public == {k: v for k, v in RESPONSE.to_json().items() if k != "token"}
 
 
+def test_create_response_prompt_examples_are_optional_and_travel_as_a_list() -> None:
+    assert "prompt_examples" not in RESPONSE.to_json()
+    with_examples = CreateSessionResponse.from_json({**RESPONSE.to_json(), "prompt_examples": ["a snowy day", "dunes"]})
+    assert with_examples.prompt_examples == ("a snowy day", "dunes")
+    assert with_examples.public_json()["prompt_examples"] == ["a snowy day", "dunes"]
+    with pytest.raises(ProtocolError) as info:
+        CreateSessionResponse.from_json({**RESPONSE.to_json(), "prompt_examples": ["ok", 3]})
+    assert (info.value.code, info.value.field) == (ErrorCode.INVALID_FIELD, "prompt_examples")
+
+
 def test_a_create_response_missing_its_ws_url_is_invalid() -> None:
     obj = {k: v for k, v in RESPONSE.to_json().items() if k != "ws_url"}
     with pytest.raises(ProtocolError) as info:

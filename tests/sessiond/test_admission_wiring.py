@@ -3,7 +3,6 @@ counts the overrun actions and hands them to housekeeping; a session's duty for 
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from prometheus_client import CollectorRegistry
@@ -22,50 +21,44 @@ def _runtime() -> tuple[PolicyRuntime, CollectorRegistry]:
     return PolicyRuntime(policy, AdmissionMetrics(registry)), registry
 
 
-def test_demand_states_say_what_each_session_demands() -> None:
-    async def run() -> None:
-        world = make_session("s_w")
-        world.attach("raw")
-        director = make_session("s_d", mode="director")
-        director.attach("raw")
-        director.start_segment(re=1, seconds=2.5)
-        director.settle()
-        idle = make_session("s_i", mode="director")
-        idle.set_state(SessionState.IDLE)
-        states = demand_states({"s_w": world, "s_d": director, "s_i": idle})
-        assert [(s.active, s.paused, s.segment, s.segment_media_s) for s in states.values()] == [
-            (True, False, None, None), (True, False, 1, 2.5), (False, False, None, None)]
-
-    asyncio.run(run())
+async def test_demand_states_say_what_each_session_demands() -> None:
+    world = make_session("s_w")
+    world.attach("raw")
+    director = make_session("s_d", mode="director")
+    director.attach("raw")
+    director.start_segment(re=1, seconds=2.5)
+    director.settle()
+    idle = make_session("s_i", mode="director")
+    idle.set_state(SessionState.IDLE)
+    states = demand_states({"s_w": world, "s_d": director, "s_i": idle})
+    assert [(s.active, s.paused, s.segment, s.segment_media_s) for s in states.values()] == [
+        (True, False, None, None), (True, False, 1, 2.5), (False, False, None, None)]
 
 
-def test_a_tick_feeds_the_tracker_and_counts_and_applies_the_overrun_actions() -> None:
-    async def run() -> None:
-        runtime, registry = _runtime()
-        tracker = runtime.policy.tracker
-        now = time.monotonic()
-        sessions = {}
-        for i in range(6):  # six directors, idle now; three generated non-stop for the last minute
-            sid = f"d{i}"
-            sessions[sid] = make_session(sid, mode="director")
-            sessions[sid].set_state(SessionState.IDLE)
-            tracker.add(sid, "director", now - 60)
-            if i < 3:
-                tracker.begin(sid, now - 60)
-        world = make_session("w")
-        world.attach("raw")  # playing: demanding from this tick on
-        sessions["w"] = world
-        tracker.add("w", "world", now)
-        actions = runtime.refresh(sessions)
-        assert tracker.demanding("w", time.monotonic()) and not tracker.demanding("d0", time.monotonic())
-        assert [(a.session_id, a.action) for a in actions] == [(f"d{i}", "offload_idle") for i in range(6)]
-        counted = registry.get_sample_value("sessiond_admission_overrun_actions_total", {"action": "offload_idle"})
-        assert counted == 6.0
-        apply_overruns(sessions, actions)
-        assert [sessions[f"d{i}"].state for i in range(6)] == [SessionState.OFFLOADED] * 6
-        assert world.state == SessionState.ACTIVE
-
-    asyncio.run(run())
+async def test_a_tick_feeds_the_tracker_and_counts_and_applies_the_overrun_actions() -> None:
+    runtime, registry = _runtime()
+    tracker = runtime.policy.tracker
+    now = time.monotonic()
+    sessions = {}
+    for i in range(6):  # six directors, idle now; three generated non-stop for the last minute
+        sid = f"d{i}"
+        sessions[sid] = make_session(sid, mode="director")
+        sessions[sid].set_state(SessionState.IDLE)
+        tracker.add(sid, "director", now - 60)
+        if i < 3:
+            tracker.begin(sid, now - 60)
+    world = make_session("w")
+    world.attach("raw")  # playing: demanding from this tick on
+    sessions["w"] = world
+    tracker.add("w", "world", now)
+    actions = runtime.refresh(sessions)
+    assert tracker.demanding("w", time.monotonic()) and not tracker.demanding("d0", time.monotonic())
+    assert [(a.session_id, a.action) for a in actions] == [(f"d{i}", "offload_idle") for i in range(6)]
+    counted = registry.get_sample_value("sessiond_admission_overrun_actions_total", {"action": "offload_idle"})
+    assert counted == 6.0
+    apply_overruns(sessions, actions)
+    assert [sessions[f"d{i}"].state for i in range(6)] == [SessionState.OFFLOADED] * 6
+    assert world.state == SessionState.ACTIVE
 
 
 def test_a_sessions_duty_for_its_status_or_none_when_untracked() -> None:

@@ -71,6 +71,7 @@ def test_a_non_positive_cpu_thread_count_names_the_option() -> None:
     assert "cpu_threads" in str(caught.value) and "positive integer" in str(caught.value)
 
 
+@pytest.mark.slow
 def test_serve_builds_the_cpu_engine_with_the_configured_threads() -> None:
     import torch
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 
@@ -18,18 +17,15 @@ def _record(sid: str, last_active_at: float, state: str = "idle") -> SessionReco
                          token_hash="0" * 64, created_at=0.0, last_active_at=last_active_at, state=state)
 
 
-def test_stored_sessions_idle_too_long_or_failed_are_forgotten_at_start() -> None:
-    async def go() -> list[str]:
-        store = MemoryStore()
-        now = time.time()
-        for rec in (_record("s_old", now - 700), _record("s_recent", now - 10), _record("s_failed", now, "failed"),
-                    _record("s_live", now - 700)):
-            await store.put_session(rec)
-        live = {"s_live": make_session("s_live")}
-        assert await sweep_stale(store, live, idle_close_s=600) == 2
-        return await store.list_sessions()
-
-    assert asyncio.run(go()) == ["s_live", "s_recent"]
+async def test_stored_sessions_idle_too_long_or_failed_are_forgotten_at_start() -> None:
+    store = MemoryStore()
+    now = time.time()
+    for rec in (_record("s_old", now - 700), _record("s_recent", now - 10), _record("s_failed", now, "failed"),
+                _record("s_live", now - 700)):
+        await store.put_session(rec)
+    live = {"s_live": make_session("s_live")}
+    assert await sweep_stale(store, live, idle_close_s=600) == 2
+    assert await store.list_sessions() == ["s_live", "s_recent"]
 
 
 @dataclass(frozen=True)

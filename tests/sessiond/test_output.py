@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 
 from protocols.messages import Ack
@@ -16,10 +14,7 @@ def _item(generation: int, n: int = 8, chunk: int = 0, segment: int = 0, action_
 
 
 def _stream(sent: int = 0, disc: bool = False, window: int = 16) -> OutputStream:
-    async def make() -> OutputStream:
-        return OutputStream(fps=16, window_frames=window, frames_sent=sent, disc=disc)
-
-    return asyncio.run(make())
+    return OutputStream(fps=16, window_frames=window, frames_sent=sent, disc=disc)
 
 
 def test_frames_get_consecutive_idx_and_their_pts_when_handed_out() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,26 +25,26 @@ class _RecordingExecutor(ThreadPoolExecutor):
         return super().submit(fn, *args, **kwargs)
 
 
-def test_the_fmp4_packer_is_built_in_the_executor() -> None:
+async def test_the_fmp4_packer_is_built_in_the_executor() -> None:
     executor = _RecordingExecutor()
     try:
-        packer = asyncio.run(make_packer("fmp4", 64, 32, 16, executor))
+        packer = await make_packer("fmp4", 64, 32, 16, executor)
     finally:
         executor.shutdown()
     assert isinstance(packer, Fmp4Packer) and packer.codec.startswith("avc1.")
     assert executor.ran == [Fmp4Packer]
 
 
-def test_a_raw_packer_needs_no_executor() -> None:
+async def test_a_raw_packer_needs_no_executor() -> None:
     executor = _RecordingExecutor()
     try:
-        packer = asyncio.run(make_packer("raw", 64, 32, 16, executor))
+        packer = await make_packer("raw", 64, 32, 16, executor)
     finally:
         executor.shutdown()
     assert isinstance(packer, RawPacker) and executor.ran == []
 
 
-def test_an_unknown_media_is_an_invalid_field_naming_media() -> None:
+async def test_an_unknown_media_is_an_invalid_field_naming_media() -> None:
     with pytest.raises(ProtocolError) as caught:
-        asyncio.run(make_packer("webm", 64, 32, 16, None))
+        await make_packer("webm", 64, 32, 16, None)
     assert (caught.value.code, caught.value.field) == (ErrorCode.INVALID_FIELD, "media")

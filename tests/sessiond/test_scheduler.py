@@ -3,7 +3,6 @@ exercised end to end in tests/e2e)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -158,20 +157,17 @@ def test_request_level_fifo_keeps_a_begun_chunk_in_its_requests_place() -> None:
     assert [c[0].id for c in deadline_first] == ["s_late"]
 
 
-def test_compatible_items_are_batched_into_one_step() -> None:
+async def test_compatible_items_are_batched_into_one_step() -> None:
     engine = FakeEngine()
     sessions = {f"s_{i}": _attached(f"s_{i}") for i in range(3)}
 
-    async def go() -> None:
-        sched = _scheduler(engine, sessions)
-        sched.worker.start()
-        try:
-            for _ in range(4):
-                await sched.run_round()
-        finally:
-            await sched.worker.stop()
-
-    asyncio.run(go())
+    sched = _scheduler(engine, sessions)
+    sched.worker.start()
+    try:
+        for _ in range(4):
+            await sched.run_round()
+    finally:
+        await sched.worker.stop()
     assert engine.plans[0] == (("s_0", Phase.DENOISE), ("s_1", Phase.DENOISE), ("s_2", Phase.DENOISE))
     assert all(len(p) == 3 for p in engine.plans[:4])
     assert all(s.out.media_frames == 8 and s.chunks_done == 1 for s in sessions.values())
@@ -184,22 +180,19 @@ def test_a_session_with_pending_ops_is_not_stepped_in_the_same_round() -> None:
     assert chosen == []
 
 
-def test_conditioning_is_the_action_state_sampled_at_the_chunk_boundary() -> None:
+async def test_conditioning_is_the_action_state_sampled_at_the_chunk_boundary() -> None:
     from protocols.messages import Action
 
     engine = FakeEngine()
     s = _attached("s_a")
     s.handle(Action(seq=4, ts=0.0, keys=("w",), mouse=(2.0, 1.0)), s.port)
 
-    async def go() -> None:
-        sched = _scheduler(engine, {"s_a": s})
-        sched.worker.start()
-        try:
-            await sched.run_round()
-        finally:
-            await sched.worker.stop()
-
-    asyncio.run(go())
+    sched = _scheduler(engine, {"s_a": s})
+    sched.worker.start()
+    try:
+        await sched.run_round()
+    finally:
+        await sched.worker.stop()
     assert engine.actions["s_a"] == [FrameAction(keys=("w",), mouse=(2.0, 1.0), buttons=0, axes=())]
     assert s.job.sample.action_seq == 4
 
@@ -229,21 +222,18 @@ def test_ops_run_in_order_and_a_failed_restore_is_reported() -> None:
     assert out.restore_failed == ("s_full",) and out.errors == {}
 
 
-def test_an_engine_fault_fails_the_session_with_engine_fault() -> None:
+async def test_an_engine_fault_fails_the_session_with_engine_fault() -> None:
     closed: list[tuple[str, str]] = []
     s = _attached("s_bad")
     sched = Scheduler(FakeEngine(fail_begin=("s_bad",)), EngineWorker(), {"s_bad": s}, max_batch=8,
                       metrics=Metrics(), idle_offload_s=30, idle_close_s=600, on_snapshot=lambda sid, d: None,
                       on_close=lambda sid, why: closed.append((sid, why)))
 
-    async def go() -> None:
-        sched.worker.start()
-        try:
-            await sched.run_round()
-        finally:
-            await sched.worker.stop()
-
-    asyncio.run(go())
+    sched.worker.start()
+    try:
+        await sched.run_round()
+    finally:
+        await sched.worker.stop()
     assert s.state.label == "failed" and closed == [("s_bad", "engine_fault")]
     err = s.out.control[-1]
     assert (err.code, err.fatal) == ("engine_fault", True)

@@ -56,24 +56,20 @@ def test_lifecycle_lines_are_json_and_never_carry_a_token() -> None:
     assert "SECRET123" not in bearer.getMessage()
 
 
-def test_the_engine_thread_runs_calls_in_order_off_the_loop() -> None:
+async def test_the_engine_thread_runs_calls_in_order_off_the_loop() -> None:
     seen: list[tuple[int, str]] = []
-
-    async def go() -> None:
-        worker = EngineWorker(max_queue=2)
-        worker.start()
-        loop_thread = threading.current_thread().name
-        results = await asyncio.gather(*(worker.call(lambda i=i: seen.append((i, threading.current_thread().name))
-                                                     or i) for i in range(5)))
-        assert results == [0, 1, 2, 3, 4]
-        assert all(name != loop_thread for _, name in seen)
-        with pytest.raises(ZeroDivisionError):
-            await worker.call(lambda: 1 / 0)
-        await worker.stop()
-        with pytest.raises(WorkerStopped):
-            await worker.call(lambda: 1)
-
-    asyncio.run(go())
+    worker = EngineWorker(max_queue=2)
+    worker.start()
+    loop_thread = threading.current_thread().name
+    results = await asyncio.gather(*(worker.call(lambda i=i: seen.append((i, threading.current_thread().name))
+                                                 or i) for i in range(5)))
+    assert results == [0, 1, 2, 3, 4]
+    assert all(name != loop_thread for _, name in seen)
+    with pytest.raises(ZeroDivisionError):
+        await worker.call(lambda: 1 / 0)
+    await worker.stop()
+    with pytest.raises(WorkerStopped):
+        await worker.call(lambda: 1)
     assert [i for i, _ in seen] == [0, 1, 2, 3, 4]
 
 

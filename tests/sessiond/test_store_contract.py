@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,16 +15,21 @@ from tests.conftest import RedisServer, find_free_port
 
 
 @pytest.fixture(params=["memory", "redis"])
-def make_store(request: pytest.FixtureRequest) -> Iterator[Any]:
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    """Each contract test runs against both stores; the Redis one talks to a redis-server of its own."""
     if request.param == "memory":
-        yield MemoryStore
+        memory = MemoryStore()
+        yield memory
+        await memory.close()
         return
     server = RedisServer(find_free_port())
-    server.start()
+    await asyncio.to_thread(server.start)
+    redis_store = RedisStore(server.url)
     try:
-        yield lambda: RedisStore(server.url)
+        yield redis_store
     finally:
-        server.stop()
+        await redis_store.close()
+        await asyncio.to_thread(server.stop)
 
 
 def _record(sid: str = "s_1", **kw: Any) -> SessionRecord:
@@ -34,96 +39,64 @@ def _record(sid: str = "s_1", **kw: Any) -> SessionRecord:
     return SessionRecord(**base)  # type: ignore[arg-type]
 
 
-def _run(make_store: Any, body: Any) -> Any:
-    async def go() -> Any:
-        store = make_store()
-        try:
-            return await body(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(go())
+async def test_a_record_round_trips_exactly(store: Any) -> None:
+    rec = _record(frames_sent=45, segment=2, state="idle", action_space={"keys": ["w"], "mouse": True})
+    await store.put_session(rec)
+    assert await store.get_session("s_1") == rec
 
 
-def test_a_record_round_trips_exactly(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        rec = _record(frames_sent=45, segment=2, state="idle", action_space={"keys": ["w"], "mouse": True})
-        await store.put_session(rec)
-        assert await store.get_session("s_1") == rec
-
-    _run(make_store, body)
+async def test_an_unknown_session_is_none(store: Any) -> None:
+    assert await store.get_session("s_missing") is None
+    assert await store.get_snapshot("s_missing") is None
 
 
-def test_an_unknown_session_is_none(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        assert await store.get_session("s_missing") is None
-        assert await store.get_snapshot("s_missing") is None
-
-    _run(make_store, body)
-
-
-def test_the_directory_lists_sessions_and_forgets_deleted_ones(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        for sid in ("s_b", "s_a", "s_c"):
-            await store.put_session(_record(sid))
-        await store.put_snapshot("s_b", b"latents")
-        await store.delete_session("s_b")
-        assert await store.list_sessions() == ["s_a", "s_c"]
-        assert await store.get_session("s_b") is None
-        assert await store.get_snapshot("s_b") is None
-
-    _run(make_store, body)
+async def test_the_directory_lists_sessions_and_forgets_deleted_ones(store: Any) -> None:
+    for sid in ("s_b", "s_a", "s_c"):
+        await store.put_session(_record(sid))
+    await store.put_snapshot("s_b", b"latents")
+    await store.delete_session("s_b")
+    assert await store.list_sessions() == ["s_a", "s_c"]
+    assert await store.get_session("s_b") is None
+    assert await store.get_snapshot("s_b") is None
 
 
-def test_a_later_put_replaces_the_record(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        await store.put_session(_record(frames_sent=1))
-        await store.put_session(_record(frames_sent=99, segment=4))
-        got = await store.get_session("s_1")
-        assert (got.frames_sent, got.segment) == (99, 4)
-        assert await store.list_sessions() == ["s_1"]
-
-    _run(make_store, body)
+async def test_a_later_put_replaces_the_record(store: Any) -> None:
+    await store.put_session(_record(frames_sent=1))
+    await store.put_session(_record(frames_sent=99, segment=4))
+    got = await store.get_session("s_1")
+    assert (got.frames_sent, got.segment) == (99, 4)
+    assert await store.list_sessions() == ["s_1"]
 
 
-def test_snapshots_are_bytes_exactly(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        blob = bytes(range(256)) * 1000
-        await store.put_snapshot("s_1", blob)
-        assert await store.get_snapshot("s_1") == blob
-
-    _run(make_store, body)
+async def test_snapshots_are_bytes_exactly(store: Any) -> None:
+    blob = bytes(range(256)) * 1000
+    await store.put_snapshot("s_1", blob)
+    assert await store.get_snapshot("s_1") == blob
 
 
-def test_events_come_back_in_order_per_session_and_all(make_store: Any) -> None:
-    async def body(store: Any) -> None:
-        events = [StoredEvent(t=float(i), session_id=f"s_{i % 2}", ev="action", fields={"seq": i, "keys": ["w"]})
-                  for i in range(1200)]  # more than one page of the Redis reader
-        await store.append_events(events[:700])
-        await store.append_events(events[700:])
-        everything = [e async for e in store.iter_events()]
-        odd = [e async for e in store.iter_events("s_1")]
-        assert everything == events
-        assert odd == [e for e in events if e.session_id == "s_1"]
-        assert odd[0].to_json() == {"t": 1.0, "s": "s_1", "ev": "action", "seq": 1, "keys": ["w"]}
-
-    _run(make_store, body)
+async def test_events_come_back_in_order_per_session_and_all(store: Any) -> None:
+    events = [StoredEvent(t=float(i), session_id=f"s_{i % 2}", ev="action", fields={"seq": i, "keys": ["w"]})
+              for i in range(1200)]  # more than one page of the Redis reader
+    await store.append_events(events[:700])
+    await store.append_events(events[700:])
+    everything = [e async for e in store.iter_events()]
+    odd = [e async for e in store.iter_events("s_1")]
+    assert everything == events
+    assert odd == [e for e in events if e.session_id == "s_1"]
+    assert odd[0].to_json() == {"t": 1.0, "s": "s_1", "ev": "action", "seq": 1, "keys": ["w"]}
 
 
-def test_a_record_never_holds_a_token(make_store: Any) -> None:
+def test_a_record_never_holds_a_token() -> None:
     assert "token" not in _record().to_json()
 
 
-def test_an_unreachable_redis_raises_store_unavailable() -> None:
-    async def go() -> None:
-        store = RedisStore(f"redis://127.0.0.1:{find_free_port()}/0", timeout_s=0.5)
-        try:
-            assert await store.ping() is False
-            with pytest.raises(StoreUnavailable, match="unreachable"):
-                await store.put_session(_record())
-            with pytest.raises(StoreUnavailable):
-                _ = [e async for e in store.iter_events()]
-        finally:
-            await store.close()
-
-    asyncio.run(go())
+async def test_an_unreachable_redis_raises_store_unavailable() -> None:
+    store = RedisStore(f"redis://127.0.0.1:{find_free_port()}/0", timeout_s=0.5)
+    try:
+        assert await store.ping() is False
+        with pytest.raises(StoreUnavailable, match="unreachable"):
+            await store.put_session(_record())
+        with pytest.raises(StoreUnavailable):
+            _ = [e async for e in store.iter_events()]
+    finally:
+        await store.close()

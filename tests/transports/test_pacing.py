@@ -64,33 +64,30 @@ def _action(seq: int) -> Action:
     return Action(seq=seq, ts=float(seq), keys=("w",))
 
 
-def test_actions_within_the_burst_pass_at_once_and_the_excess_coalesces_to_the_latest() -> None:
-    async def run() -> None:
-        submitted: list[Action] = []
+async def test_actions_within_the_burst_pass_at_once_and_the_excess_coalesces_to_the_latest() -> None:
+    submitted: list[Action] = []
 
-        async def submit(message: Action) -> None:
-            submitted.append(message)
+    async def submit(message: Action) -> None:
+        submitted.append(message)
 
-        now = FakeTime()
-        gate = ActionGate(submit, max_per_s=10, burst=2, now=now)
-        for seq in range(3):
-            gate.offer(_action(seq))
-            await asyncio.sleep(0)
-            await asyncio.sleep(0)
-        for seq in range(3, 50):
-            gate.offer(_action(seq))
+    now = FakeTime()
+    gate = ActionGate(submit, max_per_s=10, burst=2, now=now)
+    for seq in range(3):
+        gate.offer(_action(seq))
         await asyncio.sleep(0)
-        assert [a.seq for a in submitted] == [0, 1]
-        now.t += 0.15  # one token (and a half)
-        for _ in range(300):  # the gate re-checks its bucket every 0.1 s of real time
-            if len(submitted) == 3:
-                break
-            await asyncio.sleep(0.01)
-        assert [a.seq for a in submitted] == [0, 1, 49]
-        assert (gate.accepted, gate.dropped) == (3, 47)
-        await gate.close()
-
-    asyncio.run(run())
+        await asyncio.sleep(0)
+    for seq in range(3, 50):
+        gate.offer(_action(seq))
+    await asyncio.sleep(0)
+    assert [a.seq for a in submitted] == [0, 1]
+    now.t += 0.15  # one token (and a half)
+    for _ in range(300):  # the gate re-checks its bucket every 0.1 s of real time
+        if len(submitted) == 3:
+            break
+        await asyncio.sleep(0.01)
+    assert [a.seq for a in submitted] == [0, 1, 49]
+    assert (gate.accepted, gate.dropped) == (3, 47)
+    await gate.close()
 
 
 def test_a_nonpositive_action_rate_is_refused() -> None:

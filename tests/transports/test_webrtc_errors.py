@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
+import pytest_asyncio
 from aiortc import RTCConfiguration, RTCPeerConnection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,18 +20,15 @@ from tests.transports._session import FakePort
 from transports.webrtc import PeerScope, WebRTCConfig, WebRTCGateway, peer_scope
 
 
-def _answer_error(sdp: object, type_: object = "offer") -> ProtocolError:
-    async def run() -> ProtocolError:
-        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
-        try:
-            with pytest.raises(ProtocolError) as info:
-                await gateway.answer(FakePort(), sdp, type_)  # type: ignore[arg-type]
-            assert gateway.peer("s-test") is None
-            return info.value
-        finally:
-            await gateway.shutdown()
-
-    return asyncio.run(run())
+async def _answer_error(sdp: object, type_: object = "offer") -> ProtocolError:
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+    try:
+        with pytest.raises(ProtocolError) as info:
+            await gateway.answer(FakePort(), sdp, type_)  # type: ignore[arg-type]
+        assert gateway.peer("s-test") is None
+        return info.value
+    finally:
+        await gateway.shutdown()
 
 
 async def _client_offer() -> str:
@@ -49,157 +48,142 @@ async def _offer_without_video() -> str:
     return sdp
 
 
-def test_garbage_sdp_is_invalid_field() -> None:
-    error = _answer_error("hello, I am not SDP")
-    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
+async def _garbage() -> str:
+    return "hello, I am not SDP"
 
 
-def test_truncated_sdp_is_invalid_field() -> None:
-    sdp = asyncio.run(_client_offer())
-    error = _answer_error(sdp[: len(sdp) // 3])
-    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
+async def _truncated_offer() -> str:
+    sdp = await _client_offer()
+    return sdp[: len(sdp) // 3]
 
 
-def test_an_answer_instead_of_an_offer_is_invalid_field() -> None:
-    error = _answer_error(asyncio.run(_client_offer()), "answer")
-    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "type")
+async def _oversized() -> str:
+    return "v=0\r\n" + "a=x\r\n" * 20000
 
 
-def test_an_offer_without_video_is_invalid_field() -> None:
-    error = _answer_error(asyncio.run(_offer_without_video()))
-    assert (error.code, error.field) == (ErrorCode.INVALID_FIELD, "sdp")
-    assert "no video" in error.message
+BAD_OFFERS = [
+    pytest.param(_garbage, "offer", ErrorCode.INVALID_FIELD, "sdp", "must start with v=0", id="garbage-sdp"),
+    pytest.param(_truncated_offer, "offer", ErrorCode.INVALID_FIELD, "sdp", "cannot be answered", id="truncated-sdp"),
+    pytest.param(_client_offer, "answer", ErrorCode.INVALID_FIELD, "type", "type must be 'offer'",
+                 id="an-answer-instead-of-an-offer"),
+    pytest.param(_offer_without_video, "offer", ErrorCode.INVALID_FIELD, "sdp", "no video", id="offer-without-video"),
+    pytest.param(_oversized, "offer", ErrorCode.TOO_LARGE, "sdp", "larger than 65536 bytes", id="oversized-offer"),
+]
 
 
-def test_an_oversized_offer_is_too_large() -> None:
-    error = _answer_error("v=0\r\n" + "a=x\r\n" * 20000)
-    assert error.code == ErrorCode.TOO_LARGE
+@pytest.mark.parametrize(("make_sdp", "type_", "code", "field", "says"), BAD_OFFERS)
+async def test_a_bad_offer_is_refused_with_its_code_and_field(make_sdp: Callable[[], Awaitable[str]], type_: str,
+                                                              code: ErrorCode, field: str, says: str) -> None:
+    error = await _answer_error(await make_sdp(), type_)
+    assert (error.code, error.field) == (code, field)
+    assert says in error.message
 
 
-def test_a_second_offer_while_a_peer_is_live_is_conflict() -> None:
-    async def run() -> None:
-        port = FakePort()
+async def test_a_second_offer_while_a_peer_is_live_is_conflict() -> None:
+    port = FakePort()
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+    first, second = LoopbackClient(), LoopbackClient()
+    try:
+        await first.accept(*await gateway.answer(port, await first.offer(), "offer"))
+        with pytest.raises(ProtocolError) as info:
+            await gateway.answer(FakePort(), await second.offer(), "offer")
+        assert info.value.code == ErrorCode.CONFLICT
+    finally:
+        await first.close()
+        await second.close()
+        await gateway.shutdown()
+
+
+async def test_an_action_flood_is_coalesced_and_bounded() -> None:
+    port = FakePort()
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
+    client = LoopbackClient()
+    try:
+        await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
+        await asyncio.wait_for(client.control_open.wait(), 10)
+        started = time.monotonic()
+        for seq in range(500):
+            client.send(Action(seq=seq, ts=float(seq), keys=("w",)), channel="control")
+        client.send(Interrupt(id=1))  # ordered after the flood on the same channel
+        for _ in range(200):
+            if Interrupt(id=1) in port.submitted:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        actions = [m for m in port.submitted if isinstance(m, Action)]
+        peer = gateway.peer(port.session_id)
+        assert peer is not None
+        elapsed = time.monotonic() - started
+        assert len(actions) <= 8 + 1 + math.ceil(20 * elapsed)  # burst + the latest + the rate
+        assert actions[-1].seq == 499  # latest wins
+        assert peer.actions_dropped == 500 - len(actions)
+    finally:
+        await client.close()
+        await gateway.shutdown()
+
+
+async def test_a_malformed_message_gets_a_coded_error_and_the_peer_lives_on() -> None:
+    port = FakePort()
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+    client = LoopbackClient()
+    try:
+        await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
+        await asyncio.wait_for(client.control_open.wait(), 10)
+        client.control.send(b"\xc1 not msgpack")
+        error = await client.next_message(Error)
+        assert (error.code, error.fatal) == ("bad_message", False)
+        client.send(Interrupt(id=2), channel="actions")
+        error = await client.next_message(Error)
+        assert error.code == "unknown_type"
+        client.send(Interrupt(id=3))
+        for _ in range(100):
+            if port.submitted:
+                break
+            await asyncio.sleep(0.01)
+        assert port.submitted == [Interrupt(id=3)]
+    finally:
+        await client.close()
+        await gateway.shutdown()
+
+
+async def test_an_offer_missing_any_one_line_is_answered_or_refused_with_a_code() -> None:
+    offer = await _client_offer()
+    lines = offer.splitlines()
+    outcomes = []
+    for i in range(1, len(lines)):  # keep v=0
+        mutated = "\r\n".join(lines[:i] + lines[i + 1:]) + "\r\n"
         gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
-        first, second = LoopbackClient(), LoopbackClient()
         try:
-            await first.accept(*await gateway.answer(port, await first.offer(), "offer"))
-            with pytest.raises(ProtocolError) as info:
-                await gateway.answer(FakePort(), await second.offer(), "offer")
-            assert info.value.code == ErrorCode.CONFLICT
+            await gateway.answer(FakePort(session_id=f"s{i}"), mutated, "offer")
+            outcomes.append("answered")
+        except ProtocolError as exc:
+            outcomes.append(exc.code.value)
         finally:
-            await first.close()
-            await second.close()
             await gateway.shutdown()
-
-    asyncio.run(run())
-
-
-def test_an_action_flood_is_coalesced_and_bounded() -> None:
-    async def run() -> None:
-        port = FakePort()
-        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
-        client = LoopbackClient()
-        try:
-            await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
-            await asyncio.wait_for(client.control_open.wait(), 10)
-            started = time.monotonic()
-            for seq in range(500):
-                client.send(Action(seq=seq, ts=float(seq), keys=("w",)), channel="control")
-            client.send(Interrupt(id=1))  # ordered after the flood on the same channel
-            for _ in range(200):
-                if Interrupt(id=1) in port.submitted:
-                    break
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)
-            actions = [m for m in port.submitted if isinstance(m, Action)]
-            peer = gateway.peer(port.session_id)
-            assert peer is not None
-            elapsed = time.monotonic() - started
-            assert len(actions) <= 8 + 1 + math.ceil(20 * elapsed)  # burst + the latest + the rate
-            assert actions[-1].seq == 499  # latest wins
-            assert peer.actions_dropped == 500 - len(actions)
-        finally:
-            await client.close()
-            await gateway.shutdown()
-
-    asyncio.run(run())
-
-
-def test_a_malformed_message_gets_a_coded_error_and_the_peer_lives_on() -> None:
-    async def run() -> None:
-        port = FakePort()
-        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
-        client = LoopbackClient()
-        try:
-            await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
-            await asyncio.wait_for(client.control_open.wait(), 10)
-            client.control.send(b"\xc1 not msgpack")
-            error = await client.next_message(Error)
-            assert (error.code, error.fatal) == ("bad_message", False)
-            client.send(Interrupt(id=2), channel="actions")
-            error = await client.next_message(Error)
-            assert error.code == "unknown_type"
-            client.send(Interrupt(id=3))
-            for _ in range(100):
-                if port.submitted:
-                    break
-                await asyncio.sleep(0.01)
-            assert port.submitted == [Interrupt(id=3)]
-        finally:
-            await client.close()
-            await gateway.shutdown()
-
-    asyncio.run(run())
-
-
-def test_an_offer_missing_any_one_line_is_answered_or_refused_with_a_code() -> None:
-    async def run() -> list[str]:
-        offer = await _client_offer()
-        lines = offer.splitlines()
-        outcomes = []
-        for i in range(1, len(lines)):  # keep v=0
-            mutated = "\r\n".join(lines[:i] + lines[i + 1:]) + "\r\n"
-            gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
-            try:
-                await gateway.answer(FakePort(session_id=f"s{i}"), mutated, "offer")
-                outcomes.append("answered")
-            except ProtocolError as exc:
-                outcomes.append(exc.code.value)
-            finally:
-                await gateway.shutdown()
-        return outcomes
-
-    outcomes = asyncio.run(run())
     assert set(outcomes) <= {"answered", "invalid_field"}
     assert "invalid_field" in outcomes and "answered" in outcomes
 
 
-_OFFER: list[str] = []
-
-
-def _valid_offer() -> str:
-    if not _OFFER:
-        _OFFER.append(asyncio.run(_client_offer()))
-    return _OFFER[0]
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def valid_offer() -> str:
+    """One real offer for the whole module (hypothesis wants no per-example fixture)."""
+    return await _client_offer()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
-def test_a_corrupted_offer_never_escapes_as_anything_but_a_coded_error(data: st.DataObject) -> None:
-    offer = _valid_offer()
-    start = data.draw(st.integers(0, len(offer) - 1))
-    end = data.draw(st.integers(start, min(len(offer), start + 40)))
+async def test_a_corrupted_offer_never_escapes_as_anything_but_a_coded_error(valid_offer: str,
+                                                                            data: st.DataObject) -> None:
+    start = data.draw(st.integers(0, len(valid_offer) - 1))
+    end = data.draw(st.integers(start, min(len(valid_offer), start + 40)))
     junk = data.draw(st.text(max_size=20))
-    mutated = offer[:start] + junk + offer[end:]
-
-    async def run() -> str:
-        gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
-        try:
-            await gateway.answer(FakePort(), mutated, "offer")
-            return "answered"
-        except ProtocolError as exc:
-            return exc.code.value
-        finally:
-            await gateway.shutdown()
-
-    assert asyncio.run(run()) in {"answered", "invalid_field"}
+    mutated = valid_offer[:start] + junk + valid_offer[end:]
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
+    try:
+        await gateway.answer(FakePort(), mutated, "offer")
+        outcome = "answered"
+    except ProtocolError as exc:
+        outcome = exc.code.value
+    finally:
+        await gateway.shutdown()
+    assert outcome in {"answered", "invalid_field"}

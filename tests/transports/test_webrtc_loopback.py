@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
 
 from protocols.messages import Action, FramesInfo, Interrupt, Ping, Pong
 from protocols.timeline import pts_for
@@ -14,7 +17,16 @@ from transports.webrtc import WebRTCConfig, WebRTCGateway
 FPS = 16
 
 
-async def _connected(body: Callable[[FakePort, LoopbackClient, WebRTCGateway], Awaitable[None]]) -> None:
+@dataclass
+class Connected:
+    port: FakePort
+    client: LoopbackClient
+    gateway: WebRTCGateway
+
+
+@pytest.fixture
+async def connected() -> AsyncIterator[Connected]:
+    """A gateway and a loopback client with a live peer connection and an open `control` channel."""
     port = FakePort(fps=FPS)
     gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
     client = LoopbackClient()
@@ -22,96 +34,84 @@ async def _connected(body: Callable[[FakePort, LoopbackClient, WebRTCGateway], A
         sdp, type_ = await gateway.answer(port, await client.offer(), "offer")
         await client.accept(sdp, type_)
         await asyncio.wait_for(client.control_open.wait(), 10)
-        await body(port, client, gateway)
+        yield Connected(port, client, gateway)
     finally:
         await client.close()
         await gateway.shutdown()
 
 
-def test_answer_offers_only_the_configured_host_address() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        answer = client.pc.remoteDescription.sdp
-        candidates = [line.split()[4] for line in answer.splitlines() if line.startswith("a=candidate:")]
-        assert candidates and set(candidates) == {"127.0.0.1"}
-
-    asyncio.run(_connected(body))
+async def test_answer_offers_only_the_configured_host_address(connected: Connected) -> None:
+    client = connected.client
+    answer = client.pc.remoteDescription.sdp
+    candidates = [line.split()[4] for line in answer.splitlines() if line.startswith("a=candidate:")]
+    assert candidates and set(candidates) == {"127.0.0.1"}
 
 
-def test_frames_decode_and_rtp_timestamps_are_the_session_pts() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height, segment=3, action_seq=5))
-        port.outputs.put_nowait(make_chunk(4, 4, FPS, port.width, port.height, segment=3, action_seq=6))
-        port.outputs.put_nowait(make_chunk(8, 1, FPS, port.width, port.height, segment=3, action_seq=6))
-        # the receiver's jitter buffer releases a frame when the next one's first packet arrives
-        decoded = [await asyncio.wait_for(client.frames.get(), 10) for _ in range(8)]
-        assert [(f.width, f.height) for f in decoded] == [(port.width, port.height)] * 8
-        assert [f.pts for f in decoded] == [pts_for(i, FPS) for i in range(8)]  # relative to the first
-        assert client.rtp_timestamps[:9] == [pts_for(i, FPS) for i in range(9)]
-        assert [f.idx for f in port.sent] == list(range(9))
-
-    asyncio.run(_connected(body))
+async def test_frames_decode_and_rtp_timestamps_are_the_session_pts(connected: Connected) -> None:
+    port, client = connected.port, connected.client
+    port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height, segment=3, action_seq=5))
+    port.outputs.put_nowait(make_chunk(4, 4, FPS, port.width, port.height, segment=3, action_seq=6))
+    port.outputs.put_nowait(make_chunk(8, 1, FPS, port.width, port.height, segment=3, action_seq=6))
+    # the receiver's jitter buffer releases a frame when the next one's first packet arrives
+    decoded = [await asyncio.wait_for(client.frames.get(), 10) for _ in range(8)]
+    assert [(f.width, f.height) for f in decoded] == [(port.width, port.height)] * 8
+    assert [f.pts for f in decoded] == [pts_for(i, FPS) for i in range(8)]  # relative to the first
+    assert client.rtp_timestamps[:9] == [pts_for(i, FPS) for i in range(9)]
+    assert [f.idx for f in port.sent] == list(range(9))
 
 
-def test_a_frames_message_describes_each_chunk() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height, segment=1, action_seq=9))
-        port.outputs.put_nowait(make_chunk(3, 3, FPS, port.width, port.height, segment=1, action_seq=9,
-                                           disc_first=True))
-        first = await client.next_message(FramesInfo)
-        second = await client.next_message(FramesInfo)
-        assert first == FramesInfo(idx=0, n=3, pts=0, segment=1, action_seq=9, disc=False)
-        assert second == FramesInfo(idx=3, n=3, pts=pts_for(3, FPS), segment=1, action_seq=9, disc=True)
-
-    asyncio.run(_connected(body))
+async def test_a_frames_message_describes_each_chunk(connected: Connected) -> None:
+    port, client = connected.port, connected.client
+    port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height, segment=1, action_seq=9))
+    port.outputs.put_nowait(make_chunk(3, 3, FPS, port.width, port.height, segment=1, action_seq=9,
+                                       disc_first=True))
+    first = await client.next_message(FramesInfo)
+    second = await client.next_message(FramesInfo)
+    assert first == FramesInfo(idx=0, n=3, pts=0, segment=1, action_seq=9, disc=False)
+    assert second == FramesInfo(idx=3, n=3, pts=pts_for(3, FPS), segment=1, action_seq=9, disc=True)
 
 
-def test_frames_of_an_old_generation_never_reach_the_wire() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        port.gen = 1
-        port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, generation=0))
-        port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, generation=1, disc_first=True))
-        assert await client.next_message(FramesInfo) == FramesInfo(idx=0, n=2, pts=0, segment=0, action_seq=-1,
-                                                                   disc=True)
-        await asyncio.wait_for(client.frames.get(), 10)
-        assert [(f.idx, f.generation) for f in port.sent] == [(0, 1), (1, 1)]
-        peer = gateway.peer(port.session_id)
-        assert peer is not None and peer.stream.stale_dropped == 2
-
-    asyncio.run(_connected(body))
+async def test_frames_of_an_old_generation_never_reach_the_wire(connected: Connected) -> None:
+    port, client, gateway = connected.port, connected.client, connected.gateway
+    port.gen = 1
+    port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, generation=0))
+    port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, generation=1, disc_first=True))
+    assert await client.next_message(FramesInfo) == FramesInfo(idx=0, n=2, pts=0, segment=0, action_seq=-1,
+                                                               disc=True)
+    await asyncio.wait_for(client.frames.get(), 10)
+    assert [(f.idx, f.generation) for f in port.sent] == [(0, 1), (1, 1)]
+    peer = gateway.peer(port.session_id)
+    assert peer is not None and peer.stream.stale_dropped == 2
 
 
-def test_control_messages_round_trip() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        client.send(Ping(id=4, ts=123.5))
-        assert await client.next_message(Pong) == Pong(re=4, ts=123.5)
-        client.send(Interrupt(id=5))
-        client.send(Action(seq=1, ts=1.0, keys=("w",)), channel="actions")
-        for _ in range(100):
-            if len(port.submitted) == 2:
-                break
-            await asyncio.sleep(0.02)
-        assert sorted(port.submitted, key=lambda m: m.T) == [Action(seq=1, ts=1.0, keys=("w",)), Interrupt(id=5)]
-
-    asyncio.run(_connected(body))
+async def test_control_messages_round_trip(connected: Connected) -> None:
+    port, client = connected.port, connected.client
+    client.send(Ping(id=4, ts=123.5))
+    assert await client.next_message(Pong) == Pong(re=4, ts=123.5)
+    client.send(Interrupt(id=5))
+    client.send(Action(seq=1, ts=1.0, keys=("w",)), channel="actions")
+    for _ in range(100):
+        if len(port.submitted) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(port.submitted, key=lambda m: m.T) == [Action(seq=1, ts=1.0, keys=("w",)), Interrupt(id=5)]
 
 
-def test_a_picture_loss_report_makes_the_next_frame_a_key_frame() -> None:
-    async def body(port: FakePort, client: LoopbackClient, gateway: WebRTCGateway) -> None:
-        peer = gateway.peer(port.session_id)
-        assert peer is not None
-        port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
-        await asyncio.wait_for(client.frames.get(), 10)
-        await asyncio.wait_for(client.frames.get(), 10)
-        receiver = client.pc.getTransceivers()[0].receiver
-        sender_ssrc = peer.pc.getTransceivers()[0].sender._ssrc
-        await receiver._send_rtcp_pli(sender_ssrc)  # what a decoder that lost packets sends
-        for _ in range(200):
-            if peer.stream.keyframe_requests:
-                break
-            await asyncio.sleep(0.01)
-        assert peer.stream.keyframe_requests == 1
-        port.outputs.put_nowait(make_chunk(3, 2, FPS, port.width, port.height))
-        after = [await asyncio.wait_for(client.frames.get(), 10) for _ in range(2)]  # idx 2 (sent before), 3
-        assert [f.key_frame for f in after] == [False, True]
-
-    asyncio.run(_connected(body))
+async def test_a_picture_loss_report_makes_the_next_frame_a_key_frame(connected: Connected) -> None:
+    port, client, gateway = connected.port, connected.client, connected.gateway
+    peer = gateway.peer(port.session_id)
+    assert peer is not None
+    port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
+    await asyncio.wait_for(client.frames.get(), 10)
+    await asyncio.wait_for(client.frames.get(), 10)
+    receiver = client.pc.getTransceivers()[0].receiver
+    sender_ssrc = peer.pc.getTransceivers()[0].sender._ssrc
+    await receiver._send_rtcp_pli(sender_ssrc)  # what a decoder that lost packets sends
+    for _ in range(200):
+        if peer.stream.keyframe_requests:
+            break
+        await asyncio.sleep(0.01)
+    assert peer.stream.keyframe_requests == 1
+    port.outputs.put_nowait(make_chunk(3, 2, FPS, port.width, port.height))
+    after = [await asyncio.wait_for(client.frames.get(), 10) for _ in range(2)]  # idx 2 (sent before), 3
+    assert [f.key_frame for f in after] == [False, True]

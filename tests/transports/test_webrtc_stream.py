@@ -18,63 +18,54 @@ async def _drain(track: ViewerTrack, n: int) -> list[Any]:
     return [await asyncio.wait_for(track.recv(), 10) for _ in range(n)]
 
 
-def test_two_viewers_get_the_same_encoded_packets() -> None:
-    async def run() -> None:
-        port = FakePort(fps=FPS)
-        with ThreadPoolExecutor(1) as executor:
-            stream = SessionStream(port, executor)
-            inbox: list[list[Any]] = [[], []]
-            tracks = [ViewerTrack(), ViewerTrack()]
-            for track, box in zip(tracks, inbox, strict=True):
-                stream.add_viewer(Viewer(track, box.append))
-            stream.start()
-            port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
-            port.outputs.put_nowait(Ack(re=1))
-            first, second = await asyncio.gather(_drain(tracks[0], 3), _drain(tracks[1], 3))
-            assert [p.pts for p in first] == [pts_for(i, FPS) for i in range(3)]
-            assert all(a is b for a, b in zip(first, second, strict=True))  # encoded once
-            assert first[0].is_keyframe and not first[1].is_keyframe
-            await asyncio.sleep(0.05)
-            assert inbox[0] == inbox[1] == [FramesInfo(idx=0, n=3, pts=0, segment=0, action_seq=-1), Ack(re=1)]
-            await stream.close()
-
-    asyncio.run(run())
+async def test_two_viewers_get_the_same_encoded_packets() -> None:
+    port = FakePort(fps=FPS)
+    with ThreadPoolExecutor(1) as executor:
+        stream = SessionStream(port, executor)
+        inbox: list[list[Any]] = [[], []]
+        tracks = [ViewerTrack(), ViewerTrack()]
+        for track, box in zip(tracks, inbox, strict=True):
+            stream.add_viewer(Viewer(track, box.append))
+        stream.start()
+        port.outputs.put_nowait(make_chunk(0, 3, FPS, port.width, port.height))
+        port.outputs.put_nowait(Ack(re=1))
+        first, second = await asyncio.gather(_drain(tracks[0], 3), _drain(tracks[1], 3))
+        assert [p.pts for p in first] == [pts_for(i, FPS) for i in range(3)]
+        assert all(a is b for a, b in zip(first, second, strict=True))  # encoded once
+        assert first[0].is_keyframe and not first[1].is_keyframe
+        await asyncio.sleep(0.05)
+        assert inbox[0] == inbox[1] == [FramesInfo(idx=0, n=3, pts=0, segment=0, action_seq=-1), Ack(re=1)]
+        await stream.close()
 
 
-def test_frames_leave_at_their_media_time_not_in_a_burst() -> None:
-    async def run() -> None:
-        port = FakePort(fps=FPS)
-        with ThreadPoolExecutor(1) as executor:
-            stream = SessionStream(port, executor)
-            track = ViewerTrack()
-            stream.add_viewer(Viewer(track, lambda message: None))
-            stream.start()
-            port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height))
-            await _drain(track, 4)
-            offsets = [t - port.sent_at[0] for t in port.sent_at]
-            slots = [pts_for(i, FPS) / 90000 for i in range(4)]  # 0, 62.5, 125, 187.5 ms
-            assert all(o >= s - 0.002 for o, s in zip(offsets, slots, strict=True))  # never ahead of its slot
-            await stream.close()
-
-    asyncio.run(run())
+async def test_frames_leave_at_their_media_time_not_in_a_burst() -> None:
+    port = FakePort(fps=FPS)
+    with ThreadPoolExecutor(1) as executor:
+        stream = SessionStream(port, executor)
+        track = ViewerTrack()
+        stream.add_viewer(Viewer(track, lambda message: None))
+        stream.start()
+        port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height))
+        await _drain(track, 4)
+        offsets = [t - port.sent_at[0] for t in port.sent_at]
+        slots = [pts_for(i, FPS) / 90000 for i in range(4)]  # 0, 62.5, 125, 187.5 ms
+        assert all(o >= s - 0.002 for o, s in zip(offsets, slots, strict=True))  # never ahead of its slot
+        await stream.close()
 
 
-def test_a_new_segment_and_a_disc_start_with_key_frames() -> None:
-    async def run() -> None:
-        port = FakePort(fps=FPS)
-        with ThreadPoolExecutor(1) as executor:
-            stream = SessionStream(port, executor, late_reset_s=10.0)
-            track = ViewerTrack()
-            stream.add_viewer(Viewer(track, lambda message: None))
-            stream.start()
-            port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, segment=0))
-            port.outputs.put_nowait(make_chunk(2, 2, FPS, port.width, port.height, segment=1))
-            port.outputs.put_nowait(make_chunk(4, 2, FPS, port.width, port.height, segment=1, disc_first=True))
-            packets = await _drain(track, 6)
-            assert [p.is_keyframe for p in packets] == [True, False, True, False, True, False]
-            await stream.close()
-
-    asyncio.run(run())
+async def test_a_new_segment_and_a_disc_start_with_key_frames() -> None:
+    port = FakePort(fps=FPS)
+    with ThreadPoolExecutor(1) as executor:
+        stream = SessionStream(port, executor, late_reset_s=10.0)
+        track = ViewerTrack()
+        stream.add_viewer(Viewer(track, lambda message: None))
+        stream.start()
+        port.outputs.put_nowait(make_chunk(0, 2, FPS, port.width, port.height, segment=0))
+        port.outputs.put_nowait(make_chunk(2, 2, FPS, port.width, port.height, segment=1))
+        port.outputs.put_nowait(make_chunk(4, 2, FPS, port.width, port.height, segment=1, disc_first=True))
+        packets = await _drain(track, 6)
+        assert [p.is_keyframe for p in packets] == [True, False, True, False, True, False]
+        await stream.close()
 
 
 def test_a_viewer_that_does_not_read_is_bounded_and_resumes_at_a_key_frame() -> None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["MediaClock"]
+from protocols.timeline import pts_seconds
 
-PTS_HZ = 90000
+__all__ = ["MediaClock"]
 
 
 class MediaClock:
@@ -32,7 +32,7 @@ class MediaClock:
             self._anchor = (now, pts)
             return 0.0
         t0, pts0 = self._anchor
-        due = t0 + (pts - pts0) / PTS_HZ
+        due = t0 + pts_seconds(pts - pts0)
         if pts < pts0 or now - due > self.late_reset_s:
             self._anchor = (now, pts)
             self.resets += 1

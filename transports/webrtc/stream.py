@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fractions
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -24,6 +23,7 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from protocols.messages import FramesInfo
+from protocols.timeline import TIME_BASE
 from transports.encoding import EncoderSettings, H264Encoder
 from transports.interface import OutChunk, OutFrame, SessionPort
 from transports.webrtc._clock import MediaClock
@@ -32,7 +32,6 @@ __all__ = ["KEYFRAME_MIN_INTERVAL_S", "SessionStream", "Viewer", "ViewerTrack"]
 
 logger = logging.getLogger(__name__)
 
-TIME_BASE = fractions.Fraction(1, 90000)
 KEYFRAME_MIN_INTERVAL_S = 0.5
 
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.decoders import build_decoder
-from engine.demo.autoencoder import DemoCache, DemoDecoder, DemoEncoder
+from engine.demo.autoencoder import DemoCache, DemoDecoder, DemoEncoder, build_demo_decoder
 from engine.demo.config import AE_CONFIG, CONFIG
 from engine.errors import ConfigError
 
@@ -17,7 +16,7 @@ def test_the_encoder_compresses_8x_spatially_into_the_configured_channels() -> N
 
 
 def test_the_engine_builds_the_demo_decoder_for_kind_demo_ae() -> None:
-    decoder = build_decoder(CONFIG, torch.device("cpu"), torch.float32)
+    decoder = build_demo_decoder(CONFIG, torch.device("cpu"), torch.float32)
     assert isinstance(decoder, DemoDecoder)
     assert decoder.kind == "demo_ae"
 
@@ -50,7 +49,7 @@ def test_decoding_a_chunk_equals_decoding_its_frames_one_by_one() -> None:
 
 def test_a_config_with_another_stride_is_refused_with_a_coded_error() -> None:
     with pytest.raises(ConfigError) as err:
-        build_decoder(CONFIG.with_overrides(vae_stride=(4, 8, 8)), torch.device("cpu"), torch.float32)
+        build_demo_decoder(CONFIG.with_overrides(vae_stride=(4, 8, 8)), torch.device("cpu"), torch.float32)
     assert err.value.code == "bad_config"
 
 
@@ -62,7 +61,7 @@ def test_the_fine_variant_compresses_4x_and_decodes_back_to_full_size() -> None:
     assert (cfg.latent_channels, cfg.downsample) == (4, 4)
     z = DemoEncoder(cfg)(torch.zeros(2, 3, 128, 128))
     assert z.shape == (2, 4, 32, 32) == (2, FINE_CONFIG.in_dim, FINE_CONFIG.latent_height, FINE_CONFIG.latent_width)
-    decoder = build_decoder(FINE_CONFIG, torch.device("cpu"), torch.float32)
+    decoder = build_demo_decoder(FINE_CONFIG, torch.device("cpu"), torch.float32)
     assert isinstance(decoder, DemoDecoder)
     frames, caches = decoder.decode(torch.randn(1, 4, 3, 32, 32), [None])
     assert frames.shape == (1, 3, 128, 128, 3) and caches == [DemoCache(3)]
@@ -79,5 +78,5 @@ def test_an_autoencoder_of_another_factor_is_refused_with_a_coded_error() -> Non
         AEConfig(downsample=2)
     assert err.value.code == "bad_config" and "4x or 8x" in err.value.message
     with pytest.raises(ConfigError):
-        build_decoder(CONFIG.with_overrides(vae_stride=(1, 2, 2), latent_height=64, latent_width=64),
+        build_demo_decoder(CONFIG.with_overrides(vae_stride=(1, 2, 2), latent_height=64, latent_width=64),
                       torch.device("cpu"), torch.float32)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import config_names
 from engine.demo.config import CONFIG
 from engine.demo.eval import main as eval_main
 from engine.demo.export import WEIGHTS_FILE
+from engine.demo.registration import catalog_with_demo
 
 WEIGHTS = Path(engine.__file__).parent / "weights" / WEIGHTS_FILE
 
@@ -23,6 +23,7 @@ def _report(tmp_path: Path, *flags: str) -> dict:  # type: ignore[type-arg]
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None:
     report = _report(tmp_path)
     assert report["sampling"] == {"denoise_timesteps": list(CONFIG.denoise_timesteps),
@@ -32,6 +33,7 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
                                   "cache_context_noise": CONFIG.cache_context_noise}
 
 
+@pytest.mark.slow
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
                      "--guidance-rescale", "0.25", "--context-noise", "0.5")
@@ -39,7 +41,7 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
                                   "cache_context_noise": 0.5}
     assert report["model"] == "demo+sampling"
-    assert "demo+sampling" not in config_names()
+    assert "demo+sampling" not in catalog_with_demo().names()
 
 
 @pytest.mark.parametrize(("flags", "code"), [(["--timesteps", "1000,x"], "bad_timesteps"),
@@ -53,9 +55,10 @@ def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], cod
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2
     assert code in capsys.readouterr().err
-    assert "demo+sampling" not in config_names()
+    assert "demo+sampling" not in catalog_with_demo().names()
 
 
+@pytest.mark.slow
 def test_the_long_strip_shows_truth_above_model_one_frame_per_window(tmp_path: Path) -> None:
     from PIL import Image
 

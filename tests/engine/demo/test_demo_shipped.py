@@ -11,6 +11,9 @@ import engine
 from engine.demo.eval import QUICK, evaluate
 from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE
 
+pytestmark = pytest.mark.slow  # re-measures the shipped demo weights (seconds)
+
+
 WEIGHTS = Path(engine.__file__).parent / "weights"
 COMMITTED = WEIGHTS / "demo_eval_quick.json"
 

@@ -12,10 +12,13 @@ from engine.api import FrameAction
 from engine.demo.config import AE_CONFIG, CONFIG
 from engine.demo.eval import main as eval_main
 from engine.demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE, TrainedModel, load_trained
+from engine.demo.registration import catalog_with_demo
 from engine.demo.rollout import run_chunks
 from engine.demo.train import main as train_main
 from engine.engine import Engine
 from engine.model import CausalDiT
+
+pytestmark = pytest.mark.slow  # trains the demo model (seconds per run)
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def test_the_weights_file_stays_within_15_mb(trained: Path) -> None:
 
 
 def test_the_checkpoint_loads_into_the_engine_and_streams_a_chunk(trained: Path) -> None:
-    engine = Engine.create(model="demo", device="cpu", weights=trained / WEIGHTS_FILE)
+    engine = Engine.create(model="demo", catalog=catalog_with_demo(), device="cpu", weights=trained / WEIGHTS_FILE)
     assert engine.open_session("s", seed=3, prompt="snow")
     frames = run_chunks(engine, {"s": [FrameAction(keys=("d",))] * 4})["s"]
     assert frames.shape == (4, 128, 128, 3)
@@ -103,7 +106,7 @@ def test_the_fine_variant_trains_and_its_checkpoint_streams_in_the_engine(traine
     assert train_main(["--out", str(tmp_path), "--model", "demo-fine", *args]) == 0
     meta = json.loads((tmp_path / META_FILE).read_text())
     assert meta["model"] == "demo-fine" and meta["autoencoder"]["config"]["downsample"] == 4
-    engine = Engine.create(model="demo-fine", device="cpu", weights=tmp_path / WEIGHTS_FILE)
+    engine = Engine.create(model="demo-fine", catalog=catalog_with_demo(), device="cpu", weights=tmp_path / WEIGHTS_FILE)
     assert engine.open_session("s", seed=3, prompt="snow")
     frames = run_chunks(engine, {"s": [FrameAction(keys=("d",))] * 4})["s"]
     assert frames.shape == (4, 128, 128, 3)

@@ -11,7 +11,7 @@ from engine.demo.actions import DEMO_KEYS, frame_actions, random_play
 from engine.demo.data import EpisodeSource, SourceParams
 from engine.demo.errors import DemoError
 from engine.demo.terrain import Terrain, generate_terrain
-from engine.demo.themes import THEME_NAMES, theme_for_prompt
+from engine.demo.themes import PROMPT_EXAMPLES, THEME_NAMES, theme_for_prompt
 from engine.demo.world import World, WorldParams
 
 SEED = 11
@@ -153,6 +153,12 @@ def test_prompt_words_pick_the_theme() -> None:
     assert theme_for_prompt("dunes of the desert") == "desert"
     assert theme_for_prompt("fall leaves") == "autumn"
     assert theme_for_prompt("stormy sea") == "rain"
+
+
+def test_the_example_prompts_name_each_theme_once_the_default_first() -> None:
+    themes = [theme_for_prompt(p) for p in PROMPT_EXAMPLES]
+    assert themes == ["meadow", "desert", "snow", "autumn", "rain", "night"]
+    assert sorted(themes) == sorted(THEME_NAMES)
 
 
 def test_themes_change_the_colours_of_the_same_place_strongly(land: Terrain) -> None:

@@ -1,0 +1,102 @@
+"""What a results file says besides the timings: provenance, the reference, and the targets."""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+__all__ = ["REFERENCE", "TARGETS", "check_targets", "provenance"]
+
+# Self-Forcing reference loop on one H200 (shared/BASELINES.md, 2026-11-29), wan-1.3b, bf16
+REFERENCE = {
+    "source": "shared/BASELINES.md: Self-Forcing reference loop, one H200, wan-1.3b 480x832, bf16",
+    "fps_single_stream": 18.3,
+    "fps_aggregate_4_streams": 19.3,
+    "first_frames_ms": 540.0,
+    "dit_only_fps_single_stream": 28.7,
+    "dit_achieved_tflops": 351.0,
+    "decode_ms_per_chunk": 246.0,
+    "matmul_peak_tflops": 790.0,
+}
+
+# issue 3 performance targets (global 81-frame workload, DiT + streaming Wan-VAE decode)
+TARGETS = {
+    "fps_single_stream": 27.0,
+    "fps_aggregate_4_streams": 48.0,
+    "first_frames_ms": 300.0,
+    "dit_achieved_tflops": 0.5 * 790.0,
+}
+
+
+def _git(*args: str) -> str | None:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip()
+
+
+def provenance(device: torch.device, module: str, argv: list[str]) -> dict[str, object]:
+    """Commit, device, date, versions and the command line of this run."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    cuda = device.type == "cuda"
+    return {
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": None if status is None else bool(status),
+        "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device)
+        if cuda
+        else platform.processor() or platform.machine(),
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda if cuda else None,
+        "cudnn_version": torch.backends.cudnn.version() if cuda else None,
+        "python_version": platform.python_version(),
+        "cpu_threads": torch.get_num_threads(),
+        "command": " ".join([Path(sys.executable).name, "-m", module, *argv]),
+    }
+
+
+def _verdict(name: str, measured: float | None, target: float, higher_is_better: bool) -> dict[str, object]:
+    if measured is None:
+        return {"target": target, "measured": None, "met": False, "note": f"{name} not measured in this run"}
+    met = measured >= target if higher_is_better else measured <= target
+    ratio = measured / target if higher_is_better else target / measured
+    return {
+        "target": target,
+        "measured": measured,
+        "met": met,
+        "fraction_of_target": ratio,
+        "missed_by": None if met else abs(target - measured),
+    }
+
+
+def check_targets(global_runs: dict[int, dict[str, object]]) -> dict[str, object]:
+    """The benchmark's targets (TARGETS) against the global workload's batch 1 and batch 4 results."""
+    one, four = global_runs.get(1, {}), global_runs.get(4, {})
+
+    def num(run: dict[str, object], key: str) -> float | None:
+        value = run.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    return {
+        "applies_to": "wan-1.3b on one H200, bf16, global 81-frame workload (7 chunks)",
+        "fps_single_stream": _verdict(
+            "batch 1", num(one, "fps_per_session_mean"), TARGETS["fps_single_stream"], True
+        ),
+        "fps_aggregate_4_streams": _verdict(
+            "batch 4", num(four, "fps_aggregate"), TARGETS["fps_aggregate_4_streams"], True
+        ),
+        "first_frames_ms": _verdict("batch 1", num(one, "ttff_ms"), TARGETS["first_frames_ms"], False),
+        "dit_achieved_tflops": _verdict(
+            "batch 1", num(one, "dit_achieved_tflops"), TARGETS["dit_achieved_tflops"], True
+        ),
+    }

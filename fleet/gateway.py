@@ -1,0 +1,242 @@
+"""The gateway: the public HTTP API of a single daemon in front of a fleet. A create is placed
+(workers by headroom, each one's admission asked, the first that admits bound in the directory)
+and answered with that worker's media URLs: media does not flow through the gateway. Status and
+delete go to the session's bound worker. The gateway holds no session state: any number of them
+can serve one directory."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from fleet.control import reply_error, to_admission
+from fleet.directory import RedisDirectory, SessionDirectory
+from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
+from fleet.messages import Binding, WorkerCapacity
+from fleet.placement import Admitted, Placement, Refusal
+from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
+
+__all__ = ["Gateway", "GatewayConfig", "RuntimeCalls", "WorkerCalls", "create_gateway_app"]
+
+_MAX_BODY = 64 * 1024
+_MOVING_RETRY_S = 2.0
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    redis_url: str
+    runtime: RuntimeConfig = field(default_factory=lambda: RuntimeConfig(file_dir="/tmp/sessiond-discovery"))
+    web_dir: str | None = None
+    max_asks: int = 8
+    call_timeout_s: float = 10.0
+    directory_prefix: str = "fleet"
+    max_prompt_chars: int = 2000
+
+
+class WorkerCalls(Protocol):
+    """How the gateway reaches one worker's control endpoint."""
+
+    async def call(self, worker: WorkerCapacity, request: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class RuntimeCalls:
+    """Control calls through the Dynamo runtime, pinned to the worker's instance (direct routing)."""
+
+    def __init__(self, control: ControlClient) -> None:
+        self.control = control
+
+    async def call(self, worker: WorkerCapacity, request: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return await self.control.call(worker.instance_id, request)
+        except Exception as exc:  # the runtime's errors for a dead, gone or slow instance
+            raise WorkerUnreachable(f"{worker.worker} (instance {worker.instance_id}) failed: {exc}") from exc
+
+
+class Refused(ProtocolError):
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float) -> None:
+        super().__init__(code, message)
+        self.retry_after_s = retry_after_s
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, directory: SessionDirectory, calls: WorkerCalls) -> None:
+        self.config = config
+        self.directory = directory
+        self.calls = calls
+        self.placement = Placement(directory, max_asks=config.max_asks)
+
+    async def create(self, req: CreateSessionRequest) -> dict[str, Any]:
+        async def ask(worker: WorkerCapacity) -> Admitted | Refusal:
+            return to_admission(worker.worker, await self.calls.call(worker, {"op": "create", "request": req.to_json()}))
+
+        try:
+            placed = await self.placement.place(req.mode, ask)
+        except NoWorkerAdmits as exc:
+            raise Refused(ErrorCode.CAPACITY, str(exc), exc.retry_after_s) from exc
+        return placed.response
+
+    async def _bound(self, session_id: str) -> tuple[Binding, WorkerCapacity]:
+        binding = await self.directory.lookup(session_id)
+        if binding is None:
+            raise ProtocolError(ErrorCode.NOT_FOUND, f"no session {session_id}")
+        for attempt in range(2):
+            workers = {w.worker: w for w in await self.placement.view()}
+            if binding.worker in workers:
+                return binding, workers[binding.worker]
+            if attempt == 0:
+                self.placement.invalidate()
+        raise Refused(ErrorCode.STORE_UNAVAILABLE, f"session {session_id}'s worker {binding.worker} is not live; "
+                      "the session is being moved, retry shortly", _MOVING_RETRY_S)
+
+    async def _forward(self, session_id: str, request: dict[str, Any]) -> tuple[Binding, dict[str, Any]]:
+        binding, worker = await self._bound(session_id)
+        try:
+            reply = await self.calls.call(worker, {**request, "session_id": session_id})
+        except WorkerUnreachable as exc:
+            raise Refused(ErrorCode.STORE_UNAVAILABLE, str(exc), _MOVING_RETRY_S) from exc
+        error = reply_error(reply, worker.worker)
+        if error is not None:
+            raise error
+        return binding, reply
+
+    async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
+        _, reply = await self._forward(session_id, {"op": "status", "token": token})
+        return dict(reply["status"])
+
+    async def close(self, session_id: str, token: str | None) -> None:
+        binding, _ = await self._forward(session_id, {"op": "close", "token": token})
+        with contextlib.suppress(FleetError):  # moved meanwhile: the new owner's binding stays
+            await self.directory.release(binding)
+
+    async def capacity(self) -> dict[str, Any]:
+        workers = await self.directory.workers()
+        modes = sorted({m for w in workers for m in w.headroom})
+        return {"workers": [w.to_json() for w in workers],
+                "totals": {"workers": len(workers), "sessions": sum(w.sessions for w in workers),
+                           "draining": sum(w.draining for w in workers),
+                           "kv_free_sessions": sum(w.kv_free_sessions for w in workers),
+                           "headroom": {m: sum(max(0.0, w.headroom.get(m, 0.0)) for w in workers) for m in modes}}}
+
+
+def _error(exc: ProtocolError) -> JSONResponse:
+    retry = getattr(exc, "retry_after_s", None)
+    body = ErrorBody(exc.code.value, exc.message, exc.field, retry)
+    headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
+    return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
+
+
+def _token(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    return request.query_params.get("token") or None
+
+
+def _gateway(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+async def _answer(work: Awaitable[Response]) -> Response:
+    try:
+        return await work
+    except ProtocolError as exc:
+        return _error(exc)
+    except FleetError as exc:  # the directory or a worker failed: the client retries shortly
+        return _error(Refused(ErrorCode.STORE_UNAVAILABLE, str(exc), _MOVING_RETRY_S))
+
+
+async def _create(request: Request) -> Response:
+    gateway = _gateway(request)
+    body = await request.body()
+    if len(body) > _MAX_BODY:
+        raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
+    try:
+        obj = json.loads(body or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the body is not JSON: {exc}") from exc
+    req = CreateSessionRequest.from_json(obj, max_prompt_chars=gateway.config.max_prompt_chars)
+    return JSONResponse(await gateway.create(req), status_code=201)
+
+
+async def create(request: Request) -> Response:
+    return await _answer(_create(request))
+
+
+async def status(request: Request) -> Response:
+    async def work() -> Response:
+        return JSONResponse(await _gateway(request).status(request.path_params["sid"], _token(request)))
+    return await _answer(work())
+
+
+async def delete(request: Request) -> Response:
+    async def work() -> Response:
+        await _gateway(request).close(request.path_params["sid"], _token(request))
+        return Response(status_code=204)
+    return await _answer(work())
+
+
+async def capacity(request: Request) -> Response:
+    async def work() -> Response:
+        return JSONResponse(await _gateway(request).capacity())
+    return await _answer(work())
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    try:
+        live = [w for w in await _gateway(request).directory.workers() if not w.draining]
+    except FleetError as exc:
+        return JSONResponse({"status": "not_ready", "reason": str(exc)}, status_code=503)
+    if not live:
+        return JSONResponse({"status": "not_ready", "reason": "no live worker"}, status_code=503)
+    return JSONResponse({"status": "ready", "workers": len(live)})
+
+
+def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = None,
+                       directory: SessionDirectory | None = None) -> Starlette:
+    """The gateway app. Without `calls`, its lifespan opens the Dynamo runtime (once per process)."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        d = directory or RedisDirectory(config.redis_url, prefix=config.directory_prefix)
+        runtime = None
+        c = calls
+        if c is None:
+            runtime = open_runtime(config.runtime)
+            c = RuntimeCalls(await ControlClient.open(runtime, config.runtime, config.call_timeout_s))
+        app.state.gateway = Gateway(config, d, c)
+        try:
+            yield
+        finally:
+            if runtime is not None:
+                runtime.shutdown()
+            if isinstance(d, RedisDirectory) and directory is None:
+                await d.close()
+
+    static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
+    routes: list[Route | Mount] = [
+        Route("/v1/sessions", create, methods=["POST"]),
+        Route("/v1/sessions/{sid}", status, methods=["GET"]),
+        Route("/v1/sessions/{sid}", delete, methods=["DELETE"]),
+        Route("/v1/capacity", capacity, methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)

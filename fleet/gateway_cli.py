@@ -1,0 +1,43 @@
+"""`python -m fleet.gateway_cli`: run a gateway (uvicorn) over a Redis directory and the Dynamo
+runtime. The daemon's CLI exposes the same as `sessiond gateway`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from fleet.gateway import GatewayConfig, create_gateway_app
+from fleet.runtime import RuntimeConfig
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sessiond gateway", description="one public API in front of a fleet of workers")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--redis", required=True, help="the session directory, e.g. redis://10.0.0.2:6379/0")
+    p.add_argument("--discovery", choices=("file", "etcd"), default="file")
+    p.add_argument("--discovery-dir", default="/tmp/sessiond-discovery",
+                   help="file discovery: the directory the host's workers register in")
+    p.add_argument("--etcd", default=None, help="etcd discovery: endpoints, e.g. http://10.0.0.5:2379")
+    p.add_argument("--rpc-host", default=None, help="the address the runtime's request plane binds")
+    p.add_argument("--max-asks", type=int, default=8, help="workers asked per create before refusing")
+    p.add_argument("--web-dir", default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    runtime = RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
+                            etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
+    config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks)
+    import uvicorn
+
+    uvicorn.run(create_gateway_app(config), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,303 @@
+"""What one user saw: the measurements of one replayed session (pure; times are given).
+
+ttff: world `create` sent -> first frame; director `direct` sent -> first frame of its segment.
+segment: `direct` sent -> last frame of its segment (segments that end `done`).
+action-to-photon: action sent -> first frame whose `action_seq` >= its seq.
+interrupt: `interrupt` sent -> its `ack`.
+deadline miss: a frame arriving after its playback deadline. The player starts (anchors) at a
+frame's arrival and plays at 1x on the pts timeline; a frame is due at anchor + its pts offset +
+the playout allowance. It re-anchors on connect, resume, a new segment, a `disc` frame, and after
+a miss (a stall rebuffers; later frames are not all counted late for it).
+stale: after the `ack` of an interrupt or flush with pts P, a frame with pts > P that arrives before
+the new generation's first frame (`disc: true`), or a frame of the interrupted segment after P.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from loadtest.replay.percentiles import percentile
+from protocols.timeline import pts_for, pts_seconds
+from sessiond.admission.decision import Objectives
+
+__all__ = ["SessionMeter", "SessionResult"]
+
+
+@dataclass
+class SessionResult:
+    key: str
+    mode: str
+    status: str = "pending"  # admitted | rejected | failed | pending
+    session_id: str | None = None  # the daemon's id, once created
+    reason: str | None = None
+    retry_after_s: float | None = None
+    frames_received: int = 0
+    frames_expected: int = 0
+    deadline_misses: int = 0
+    stale_frames_after_ack: int = 0
+    pts_errors: int = 0
+    ttff_ms: list[float] = field(default_factory=list)
+    segment_ms: list[float] = field(default_factory=list)
+    action_to_photon_ms: list[float] = field(default_factory=list)
+    interrupt_ms: list[float] = field(default_factory=list)
+    segments_done: int = 0
+    segments_interrupted: int = 0
+    segments_late: int = 0
+    directs_unanswered: int = 0
+    actions_unresolved: int = 0
+    events_sent: int = 0
+    events_skipped: int = 0
+    admitted_at_s: float | None = None  # seconds from the replay start
+    ended_at_s: float | None = None
+    frame_times_s: list[float] = field(default_factory=list)  # arrival times (for load plots)
+
+    def within_objective(self, objectives: Objectives) -> bool | None:
+        """None unless admitted. World: deadline-miss rate within its bound. Director: ttff p95
+        within its bound, every finished segment within rtf x its media time, every direct answered."""
+        if self.status != "admitted":
+            return None
+        if self.mode == "world":
+            if self.frames_received == 0:
+                return self.frames_expected == 0
+            return self.deadline_misses / self.frames_received <= objectives.world_deadline_miss
+        p95 = percentile(self.ttff_ms, 95)
+        ttff_ok = p95 is None or p95 <= objectives.director_ttff_p95_s * 1000.0
+        return ttff_ok and self.segments_late == 0 and self.directs_unanswered == 0
+
+    def to_json(self, objectives: Objectives) -> dict[str, Any]:
+        from loadtest.replay.percentiles import summarize
+
+        return {
+            "key": self.key, "session_id": self.session_id, "mode": self.mode, "status": self.status,
+            "reason": self.reason,
+            "retry_after_s": self.retry_after_s, "within_objective": self.within_objective(objectives),
+            "frames": {"received": self.frames_received, "expected": self.frames_expected,
+                       "deadline_misses": self.deadline_misses,
+                       "miss_rate": self.deadline_misses / self.frames_received if self.frames_received else None},
+            "ttff_ms": summarize(self.ttff_ms), "segment_ms": summarize(self.segment_ms),
+            "action_to_photon_ms": summarize(self.action_to_photon_ms),
+            "interrupt_ms": summarize(self.interrupt_ms, ("p50", "p95")),
+            "stale_frames_after_ack": self.stale_frames_after_ack, "pts_errors": self.pts_errors,
+            "segments": {"done": self.segments_done, "interrupted": self.segments_interrupted,
+                         "late": self.segments_late, "unanswered": self.directs_unanswered},
+            "actions_unresolved": self.actions_unresolved,
+            "events": {"sent": self.events_sent, "skipped": self.events_skipped},
+            "admitted_at_s": self.admitted_at_s, "ended_at_s": self.ended_at_s,
+        }
+
+
+@dataclass
+class _Direct:
+    sent: float
+    seconds: float
+    segment: int | None = None
+    first: float | None = None
+    last: float | None = None
+    frames: int = 0
+    status: str | None = None
+
+
+class SessionMeter:
+    """Feed it what was sent and what arrived, in order; read ``result``."""
+
+    def __init__(self, key: str, mode: str, objectives: Objectives, *, default_segment_s: float = 5.0,
+                 origin: float = 0.0) -> None:
+        self.result = SessionResult(key, mode)
+        self.objectives = objectives
+        self.default_segment_s = default_segment_s
+        self.origin = origin  # monotonic time of the replay start
+        self.fps = 0
+        self._create_sent: float | None = None
+        self._first_frame_seen = False
+        self._last_idx: int | None = None
+        self._anchor: tuple[float, int] | None = None  # (arrival, pts)
+        self._reanchor = True
+        self._playing_since: float | None = None
+        self._playing_s = 0.0
+        self._paused = False
+        self._actions: deque[tuple[int, float]] = deque()
+        self._interrupts: dict[int, float] = {}
+        self._flushes: set[int] = set()
+        self._directs: dict[int, _Direct] = {}
+        self._segment_direct: dict[int, int] = {}
+        self._segment: int | None = None
+        self._guard: tuple[int, int | None] | None = None  # (ack pts, interrupted segment)
+
+    # ---- session lifecycle -------------------------------------------------------------------------
+
+    def create_sent(self, t: float) -> None:
+        self._create_sent = t
+
+    def admitted(self, t: float, fps: int, session_id: str | None = None) -> None:
+        self.result.status, self.fps, self.result.session_id = "admitted", fps, session_id
+        self.result.admitted_at_s = round(t - self.origin, 3)
+
+    def rejected(self, reason: str, retry_after_s: float | None, t: float) -> None:
+        self.result.status, self.result.reason, self.result.retry_after_s = "rejected", reason, retry_after_s
+        self.result.ended_at_s = round(t - self.origin, 3)
+
+    def failed(self, reason: str, t: float) -> None:
+        self.result.status, self.result.reason = "failed", reason
+        if self.result.ended_at_s is None:
+            self.result.ended_at_s = round(t - self.origin, 3)
+
+    def connected(self, t: float) -> None:
+        self._reanchor = True
+
+    def disconnected(self, t: float) -> None:
+        self._stop_playing(t)
+
+    def paused(self, t: float) -> None:
+        self._paused = True
+        self._stop_playing(t)
+        self.result.actions_unresolved += len(self._actions)
+        self._actions.clear()
+
+    def resumed(self, t: float) -> None:
+        self._paused = False
+        self._reanchor = True
+
+    def ended(self, t: float) -> None:
+        self._stop_playing(t)
+        self.result.ended_at_s = round(t - self.origin, 3)
+        self.result.actions_unresolved += len(self._actions)
+        self._actions.clear()
+        self._settle_directs()
+
+    # ---- what was sent ------------------------------------------------------------------------------
+
+    def action_sent(self, seq: int, t: float) -> None:
+        self._actions.append((seq, t))
+
+    def direct_sent(self, request_id: int, seconds: float | None, t: float) -> None:
+        self._directs[request_id] = _Direct(t, seconds if seconds is not None else self.default_segment_s)
+
+    def interrupt_sent(self, request_id: int, t: float) -> None:
+        self._interrupts[request_id] = t
+
+    def flush_sent(self, request_id: int, t: float) -> None:
+        self._flushes.add(request_id)
+
+    # ---- what arrived -------------------------------------------------------------------------------
+
+    def segment_start(self, segment: int, re: int | None, t: float) -> None:
+        if re is None:
+            waiting = [i for i, d in self._directs.items() if d.segment is None]
+            re = waiting[0] if waiting else None
+        if re is not None and re in self._directs:
+            self._directs[re].segment = segment
+            self._segment_direct[segment] = re
+
+    def segment_end(self, segment: int, re: int | None, status: str, t: float) -> None:
+        request = re if re is not None else self._segment_direct.get(segment)
+        direct = self._directs.get(request) if request is not None else None
+        if direct is None:
+            return
+        direct.status = status
+        if status == "done":
+            self.result.segments_done += 1
+            end = direct.last if direct.last is not None else t
+            ms = (end - direct.sent) * 1000.0
+            self.result.segment_ms.append(ms)
+            if ms > direct.seconds * 1000.0 * self.objectives.director_rtf:
+                self.result.segments_late += 1
+        elif status == "interrupted":
+            self.result.segments_interrupted += 1
+
+    def ack(self, re: int, pts: int | None, t: float) -> None:
+        sent = self._interrupts.pop(re, None)
+        if sent is not None:
+            self.result.interrupt_ms.append((t - sent) * 1000.0)
+            self._guard = (-1 if pts is None else pts, self._segment if self.result.mode == "director" else None)
+        elif re in self._flushes:
+            self._flushes.discard(re)
+            self._guard = (-1 if pts is None else pts, None)
+
+    def frame(self, pts: int, idx: int, segment: int, action_seq: int, disc: bool, t: float) -> None:
+        r = self.result
+        r.frames_received += 1
+        r.frame_times_s.append(round(t - self.origin, 4))
+        if self.fps and (pts != pts_for(idx, self.fps) or (self._last_idx is not None
+                                                                    and idx != self._last_idx + 1)):
+            r.pts_errors += 1
+        self._last_idx = idx
+        self._check_stale(pts, segment, disc)
+        if not self._first_frame_seen:
+            self._first_frame_seen = True
+            if r.mode == "world" and self._create_sent is not None:
+                r.ttff_ms.append((t - self._create_sent) * 1000.0)
+        if segment != self._segment:
+            self._segment = segment
+            self._reanchor = True
+        self._director_frame(segment, t)
+        self._deadline(pts, disc, t)
+        if self._playing_since is None and not self._paused:
+            self._playing_since = t
+        while self._actions and self._actions[0][0] <= action_seq:
+            r.action_to_photon_ms.append((t - self._actions.popleft()[1]) * 1000.0)
+
+    def media(self, pts: int, idx: int, n: int, segment: int, action_seq: int, disc: bool, t: float) -> None:
+        """An fMP4 fragment: n frames from idx, the first at pts, each later one at its offset on
+        the session timeline; only the first can be a `disc`."""
+        if not self.fps:
+            raise RuntimeError(f"session {self.result.key}: media arrived before admission gave its fps")
+        base = pts_for(idx, self.fps)
+        for i in range(n):
+            self.frame(pts + pts_for(idx + i, self.fps) - base, idx + i, segment, action_seq, disc and i == 0, t)
+
+    # ---- internals ------------------------------------------------------------------------------------
+
+    def _check_stale(self, pts: int, segment: int, disc: bool) -> None:
+        if self._guard is None:
+            return
+        ack_pts, old_segment = self._guard
+        if pts <= ack_pts:
+            return
+        if disc and segment != old_segment:
+            self._guard = None
+        else:
+            self.result.stale_frames_after_ack += 1
+
+    def _director_frame(self, segment: int, t: float) -> None:
+        request = self._segment_direct.get(segment)
+        direct = self._directs.get(request) if request is not None else None
+        if direct is None:
+            return
+        if direct.first is None:
+            direct.first = t
+            self.result.ttff_ms.append((t - direct.sent) * 1000.0)
+        direct.last = t
+        direct.frames += 1
+
+    def _deadline(self, pts: int, disc: bool, t: float) -> None:
+        if self._reanchor or disc or self._anchor is None:
+            self._anchor, self._reanchor = (t, pts), False
+            return
+        anchor_t, anchor_pts = self._anchor
+        due = anchor_t + pts_seconds(pts - anchor_pts) + self.objectives.playout_ms / 1000.0
+        if t > due:
+            self.result.deadline_misses += 1
+            self._anchor = (t, pts)
+
+    def _stop_playing(self, t: float) -> None:
+        if self._playing_since is not None:
+            self._playing_s += t - self._playing_since
+            self._playing_since = None
+        self._reanchor = True
+
+    def _settle_directs(self) -> None:
+        r = self.result
+        if r.mode == "world":
+            r.frames_expected = round(self._playing_s * self.fps)
+            return
+        expected = 0
+        for direct in self._directs.values():
+            if direct.status == "done":
+                expected += round(direct.seconds * self.fps)
+            else:
+                expected += direct.frames
+                if direct.first is None and direct.status is None:
+                    r.directs_unanswered += 1
+        r.frames_expected = expected

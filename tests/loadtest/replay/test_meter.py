@@ -1,0 +1,211 @@
+"""What one user saw, measured from what was sent and what arrived (times given, in seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+from loadtest.replay.meter import SessionMeter
+from sessiond.admission import Objectives
+
+FPS = 16
+FRAME = 90_000 // FPS  # 5625 ticks
+
+
+def _meter(mode: str = "world", **objectives: float) -> SessionMeter:
+    meter = SessionMeter("a", mode, Objectives(**objectives))
+    meter.create_sent(0.0)
+    meter.admitted(0.1, FPS)
+    meter.connected(0.1)
+    return meter
+
+
+def _frames(meter: SessionMeter, first_idx: int, n: int, t0: float, *, segment: int = 0, action_seq: int = -1,
+            disc_first: bool = False, spacing: float = 1 / FPS) -> None:
+    for i in range(n):
+        idx = first_idx + i
+        meter.frame(idx * FRAME, idx, segment, action_seq, disc_first and i == 0, t0 + i * spacing)
+
+
+def test_world_ttff_runs_from_create_to_the_first_frame() -> None:
+    meter = _meter()
+    _frames(meter, 0, 3, 0.5)
+    assert meter.result.ttff_ms == [500.0]
+    assert meter.result.frames_received == 3
+
+
+def test_frames_on_time_are_not_misses_and_a_late_one_is() -> None:
+    meter = _meter(playout_ms=100.0)
+    _frames(meter, 0, 16, 1.0)  # one second of frames at 1x: all on time
+    assert meter.result.deadline_misses == 0
+    meter.frame(16 * FRAME, 16, 0, -1, False, 1.0 + 16 / FPS + 0.2)  # 200 ms late > 100 ms allowance
+    assert meter.result.deadline_misses == 1
+
+
+def test_after_a_stall_the_player_re_anchors_instead_of_counting_every_later_frame() -> None:
+    meter = _meter(playout_ms=0.0)
+    _frames(meter, 0, 8, 1.0)
+    _frames(meter, 8, 8, 3.0)  # a 1.5 s stall, then real time again
+    assert meter.result.deadline_misses == 1
+
+
+def test_a_burst_arriving_ahead_of_playback_is_on_time() -> None:
+    meter = _meter(playout_ms=0.0)
+    _frames(meter, 0, 16, 1.0, spacing=0.001)
+    assert meter.result.deadline_misses == 0
+
+
+def test_action_to_photon_runs_to_the_first_frame_conditioned_on_it() -> None:
+    meter = _meter()
+    meter.action_sent(0, 1.00)
+    meter.action_sent(1, 1.02)
+    meter.action_sent(2, 1.04)
+    meter.frame(0, 0, 0, -1, False, 1.05)
+    meter.frame(FRAME, 1, 0, 1, False, 1.10)  # conditioned on seq 1: resolves 0 and 1
+    meter.frame(2 * FRAME, 2, 0, 2, False, 1.30)
+    assert meter.result.action_to_photon_ms == pytest.approx([100.0, 80.0, 260.0])
+
+
+def test_interrupt_latency_runs_to_its_ack() -> None:
+    meter = _meter()
+    meter.interrupt_sent(7, 2.0)
+    meter.ack(7, 10 * FRAME, 2.004)
+    assert meter.result.interrupt_ms == pytest.approx([4.0])
+
+
+def test_no_stale_frame_when_the_new_generation_starts_with_disc() -> None:
+    meter = _meter()
+    _frames(meter, 0, 10, 0.5)
+    meter.interrupt_sent(1, 1.0)
+    meter.ack(1, 9 * FRAME, 1.01)
+    _frames(meter, 10, 5, 1.2, disc_first=True)
+    assert meter.result.stale_frames_after_ack == 0
+
+
+def test_old_generation_frames_after_the_ack_are_counted_stale() -> None:
+    meter = _meter()
+    _frames(meter, 0, 10, 0.5)
+    meter.flush_sent(1, 1.0)
+    meter.ack(1, 7 * FRAME, 1.01)  # nothing after pts of frame 7 may follow of the old generation
+    meter.frame(8 * FRAME, 8, 0, -1, False, 1.02)
+    meter.frame(9 * FRAME, 9, 0, -1, False, 1.03)
+    _frames(meter, 10, 3, 1.2, disc_first=True)
+    assert meter.result.stale_frames_after_ack == 2
+
+
+def test_frames_up_to_the_ack_pts_may_still_arrive_after_it() -> None:
+    meter = _meter()
+    _frames(meter, 0, 4, 0.5)
+    meter.interrupt_sent(1, 1.0)
+    meter.ack(1, 5 * FRAME, 1.01)  # "was or will be sent": 4 and 5 are still on their way
+    _frames(meter, 4, 2, 1.02)
+    _frames(meter, 6, 2, 1.2, disc_first=True)
+    assert meter.result.stale_frames_after_ack == 0
+
+
+def test_a_timeline_that_skips_is_a_pts_error() -> None:
+    meter = _meter()
+    _frames(meter, 0, 3, 0.5)
+    meter.frame(5 * FRAME, 5, 0, -1, False, 0.8)
+    meter.frame(6 * FRAME + 1, 6, 0, -1, False, 0.9)
+    assert meter.result.pts_errors == 2
+
+
+def _director() -> SessionMeter:
+    meter = SessionMeter("d", "director", Objectives(director_ttff_p95_s=1.0, director_rtf=1.0))
+    meter.create_sent(0.0)
+    meter.admitted(0.05, FPS)
+    meter.connected(0.05)
+    return meter
+
+
+def test_a_director_segment_measures_ttff_and_completion_from_its_direct() -> None:
+    meter = _director()
+    meter.direct_sent(3, 2.0, 1.0)
+    meter.segment_start(1, 3, 1.3)
+    _frames(meter, 0, 32, 1.4, segment=1, spacing=0.02)
+    meter.segment_end(1, 3, "done", 2.1)
+    meter.ended(5.0)
+    r = meter.result
+    assert r.ttff_ms == pytest.approx([400.0])
+    assert r.segment_ms == pytest.approx([1020.0])  # to the last frame, at 1.4 + 31 x 0.02
+    assert (r.segments_done, r.segments_late, r.frames_expected) == (1, 0, 32)
+    assert r.within_objective(meter.objectives) is True
+
+
+def test_a_segment_slower_than_its_media_time_is_late() -> None:
+    meter = _director()
+    meter.direct_sent(1, 1.0, 0.0)
+    meter.segment_start(1, 1, 0.5)
+    _frames(meter, 0, 16, 0.6, segment=1, spacing=0.05)
+    meter.segment_end(1, 1, "done", 1.5)
+    meter.ended(2.0)
+    assert meter.result.segments_late == 1
+    assert meter.result.within_objective(meter.objectives) is False
+
+
+def test_a_direction_that_never_got_a_frame_is_unanswered() -> None:
+    meter = _director()
+    meter.direct_sent(1, 5.0, 0.0)
+    meter.ended(4.0)
+    assert meter.result.directs_unanswered == 1
+    assert meter.result.within_objective(meter.objectives) is False
+
+
+def test_an_interrupted_segment_expects_only_the_frames_it_sent() -> None:
+    meter = _director()
+    meter.direct_sent(1, 5.0, 0.0)
+    meter.segment_start(1, 1, 0.2)
+    _frames(meter, 0, 10, 0.3, segment=1)
+    meter.interrupt_sent(2, 1.0)
+    meter.ack(2, 9 * FRAME, 1.01)
+    meter.segment_end(1, 1, "interrupted", 1.02)
+    meter.frame(10 * FRAME, 10, 1, -1, False, 1.05)  # the interrupted segment goes on: stale
+    meter.ended(2.0)
+    r = meter.result
+    assert (r.segments_interrupted, r.frames_expected, r.stale_frames_after_ack) == (1, 11, 1)
+
+
+def test_world_frames_expected_follow_playing_time_not_paused_time() -> None:
+    meter = _meter()
+    _frames(meter, 0, 16, 1.0)
+    meter.paused(2.0)
+    meter.resumed(5.0)
+    _frames(meter, 16, 16, 5.0)
+    meter.ended(6.0)
+    assert meter.result.frames_expected == 32  # 1.0-2.0 and 5.0-6.0 at 16 fps
+
+
+def test_a_rejected_session_is_outside_the_objective_question() -> None:
+    meter = SessionMeter("r", "world", Objectives())
+    meter.rejected("capacity", 12.5, 0.3)
+    assert meter.result.within_objective(meter.objectives) is None
+    assert (meter.result.status, meter.result.retry_after_s) == ("rejected", 12.5)
+
+
+def test_at_32_fps_the_servers_half_up_pts_are_no_errors_and_half_down_ones_are() -> None:
+    meter = SessionMeter("a", "world", Objectives())
+    meter.admitted(0.0, 32)
+    meter.connected(0.0)
+    for idx, pts in enumerate([0, 2813, 5625, 8438, 11250]):  # the server's: 2812.5 -> 2813, 8437.5 -> 8438
+        meter.frame(pts, idx, 0, -1, False, 0.1 + idx / 32)
+    assert meter.result.pts_errors == 0
+    meter.frame(11250 + 2812, 5, 0, -1, False, 0.1 + 5 / 32)  # frame 5 rounded half to even: 14062
+    assert meter.result.pts_errors == 1
+
+
+def test_a_media_fragment_splits_into_frames_at_their_timeline_offsets() -> None:
+    meter = SessionMeter("a", "world", Objectives())
+    meter.admitted(0.0, 32)
+    meter.connected(0.0)
+    meter.media(2813, 1, 4, 0, -1, True, 0.2)  # frames 1..4: 2813, 5625, 8438, 11250
+    meter.media(14063, 5, 3, 0, -1, False, 0.3)  # frames 5..7: 14063, 16875, 19688
+    r = meter.result
+    assert (r.frames_received, r.pts_errors) == (7, 0)
+    meter.media(22500 + 1, 8, 2, 0, -1, False, 0.4)  # a fragment one tick off: both its frames are wrong
+    assert (r.frames_received, r.pts_errors) == (9, 2)
+
+
+def test_media_before_admission_is_an_error_naming_the_session() -> None:
+    meter = SessionMeter("s7", "world", Objectives())
+    with pytest.raises(RuntimeError, match="session s7: media arrived before admission"):
+        meter.media(0, 0, 4, 0, -1, False, 0.0)

@@ -1,0 +1,130 @@
+// What a person sees of a page's progress and failures: one status line that says which step
+// is under way, errors in words with a Retry button where trying again can help, and the raw
+// protocol lines kept in a collapsible debug log.
+
+// The server's error codes in words; `retry`: whether trying again later can succeed.
+const ERROR_TEXT = {
+  capacity: { title: "The server is full right now", retry: true },
+  store_unavailable: { title: "The server cannot reach its session store", retry: true },
+  rate_limited: { title: "Too many requests in a short time", retry: true },
+  network: { title: "Cannot reach the server", retry: true },
+  connection: { title: "The connection to the server was lost", retry: true },
+  not_ready: { title: "The server is still starting", retry: true },
+  engine_fault: { title: "The model failed on this session", retry: true },
+  internal: { title: "The server hit an internal error", retry: false },
+  unauthorized: { title: "The session's token was refused", retry: false },
+  not_found: { title: "The session no longer exists", retry: true },
+  invalid_field: { title: "The server refused a value sent by this page", retry: false },
+  bad_message: { title: "The server could not read a message from this page", retry: false },
+  too_large: { title: "A message from this page was too large", retry: false },
+  unsupported_version: { title: "This page speaks a protocol version the server does not", retry: false },
+  unsupported_codec: { title: "This browser cannot play the server's video", retry: false },
+};
+
+// An error as the server (or this page) reports it: {code, message, retryAfterS?, status?}.
+export class ServerError extends Error {
+  constructor(code, message, { retryAfterS = null, status = null, field = null } = {}) {
+    super(message);
+    this.code = code;
+    this.retryAfterS = retryAfterS;
+    this.status = status;
+    this.field = field;
+  }
+}
+
+// From an HTTP error body {error: {code, message, field?, retry_after_s?}} and its response.
+export function serverErrorFrom(response, body) {
+  const e = (body && body.error) || {};
+  let retry = typeof e.retry_after_s === "number" ? e.retry_after_s : null;
+  const header = response.headers.get("retry-after");
+  if (retry === null && header && !Number.isNaN(Number(header))) retry = Number(header);
+  return new ServerError(e.code || `http_${response.status}`, e.message || response.statusText,
+    { retryAfterS: retry, status: response.status, field: e.field || null });
+}
+
+// {title, detail, canRetry, retryAfterS} for a person; unknown codes read as a server fault.
+export function describeError(err) {
+  const code = err && err.code ? err.code : "internal";
+  const known = ERROR_TEXT[code] || { title: `The server refused the request (${code})`, retry: false };
+  const retryAfterS = err && typeof err.retryAfterS === "number" ? err.retryAfterS : null;
+  return { code, title: known.title, detail: String((err && err.message) || ""), canRetry: known.retry, retryAfterS };
+}
+
+// The status line: `set(step, text)`; every step is remembered in `history` (tests read it).
+export class StatusLine {
+  constructor(element) {
+    this.element = element;
+    this.history = [];
+    this.step = null;
+  }
+
+  set(step, text) {
+    this.step = step;
+    this.element.textContent = text;
+    this.element.dataset.step = step;
+    const last = this.history[this.history.length - 1];
+    if (!last || last[0] !== step || last[1] !== text) this.history.push([step, text]);
+  }
+}
+
+// Renders a described error into `box`: title, the server's own words, a countdown when the
+// server said when to retry, and a Retry button only where retrying can help.
+export function showError(box, described, onRetry) {
+  box.hidden = false;
+  box.replaceChildren();
+  const title = document.createElement("strong");
+  title.textContent = described.title;
+  const detail = document.createElement("p");
+  detail.className = "detail";
+  detail.textContent = described.detail;
+  box.append(title, detail);
+  let timer = null;
+  if (described.canRetry && onRetry) {
+    const when = document.createElement("p");
+    when.className = "when";
+    const button = document.createElement("button");
+    button.id = `${box.id}-retry`;
+    button.className = "retry";
+    button.textContent = "Retry";
+    button.onclick = () => { clearInterval(timer); hideError(box); onRetry(); };
+    let left = described.retryAfterS !== null ? Math.ceil(described.retryAfterS) : 0;
+    const tick = () => {
+      when.textContent = left > 0 ? `Try again in ${left} s.` : "You can try again now.";
+      left -= 1;
+      if (left < 0) clearInterval(timer);
+    };
+    tick();
+    if (left >= 0) timer = setInterval(tick, 1000);
+    box.append(when, button);
+  } else {
+    const when = document.createElement("p");
+    when.className = "when";
+    when.textContent = "Trying again will not help; change what was sent or ask the server's operator.";
+    box.append(when);
+  }
+  box.stopCountdown = () => clearInterval(timer);
+}
+
+// A failure that stops the page: remembered in `errors`, logged, named on the status line and
+// shown in `box` (with Retry -> onRetry where that can help); `overlay` (the loading veil) hides.
+export function reportFailure(err, { status, errors, log, box, overlay, onRetry }) {
+  const described = describeError(err);
+  errors.push({ code: described.code, message: described.detail });
+  log(`error ${described.code}: ${described.detail}`);
+  status.set("error", described.title);
+  overlay.hidden = true;
+  showError(box, described, onRetry);
+}
+
+export function hideError(box) {
+  if (box.stopCountdown) box.stopCountdown();
+  box.hidden = true;
+  box.replaceChildren();
+}
+
+// A debug log (newest first) into `element`, timestamped to the millisecond.
+export function debugLog(element) {
+  return (text) => {
+    element.textContent = `${new Date().toISOString().slice(11, 23)} ${text}\n` + element.textContent.slice(0, 8000);
+  };
+}
