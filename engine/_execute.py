@@ -57,10 +57,11 @@ class PhaseRunner:
         t = torch.stack([torch.full((frames,), value, device=self.device) for value in sigmas_t])
         actions = torch.stack([w.actions.to(self.device) for w in works])
         starts = [w.index * frames for w in works]
+        if self.graphs is not None:
+            crosses = self.graphs.eligible(context_slabs, [w.cross if isinstance(w, ChunkWork) else None for w in works])
+            if crosses is not None:
+                return self.graphs.run(latents, t, actions, starts, crosses, context_slabs, write_slabs)
         cross = _batched_cross(works)
-        if self.graphs is not None and cross is not None and self.graphs.eligible(context_slabs, cross):
-            cos, sin = self.rope.for_frames(starts, frames)
-            return self.graphs.run(latents, t, actions, cos, sin, cross, context_slabs, write_slabs)
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
         return self.model(latents, t, actions, contexts, ctx, self.attend, cross)  # type: ignore[no-any-return]
 

@@ -1,12 +1,13 @@
 """CUDA graphs over whole DiT passes, one per (batch, context slabs, cache write) bucket.
 
 A DiT pass of wan-1.3b is ~1,000 kernel launches; replaying a captured graph removes the host's
-launch gaps (the GPU sat idle ~8% of a denoise step on the H200). A graph bakes in every address,
-so everything that changes between calls goes through static buffers that are filled before each
-replay: the latents, timesteps, actions, the RoPE cos/sin rows, the samples' prompt K/V, and the
-slab ids of the context (read by a gather with a device index) and of the cache write (an
-`index_copy_`), instead of the eager path's host-int slab views. Samples of a bucket all have the
-same number of context slabs (the eager path batches mixed context lengths; those stay eager).
+launch gaps. A graph bakes in every address, so what changes between calls lives in static
+buffers: the latents, timesteps and actions (~1 MB per sample, refilled every pass), the RoPE
+cos/sin rows and the slab ids of the context (a gather by device index) and of the cache write (a
+scatter), refilled only when they change (once per chunk), and the samples' prompt K/V, refilled
+only when the batch holds other sessions (each session keeps one K/V tensor for its prompt). Slab
+ids go up through pinned memory without a stream sync. Samples of a bucket all have the same
+number of context slabs (the eager path batches mixed context lengths; those stay eager).
 
 A bucket runs eagerly through the static path on its first call (any lazy initialisation happens
 outside a capture) and is captured on its second, then replayed. `Capturer` makes the capture
@@ -15,6 +16,7 @@ replaceable: `cuda_capturer` on CUDA, `rerun_capturer` (replay = call again) for
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,7 +24,9 @@ import torch
 
 from engine.attention import AttentionBackend
 from engine.kv import ChunkKVPool
+from engine.kv.gather import gather_slabs, scatter_slabs
 from engine.model import AttnContext, CausalDiT
+from engine.rope import RopeTable
 
 __all__ = ["Capturer", "GraphKey", "PassGraphs", "cuda_capturer", "rerun_capturer"]
 
@@ -65,9 +69,13 @@ class GraphKey:
     write: bool
 
 
+Cross = tuple[torch.Tensor, torch.Tensor]
+
+
 @dataclass
 class _Statics:
-    """The per-batch-size input buffers every graph of that batch size reads."""
+    """The per-batch-size input buffers every graph of that batch size reads, and what the
+    per-chunk ones hold (so they are refilled only when that changes)."""
 
     latents: torch.Tensor
     t: torch.Tensor
@@ -77,27 +85,76 @@ class _Statics:
     cross_k: torch.Tensor
     cross_v: torch.Tensor
     placeholder: torch.Tensor  # the prompt embeddings argument (unused: the K/V come cached)
+    starts: list[int] = field(default_factory=list)  # frame starts the RoPE rows are for
+    crosses: list[Cross] = field(default_factory=list)  # the samples' prompt K/V the buffers hold
 
     @classmethod
     def like(cls, latents: torch.Tensor, t: torch.Tensor, actions: torch.Tensor, cos: torch.Tensor,
-             sin: torch.Tensor, cross: tuple[torch.Tensor, torch.Tensor]) -> _Statics:
-        return cls(latents.clone(), t.clone(), actions.clone(), cos.clone(), sin.clone(), cross[0].clone(),
-                   cross[1].clone(), latents.new_empty(0))
+             sin: torch.Tensor, crosses: list[Cross]) -> _Statics:
+        k, v = crosses[0]
+        batch = len(crosses)
+        return cls(torch.empty_like(latents), torch.empty_like(t), torch.empty_like(actions), torch.empty_like(cos),
+                   torch.empty_like(sin), k.new_empty(k.shape[0], batch * k.shape[1], *k.shape[2:]),
+                   v.new_empty(v.shape[0], batch * v.shape[1], *v.shape[2:]), latents.new_empty(0))
 
-    def fill(self, latents: torch.Tensor, t: torch.Tensor, actions: torch.Tensor, cos: torch.Tensor,
-             sin: torch.Tensor, cross: tuple[torch.Tensor, torch.Tensor]) -> None:
-        for static, value in ((self.latents, latents), (self.t, t), (self.actions, actions), (self.cos, cos),
-                              (self.sin, sin), (self.cross_k, cross[0]), (self.cross_v, cross[1])):
+    def fill(self, latents: torch.Tensor, t: torch.Tensor, actions: torch.Tensor) -> None:
+        for static, value in ((self.latents, latents), (self.t, t), (self.actions, actions)):
             static.copy_(value, non_blocking=True)
+
+    def fill_rope(self, rope: RopeTable, starts: list[int], frames: int) -> bool:
+        """Refill the RoPE rows if the samples' frame starts changed; True if it did."""
+        if starts == self.starts:
+            return False
+        cos, sin = rope.for_frames(starts, frames)
+        self.cos.copy_(cos)
+        self.sin.copy_(sin)
+        self.starts = list(starts)
+        return True
+
+    def fill_cross(self, crosses: list[Cross]) -> bool:
+        """Refill the prompt K/V if the batch holds other tensors than last time; True if it did."""
+        if len(crosses) == len(self.crosses) and all(
+            a[0] is b[0] and a[1] is b[1] for a, b in zip(crosses, self.crosses, strict=True)
+        ):
+            return False
+        for static, which in ((self.cross_k, 0), (self.cross_v, 1)):
+            # (layers, 1, text_len, heads, d) per sample -> (layers, B, ...) in place
+            torch.cat([c[which] for c in crosses], dim=1, out=static)
+        self.crosses = list(crosses)
+        return True
+
+
+def _upload(index: torch.Tensor, ids: list[int] | list[list[int]]) -> None:
+    """index <- ids without a stream sync (pinned staging on CUDA; the host allocator keeps the
+    staging buffer until the copy has run)."""
+    host = torch.tensor(ids, dtype=torch.long).reshape(index.shape)
+    if index.is_cuda:
+        host = host.pin_memory()
+    index.copy_(host, non_blocking=True)
 
 
 @dataclass
 class _Graph:
     read_index: torch.Tensor  # (B, N) slab ids of each sample's context
     write_index: torch.Tensor  # (B,) slab ids written by a cache pass
+    read_ids: list[list[int]] = field(default_factory=list)  # what the index tensors hold
+    write_ids: list[int] = field(default_factory=list)
     calls: int = 0
     replay: Replay | None = None
     output: torch.Tensor | None = None
+
+    def fill(self, context_slabs: list[list[int]], write_slabs: list[int] | None) -> int:
+        """Upload the slab ids that changed; returns how many index tensors it uploaded."""
+        uploads = 0
+        if context_slabs != self.read_ids:
+            _upload(self.read_index, context_slabs)
+            self.read_ids = [list(ids) for ids in context_slabs]
+            uploads += 1
+        if write_slabs is not None and write_slabs != self.write_ids:
+            _upload(self.write_index, write_slabs)
+            self.write_ids = list(write_slabs)
+            uploads += 1
+        return uploads
 
 
 @dataclass
@@ -105,39 +162,47 @@ class PassGraphs:
     model: CausalDiT
     pool: ChunkKVPool
     attend: AttentionBackend
+    rope: RopeTable
     capturer: Capturer
-    captured: int = 0
+    captured: int = 0  # graphs captured so far
+    # per-chunk inputs refilled so far: "rope" rows, prompt K/V ("cross"), slab-id "uploads"
+    refills: Counter[str] = field(default_factory=Counter)
     _statics: dict[int, _Statics] = field(default_factory=dict)
     _graphs: dict[GraphKey, _Graph] = field(default_factory=dict)
 
     @staticmethod
-    def eligible(context_slabs: list[list[int]], cross: tuple[torch.Tensor, torch.Tensor] | None) -> bool:
-        """True when one graph can serve the pass: every sample has cached prompt K/V and the same
-        number of context slabs."""
-        return cross is not None and len({len(slabs) for slabs in context_slabs}) == 1
+    def eligible(context_slabs: list[list[int]], crosses: list[Cross | None]) -> list[Cross] | None:
+        """The samples' prompt K/V when one graph can serve the pass (every sample has them cached
+        and the same number of context slabs); None: the pass runs eagerly."""
+        ready = [c for c in crosses if c is not None]
+        if len(ready) < len(crosses) or len({len(slabs) for slabs in context_slabs}) != 1:
+            return None
+        return ready
 
     def run(
-        self, latents: torch.Tensor, t: torch.Tensor, actions: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-        cross: tuple[torch.Tensor, torch.Tensor], context_slabs: list[list[int]], write_slabs: list[int] | None,
+        self, latents: torch.Tensor, t: torch.Tensor, actions: torch.Tensor, starts: list[int], crosses: list[Cross],
+        context_slabs: list[list[int]], write_slabs: list[int] | None,
     ) -> torch.Tensor:
         """The pass's flow (a fresh tensor), eagerly on the bucket's first call, by a captured
         graph after."""
         batch = latents.shape[0]
         key = GraphKey(batch, len(context_slabs[0]), write_slabs is not None)
+        frames = latents.shape[2]
         statics = self._statics.get(batch)
         if statics is None:
-            statics = self._statics[batch] = _Statics.like(latents, t, actions, cos, sin, cross)
-        statics.fill(latents, t, actions, cos, sin, cross)
+            cos, sin = self.rope.for_frames(starts, frames)
+            statics = self._statics[batch] = _Statics.like(latents, t, actions, cos, sin, crosses)
+        statics.fill(latents, t, actions)
+        self.refills["rope"] += statics.fill_rope(self.rope, starts, frames)
+        self.refills["cross"] += statics.fill_cross(crosses)
         graph = self._graphs.get(key)
-        device = latents.device
         if graph is None:
+            device = latents.device
             graph = self._graphs[key] = _Graph(
                 torch.zeros(batch, key.context_slabs, dtype=torch.long, device=device),
                 torch.zeros(batch, dtype=torch.long, device=device),
             )
-        graph.read_index.copy_(torch.tensor(context_slabs, dtype=torch.long).reshape(batch, key.context_slabs))
-        if write_slabs is not None:
-            graph.write_index.copy_(torch.tensor(write_slabs, dtype=torch.long))
+        self.refills["uploads"] += graph.fill(context_slabs, write_slabs)
         graph.calls += 1
         if graph.replay is None:
             if graph.calls == 1:
@@ -167,8 +232,7 @@ class PassGraphs:
                 rows, tokens = current.shape[0], current.shape[1]
                 both = current.new_empty(rows, index.shape[1] + 1, tokens, *current.shape[2:])
                 both[:, 0].copy_(current)
-                for row in range(rows):  # one gather per sample, straight into its rows (no extra copy)
-                    torch.index_select(storage[layer, which], 0, index[row], out=both[row, 1:])
+                gather_slabs(storage[layer, which], index, both, first_slot=1)
                 out.append(both.view(rows, -1, *current.shape[2:]))
             return out[0], out[1]
 
@@ -178,7 +242,7 @@ class PassGraphs:
         storage = self.pool.storage
 
         def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
-            storage[layer, 0].index_copy_(0, index, k)
-            storage[layer, 1].index_copy_(0, index, v)
+            scatter_slabs(k, index, storage[layer, 0])
+            scatter_slabs(v, index, storage[layer, 1])
 
         return write

@@ -45,7 +45,8 @@ class Engine:
             parts.device,
         )
         if parts.config.cuda_graphs:
-            self.runner.graphs = PassGraphs(parts.model, parts.pool, parts.attend, cuda_capturer(parts.device))
+            self.runner.graphs = PassGraphs(parts.model, parts.pool, parts.attend, parts.rope,
+                                            cuda_capturer(parts.device))
         self.pool = parts.pool
         self.info: ModelInfo = parts.info
         self._sessions: dict[str, EngineSession] = {}

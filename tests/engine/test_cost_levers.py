@@ -27,7 +27,8 @@ def _rollout(engine, chunks: int = CHUNKS) -> tuple[list[torch.Tensor], list[tor
 def test_graph_path_equals_eager_path_and_captures_each_bucket_once() -> None:
     eager = make_engine()
     graphed = make_engine()
-    graphs = PassGraphs(graphed.parts.model, graphed.parts.pool, graphed.parts.attend, rerun_capturer)
+    graphs = PassGraphs(graphed.parts.model, graphed.parts.pool, graphed.parts.attend, graphed.parts.rope,
+                        rerun_capturer)
     graphed.runner.graphs = graphs
     frames_a, latents_a = _rollout(eager)
     frames_b, latents_b = _rollout(graphed)
@@ -42,10 +43,24 @@ def test_graph_path_equals_eager_path_and_captures_each_bucket_once() -> None:
     assert graphs.captured == 4 + 1
 
 
+def test_graphs_refill_per_chunk_inputs_once_per_chunk_and_the_prompt_kv_once_per_session() -> None:
+    engine = make_engine()
+    graphs = PassGraphs(engine.parts.model, engine.parts.pool, engine.parts.attend, engine.parts.rope, rerun_capturer)
+    engine.runner.graphs = graphs
+    _rollout(engine)
+    # 5 passes per chunk (4 denoise, 1 cache): the RoPE rows once per chunk; the slab ids of the
+    # denoise bucket's context, the cache bucket's context and its write slab once per chunk each
+    assert graphs.refills == {"rope": CHUNKS, "cross": 1, "uploads": 3 * CHUNKS}
+    engine.open_session("t", seed=4, prompt="another hill")
+    run_chunk(engine, "t", [W])
+    assert graphs.refills["cross"] == 2  # another session: its own prompt K/V
+
+
 def test_graph_buckets_skip_mixed_context_batches_and_missing_prompt_kv() -> None:
-    assert PassGraphs.eligible([[1, 2], [3, 4]], (torch.zeros(1), torch.zeros(1)))
-    assert not PassGraphs.eligible([[1, 2], [3]], (torch.zeros(1), torch.zeros(1)))
-    assert not PassGraphs.eligible([[1]], None)
+    cross = (torch.zeros(1), torch.zeros(1))
+    assert PassGraphs.eligible([[1, 2], [3, 4]], [cross, cross]) == [cross, cross]
+    assert PassGraphs.eligible([[1, 2], [3]], [cross, cross]) is None
+    assert PassGraphs.eligible([[1], [2]], [cross, None]) is None
 
 
 def _count_forwards(engine) -> list[int]:

@@ -7,8 +7,9 @@ context), `serving` (the model's sink + window, steady state) and `world` (sink 
 chunks, the `wan-1.3b-world` geometry, steady state). One engine per geometry is built; the levers
 are switched on it between runs exactly as their config fields switch them at build time
 (`apply_lever`). Levers: `graphs` (CUDA graphs), `fp8_attention`, `fp8_ffn`, `kv_last_pass`
-(approximation), `preview` (the TAEHV-layout decoder); `stacked_all` (every lever) and
-`stacked_chosen` (the levers that lowered the world workload's GPU s per media s alone).
+(approximation), `preview` (the TAEHV-layout decoder), run in the order `--levers` names them;
+then the stacks `--stacks` names: `stacked_all` (every lever asked for) and `stacked_chosen` (the
+levers that lowered the world workload's GPU s per media s alone, at the first batch size).
 
 Fidelity of each lossy lever against the exact bf16 path on the same seeds: an 81-frame rollout's
 final latents per chunk (relative L2 error, cosine) and, for FP8 attention, the attention output
@@ -37,8 +38,10 @@ from engine.engine import Engine
 from engine.errors import ConfigError
 from engine.tools.bench.args import parse_batches
 from engine.tools.bench.report import provenance
+from engine.tools.bench.run import kv_budget
 from engine.tools.bench.stats import Clock, progress
 from engine.tools.bench.workloads import Driver
+from engine.weights import parse_dtype
 
 __all__ = ["LEVERS", "Lever", "apply_lever", "main"]
 
@@ -93,24 +96,25 @@ def apply_lever(engine: Engine, lever: Lever, decoders: _Decoders) -> None:
     config = engine.config.with_overrides(kv_from_last_pass=lever.kv_last_pass, cuda_graphs=lever.graphs)
     engine.config = runner.config = parts.config = config
     capturer = cuda_capturer(engine.device) if engine.device.type == "cuda" else rerun_capturer
-    runner.graphs = PassGraphs(model, parts.pool, parts.attend, capturer) if lever.graphs else None
+    runner.graphs = PassGraphs(model, parts.pool, parts.attend, parts.rope, capturer) if lever.graphs else None
     decoder = decoders.preview if lever.preview else decoders.exact
     assert decoder is not None
     parts.decoder = runner.decoder = decoder
 
 
 def _engine(config: ModelConfig, catalog: ModelCatalog, args: argparse.Namespace) -> Engine:
-    progress(f"building {config.name}")
-    engine = Engine.create(model=config, device=args.device, kv_budget_bytes=int(args.kv_budget_gib * GIB),
-                           attention="sdpa", max_batch=max(args.batch), catalog=catalog)
+    budget = kv_budget(config, parse_dtype(None, torch.device(args.device)), max(args.batch), args.kv_budget_gib)
+    progress(f"building {config.name}, KV pool {budget / GIB:.1f} GiB")
+    engine = Engine.create(model=config, device=args.device, kv_budget_bytes=budget, attention="sdpa",
+                           max_batch=max(args.batch), catalog=catalog)
     engine.warmup()
     return engine
 
 
-def _warm_lever(driver: Driver, batch: int, chunks: int) -> None:
-    """Every (batch, context) bucket twice before timing: graphs capture on a bucket's second
-    call, FP8 kernels and recompiled block halves build on their first."""
-    for _ in range(2):
+def _warm_lever(driver: Driver, lever: Lever, batch: int, chunks: int) -> None:
+    """Every (batch, context) bucket before timing: FP8 kernels and recompiled block halves build
+    on their first call; with graphs twice (a bucket captures on its second call)."""
+    for _ in range(2 if lever.graphs else 1):
         driver.warm(batch, chunks)
 
 
@@ -120,13 +124,13 @@ def _run_workloads(bench: _Bench, engine: Engine, geometry: str, lever: Lever) -
     out: dict[str, object] = {}
     for batch in args.batch:
         if geometry == "serving":
-            _warm_lever(driver, batch, args.chunks)
+            _warm_lever(driver, lever, batch, args.chunks)
             run = driver.run_global(batch, args.chunks)
             out[f"global/{batch}"] = run.summary()
             run = driver.run_rolling(batch, args.steady_chunks)
             out[f"serving/{batch}"] = run.summary()
         else:
-            _warm_lever(driver, batch, engine.config.context_chunks + 1)
+            _warm_lever(driver, lever, batch, engine.config.context_chunks + 1)
             run = driver.run_rolling(batch, args.steady_chunks)
             out[f"world/{batch}"] = run.summary()
     for key, summary in out.items():
@@ -248,14 +252,15 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, object]:
             "build_and_warmup_s": time.perf_counter() - start,
         }
     available = [n for n in SINGLE if n in args.levers and (n != "preview" or bench.decoders["serving"].preview)]
-    wanted = [lever for lever in LEVERS if lever.name in ("base", *available)]
-    stacks = [("stacked_all", tuple(available))]
+    by_name = {lever.name: lever for lever in LEVERS}
+    wanted = [by_name[n] for n in args.levers if n == "base" or n in available]  # in the order asked
+    stacks = [("stacked_all", tuple(available))] if "all" in args.stacks else []
     for lever in wanted:
         for geometry, engine in engines.items():
             apply_lever(engine, lever, bench.decoders[geometry])
             levers_out.setdefault(lever.name, {}).update(_run_workloads(bench, engine, geometry, lever))
         _write(args, results)
-    if "base" in levers_out:
+    if "base" in levers_out and "chosen" in args.stacks:
         stacks.append(("stacked_chosen", _chosen(levers_out, args.batch[0])))
     for name, parts in stacks:
         lever = Lever.of(name, parts)
@@ -276,7 +281,7 @@ def _write(args: argparse.Namespace, results: dict[str, object]) -> None:
 
 
 def plot(results: dict[str, object], path: str) -> None:
-    """Bars of GPU s per media s: one group per lever, one bar per workload (batch 1)."""
+    """Bars of GPU s per media s: one group per lever, one bar per workload and batch."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -284,15 +289,16 @@ def plot(results: dict[str, object], path: str) -> None:
 
     levers = results["levers"]
     assert isinstance(levers, dict)
-    workloads = ["global/1", "serving/1", "world/1"]
-    fig, ax = plt.subplots(figsize=(8.0, 4.0), dpi=110)
+    workloads = list(dict.fromkeys(key for per_lever in levers.values() for key in per_lever))
+    fig, ax = plt.subplots(figsize=(max(8.0, 1.2 * len(levers) * len(workloads) / 3), 4.0), dpi=110)
     width = 0.8 / len(workloads)
     names = list(levers)
     for i, workload in enumerate(workloads):
         values = [levers[n].get(workload, {}).get("gpu_s_per_media_s", float("nan")) for n in names]
-        ax.bar([x + i * width for x in range(len(names))], values, width, label=workload.split("/")[0])
-    ax.set_xticks([x + width for x in range(len(names))], names, rotation=20, fontsize=8)
-    ax.set_ylabel("GPU s per media s (b=1)")
+        workload_name, batch = workload.split("/")
+        ax.bar([x + i * width for x in range(len(names))], values, width, label=f"{workload_name} b={batch}")
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(names))], names, rotation=20, fontsize=8)
+    ax.set_ylabel("GPU s per media s")
     ax.axhline(1.0, color="grey", linewidth=0.6)
     ax.set_title(f"{results['provenance']['device_name']}: cost of a media second per lever", fontsize=9)  # type: ignore[index]
     ax.legend(fontsize=8)
@@ -311,12 +317,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=7, help="chunks of the global workload and fidelity rollout")
     parser.add_argument("--steady-chunks", type=int, default=4)
     parser.add_argument("--levers", default=",".join(lever.name for lever in LEVERS))
+    parser.add_argument("--stacks", default="all,chosen",
+                        help="stacks to run after the single levers: all (every lever asked for), chosen (those "
+                             "that lowered the world workload alone); empty for none")
     parser.add_argument("--fidelity-seeds", type=int, default=2)
-    parser.add_argument("--kv-budget-gib", type=float, default=12.0)
+    parser.add_argument("--kv-budget-gib", type=float, default=None,
+                        help="KV pool per engine; default: room for the largest batch and the warm-up session")
     parser.add_argument("--json", required=True)
     parser.add_argument("--plot", default=None)
     args = parser.parse_args(argv)
     args.levers = args.levers.split(",")
+    args.stacks = [name for name in args.stacks.split(",") if name]
+    unknown = sorted({*args.levers} - {lever.name for lever in LEVERS}) + sorted({*args.stacks} - {"all", "chosen"})
+    if unknown:
+        parser.error(f"unknown lever or stack {', '.join(unknown)}; levers: "
+                     f"{', '.join(lever.name for lever in LEVERS)}; stacks: all, chosen")
     results = run(args, argv)
     if args.plot:
         plot(results, args.plot)

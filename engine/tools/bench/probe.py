@@ -1,6 +1,7 @@
 """GPU probe for the cost levers, one call: FP8 attention tiles (time and error vs exact on the
 model's shapes), the FFN GEMMs in FP8 vs bf16 (compiled, quantization fused), the TAEHV preview
-decoder's time and memory per chunk, and a smoke run of CUDA graphs + FP8 attention in the engine.
+decoder's time and memory per chunk, a smoke run of CUDA graphs + FP8 attention in the engine, and
+the K/V slab gather of the graphed pass (concatenation vs index_select vs the Triton gather).
 
     python -m engine.tools.bench.probe --json out.json
 """
@@ -183,13 +184,47 @@ def engine_smoke(report: dict[str, object]) -> None:
     report["engine_world_b1"] = rows
 
 
+def gather(report: dict[str, object]) -> None:
+    """One layer's K read for attention at 3 and 7 context slabs (world, serving), b=1: the eager
+    path's concatenation of slab views, torch's index_select by device ids, the Triton slab gather."""
+    from engine.kv.gather import gather_slabs
+
+    storage = torch.randn(24, TOKENS, HEADS, HEAD_DIM, device="cuda").bfloat16()
+    current = torch.randn(1, TOKENS, HEADS, HEAD_DIM, device="cuda").bfloat16()
+    rows = {}
+    for slabs in (3, 7):
+        ids = [5 + 2 * i for i in range(slabs)]
+        index = torch.tensor([ids], device="cuda")
+        out = current.new_empty(1, slabs + 1, TOKENS, HEADS, HEAD_DIM)
+
+        def cat(ids: list[int] = ids) -> torch.Tensor:
+            return torch.cat([current[0], *(storage[i] for i in ids)], dim=0)
+
+        def select(index: torch.Tensor = index, out: torch.Tensor = out) -> None:
+            out[:, 0].copy_(current)
+            torch.index_select(storage, 0, index[0], out=out[0, 1:])
+
+        def triton_gather(index: torch.Tensor = index, out: torch.Tensor = out) -> None:
+            out[:, 0].copy_(current)
+            gather_slabs(storage, index, out, first_slot=1)
+
+        triton_gather()
+        same = bool(torch.equal(out.view(-1), cat().view(-1)))
+        moved = 2 * (slabs + 1) * storage[0].numel() * 2  # bytes read + written
+        timings = {name: _bench(fn) for name, fn in (("cat", cat), ("index_select", select), ("triton", triton_gather))}
+        rows[f"slabs_{slabs}"] = {**{f"{k}_s": v for k, v in timings.items()}, "triton_equals_cat": same,
+                                  **{f"{k}_tb_per_s": moved / v / 1e12 for k, v in timings.items()}}
+        print("gather", slabs, rows[f"slabs_{slabs}"], flush=True)
+    report["gather"] = rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", required=True)
-    parser.add_argument("--parts", default="attention,ffn,taehv,engine")
+    parser.add_argument("--parts", default="attention,ffn,taehv,engine,gather")
     args = parser.parse_args(argv)
     report: dict[str, object] = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
-    parts = {"attention": attention, "ffn": ffn, "taehv": taehv, "engine": engine_smoke}
+    parts = {"attention": attention, "ffn": ffn, "taehv": taehv, "engine": engine_smoke, "gather": gather}
     for name in args.parts.split(","):
         t0 = time.perf_counter()
         try:

@@ -26,7 +26,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_every_lever_alone_and_stacked_on_every_workload(results: dict) -> None:
-    assert list(results["levers"]) == ["base", "graphs", "fp8_ffn", "kv_last_pass", "stacked_all", "stacked_chosen"]
+    assert list(results["levers"]) == ["base", "graphs", "kv_last_pass", "fp8_ffn", "stacked_all", "stacked_chosen"]
     assert results["stacks"]["stacked_all"] == ["graphs", "fp8_ffn", "kv_last_pass"]
     assert set(results["stacks"]["stacked_chosen"]) <= {"graphs", "fp8_ffn", "kv_last_pass"}
     for per_workload in results["levers"].values():
@@ -72,3 +72,24 @@ def test_a_stack_switches_each_of_its_levers() -> None:
     lever = Lever.of("stacked", ("graphs", "preview"))
     assert (lever.graphs, lever.preview, lever.fp8_attention, lever.fp8_ffn, lever.kv_last_pass) == (
         True, True, False, False, False)
+
+
+def test_levers_run_in_the_order_asked_and_stacks_only_when_asked(tmp_path: Path) -> None:
+    path = tmp_path / "cost.json"
+    argv = ["--model", "tiny", "--device", "cpu", "--chunks", "2", "--steady-chunks", "1", "--levers",
+            "graphs,base", "--stacks", "", "--fidelity-seeds", "0", "--batch", "2", "--json", str(path)]
+    assert main(argv) == 0
+    results = json.loads(path.read_text())
+    assert list(results["levers"]) == ["graphs", "base"] and "stacks" not in results and "fidelity" not in results
+    assert list(results["levers"]["base"]) == ["global/2", "serving/2", "world/2"]
+    assert results["levers"]["base"]["world/2"]["batch"] == 2
+
+
+@pytest.mark.parametrize("option", [["--levers", "base,turbo"], ["--stacks", "best"]])
+def test_an_unknown_lever_or_stack_is_refused_with_the_valid_names(option: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--model", "tiny", "--device", "cpu", "--json", "x.json", *option])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"unknown lever or stack {option[1].split(',')[-1]}" in err
+    assert "levers: base, graphs, fp8_attention, fp8_ffn, kv_last_pass, preview; stacks: all, chosen" in err
