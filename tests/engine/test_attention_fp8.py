@@ -6,10 +6,6 @@ the bound here is looser than the one measured on the H200 (results/ records tha
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -17,6 +13,7 @@ import torch
 
 from engine.attention import AttentionBackend
 from engine.errors import ConfigError
+from tests.engine._helpers import run_interpreted
 
 CHILD = textwrap.dedent(
     """
@@ -55,10 +52,7 @@ CHILD = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, object]:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_interpreted(CHILD)
 
 
 def test_fp8_kernel_is_usable_in_the_interpreter(report: dict[str, object]) -> None:

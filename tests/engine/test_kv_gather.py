@@ -4,15 +4,12 @@ fallback give exactly the slabs asked for, with a tail block in every slab."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import torch
 
 from engine.kv.gather import gather_slabs, scatter_slabs
+from tests.engine._helpers import run_interpreted
 
 CHILD = textwrap.dedent(
     """
@@ -40,11 +37,7 @@ CHILD = textwrap.dedent(
 
 
 def test_the_triton_kernel_copies_exactly_the_slabs_asked_for_in_the_interpreter() -> None:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report == {"usable": True, "gathered": True, "slot0_untouched": True, "scattered": True,
+    assert run_interpreted(CHILD) == {"usable": True, "gathered": True, "slot0_untouched": True, "scattered": True,
                       "others_kept": True}
 
 
