@@ -1,4 +1,4 @@
-"""Session protocol v1 (PROTOCOL.md): messages, codec, validation, HTTP bodies, client.
+"""Session protocol v1 (docs/protocol.md): messages, codec, validation, HTTP bodies, client.
 
 The asyncio client lives in `protocols.client` and is imported from there (it pulls in httpx
 and websockets, which the codec does not need).

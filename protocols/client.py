@@ -182,7 +182,7 @@ class SessionClient:
         self._next_id += 1
         return self._next_id - 1
 
-    # ---- the messages of PROTOCOL.md ------------------------------------------------------------
+    # ---- the messages of docs/protocol.md ------------------------------------------------------------
 
     async def send_action(
         self,

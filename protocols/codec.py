@@ -1,9 +1,9 @@
-"""msgpack encoding and validating decoding of protocol messages (PROTOCOL.md, Messages).
+"""msgpack encoding and validating decoding of protocol messages (docs/protocol.md, Messages).
 
 `encode` writes one map: `t` first, then the fields in dataclass order, optional fields at
 their default (None, or False for `cut`/`disc`) left out, bytes as msgpack bin, floats as
 float64. `decode` checks the size before unpacking, unpacks with limits derived from it, and
-turns anything that is not a valid message into a `ProtocolError` with the PROTOCOL.md code.
+turns anything that is not a valid message into a `ProtocolError` with the docs/protocol.md code.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The error codes of PROTOCOL.md and the one exception that carries them."""
+"""The error codes of docs/protocol.md and the one exception that carries them."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ __all__ = ["ErrorCode", "ProtocolError"]
 
 
 class ErrorCode(StrEnum):
-    """Exactly the codes PROTOCOL.md lists; their string values go on the wire."""
+    """Exactly the codes docs/protocol.md lists; their string values go on the wire."""
 
     BAD_MESSAGE = "bad_message"  # not msgpack / not a map (or not a JSON object)
     UNKNOWN_TYPE = "unknown_type"  # `t` missing, not a string, or not a known message type

@@ -1,4 +1,4 @@
-"""The HTTP JSON bodies of PROTOCOL.md and the status code of each error code."""
+"""The HTTP JSON bodies of docs/protocol.md and the status code of each error code."""
 
 from __future__ import annotations
 

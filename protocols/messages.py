@@ -1,4 +1,4 @@
-"""Every message of PROTOCOL.md as a frozen dataclass; `T` is its `t` discriminator.
+"""Every message of docs/protocol.md as a frozen dataclass; `T` is its `t` discriminator.
 
 Field order is the wire key order (after `t`), so encodings are deterministic and the same in
 every implementation (see protocols/README.md). Optional fields default to None (or False

@@ -1,4 +1,4 @@
-"""The session timeline: 90 kHz pts on one constant-frame-rate clock (PROTOCOL.md, Time).
+"""The session timeline: 90 kHz pts on one constant-frame-rate clock (docs/protocol.md, Time).
 
 The one owner of the pts rule in Python: the server's output, the transports' encoders and
 containers, and the replayer's meter all take their clock from here. The browser client

@@ -12,7 +12,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
 from engine.api import EngineProtocol
-from sessiond.admission_hook import Admission
+from sessiond.admission.decision import AdmissionPolicy
 from sessiond.config import ServeConfig
 from sessiond.daemon import Daemon
 from sessiond.routes_http import http_routes
@@ -27,7 +27,7 @@ def web_dir(config: ServeConfig) -> Path:
 
 
 def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, store: Store | None = None,
-               admission: Admission | None = None) -> Starlette:
+               admission: AdmissionPolicy | None = None) -> Starlette:
     daemon = Daemon(config, engine=engine, store=store, admission=admission)
 
     @contextlib.asynccontextmanager

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sessiond.errors import ConfigError
+from sessiond.errors import ServeConfigError
 
 __all__ = ["LOG_LEVELS", "ServeConfig"]
 
@@ -67,40 +67,40 @@ class ServeConfig:
         for name in _POSITIVE:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(name, f"must be a positive number, got {value!r}")
+                raise ServeConfigError(name, f"must be a positive number, got {value!r}")
         for name in _POSITIVE_INT:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ConfigError(name, f"must be a positive integer, got {value!r}")
+                raise ServeConfigError(name, f"must be a positive integer, got {value!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
-            raise ConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
+            raise ServeConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
         if self.idle_close_s < self.idle_offload_s:
-            raise ConfigError("idle_close_s", f"must be >= idle_offload_s ({self.idle_offload_s}), "
+            raise ServeConfigError("idle_close_s", f"must be >= idle_offload_s ({self.idle_offload_s}), "
                               f"got {self.idle_close_s}")
         if self.kv_budget_bytes is not None and (not isinstance(self.kv_budget_bytes, int)
                                                  or self.kv_budget_bytes <= 0):
-            raise ConfigError("kv_budget_bytes", f"must be a positive integer, got {self.kv_budget_bytes!r}")
+            raise ServeConfigError("kv_budget_bytes", f"must be a positive integer, got {self.kv_budget_bytes!r}")
         if self.cpu_threads is not None and (not isinstance(self.cpu_threads, int) or isinstance(self.cpu_threads, bool)
                                              or self.cpu_threads < 1):
-            raise ConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
+            raise ServeConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
         if self.log_level is not None and self.log_level not in LOG_LEVELS:
-            raise ConfigError("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+            raise ServeConfigError("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
         if not isinstance(self.model, str) or not self.model:
-            raise ConfigError("model", "must be a model config name such as demo or tiny")
+            raise ServeConfigError("model", "must be a model config name such as demo or tiny")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> ServeConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         for key in values:
             if key not in known:
-                raise ConfigError(key, f"unknown option; valid options: {', '.join(sorted(known))}")
+                raise ServeConfigError(key, f"unknown option; valid options: {', '.join(sorted(known))}")
         values = dict(values)
         if "webrtc_hosts" in values:
             hosts = values["webrtc_hosts"]
             if isinstance(hosts, str):
                 hosts = [h for h in hosts.split(",") if h]
             if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
-                raise ConfigError("webrtc_hosts", "must be a list of IP addresses")
+                raise ServeConfigError("webrtc_hosts", "must be a list of IP addresses")
             values["webrtc_hosts"] = tuple(hosts)
         return cls(**values)
 
@@ -109,11 +109,11 @@ class ServeConfig:
         try:
             data = json.loads(Path(path).read_text())
         except OSError as exc:
-            raise ConfigError("config", f"cannot read {path}: {exc.strerror}") from exc
+            raise ServeConfigError("config", f"cannot read {path}: {exc.strerror}") from exc
         except json.JSONDecodeError as exc:
-            raise ConfigError("config", f"{path} is not valid JSON: {exc}") from exc
+            raise ServeConfigError("config", f"{path} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
-            raise ConfigError("config", f"{path} must hold a JSON object of options")
+            raise ServeConfigError("config", f"{path} must hold a JSON object of options")
         data = {k.replace("-", "_"): v for k, v in data.items()}
         data.update(overrides or {})
         return cls.from_mapping(data)

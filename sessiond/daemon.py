@@ -1,4 +1,4 @@
-"""`Daemon`: the runtime the app's routes call. Owns the engine thread, the scheduler, the
+"""`Daemon`: the runtime the app's routes call. Owns the engine host, the scheduler, the
 sessions, the store writer and the admission policy; starts them in `start()` and cancels and
 awaits them in `stop()`."""
 
@@ -10,25 +10,25 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from engine.api import EngineProtocol, ModelInfo
+from engine.api import EngineProtocol, KVStats, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError
-from sessiond.admission.decision import AdmissionRequest
-from sessiond.admission_hook import Admission, KVPoolAdmission
-from sessiond.admission_wiring import PolicyRuntime, build_policy
+from sessiond.admission.build import build_admission
+from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
+from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.config import ServeConfig
-from sessiond.engine_factory import BuiltEngine, build_engine
-from sessiond.engine_worker import EngineWorker
+from sessiond.engine_host import EngineHost
 from sessiond.errors import StoreUnavailable
-from sessiond.housekeeping import apply_overruns, sweep_stale
 from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.persistence import StoreWriter
+from sessiond.recording import write_recording
 from sessiond.scheduler import Scheduler
 from sessiond.session import Session, SessionEnv
-from sessiond.shutdown import release_engine_sessions, write_recording
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
+from sessiond.store.sweep import sweep_stale
+from transports.inbound import InboundLimits
 
 __all__ = ["Daemon", "Refused"]
 
@@ -57,16 +57,15 @@ class Refused(ProtocolError):
 
 class Daemon:
     def __init__(self, config: ServeConfig, *, engine: EngineProtocol | None = None, store: Store | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: AdmissionPolicy | None = None) -> None:
         self.config = config
         self.metrics = Metrics()
         self.store = store if store is not None else open_store(config.redis_url)
         self.sessions: dict[str, Session] = {}
-        self.engine = engine
+        self.host = EngineHost(engine)
         self.model_name = config.model
         self.fallback: str | None = None
-        self.admission = admission
-        self.worker = EngineWorker()
+        self.admission: AdmissionRuntime | None = AdmissionRuntime(admission) if admission is not None else None
         self.writer = StoreWriter(self.store, self.metrics, self._live_record)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
         self.scheduler: Scheduler | None = None
@@ -78,53 +77,45 @@ class Daemon:
         self._warm_task: asyncio.Task[None] | None = None
         self._resume_locks: dict[str, asyncio.Lock] = {}
         self._gateway: Any = None
-        self.policy: PolicyRuntime | None = None  # set with --policy duty|one-per-gpu|fifo
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
         self.started_at = time.time()
-        self.worker.start()
+        self.host.start()
         self.writer.start()
         self._warm_task = asyncio.create_task(self._warm(), name="sessiond-warmup")
 
     async def _warm(self) -> None:
         started = time.monotonic()
         try:
-            if self.engine is None:
-                built: BuiltEngine = await self.worker.call(build_engine, self.config)
-                self.engine, self.model_name, self.fallback = built.engine, built.model, built.fallback
+            built = await self.host.load(self.config)
+            if built is not None:
+                self.model_name, self.fallback = built.model, built.fallback
             else:
-                self.model_name = self.engine.info.name
-            if not getattr(self.engine, "ready", False):
-                await self.worker.call(self.engine.warmup)
+                self.model_name = self.host.info.name
+            await self.host.warmup()
         except Exception as exc:  # reported by /readyz; the daemon stays up to say so
             self.warm_error = f"{type(exc).__name__}: {exc}"
             logger.exception("engine failed to start")
             return
-        order = "deadline"
-        if self.admission is None and self.config.policy != "kv":
+        if self.admission is None:
             try:
-                self.policy = await build_policy(self.config, self.engine, self.worker, self.metrics.registry,
-                                                 await self.worker.call(self.engine.kv_stats))
+                self.admission = await build_admission(self.config, self.host, self.metrics.registry, self._kv)
             except Exception as exc:  # reported by /readyz like any start-up failure
                 self.warm_error = f"admission policy {self.config.policy!r}: {type(exc).__name__}: {exc}"
                 logger.exception("admission policy failed to start")
                 return
-            self.admission = self.policy.policy
-            order = self.policy.policy.scheduling
-        if self.admission is None:
-            self.admission = KVPoolAdmission(self.engine.info, self._kv, self.config.max_sessions)
         self.scheduler = Scheduler(
-            self.engine, self.worker, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
+            self.host, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
             idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
-            on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=order, on_tick=self._tick)
-        if self.policy is not None:
-            self.scheduler.step_listeners.append(self.policy.policy.cost.observe_step)
-        self.scheduler.kv = await self.worker.call(self.engine.kv_stats)
+            on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
+            on_tick=self._tick)
+        self.scheduler.step_listeners.append(self.admission.observe_step)
+        self.scheduler.kv = await self.host.kv_stats()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
         self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
-        logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.engine.info.device,
+        logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.host.info.device,
                     time.monotonic() - started)
 
     async def stop(self) -> None:
@@ -141,30 +132,41 @@ class Daemon:
         for task in list(self._tasks):
             await _settled(task)
         for session in self.sessions.values():
-            if session.port is not None:
-                session.port.closed = True
+            if session.connection is not None:
+                session.connection.close()
                 session.out.event.set()
         if self._gateway is not None:
             await _settled(asyncio.ensure_future(self._gateway.shutdown()))
-        await release_engine_sessions(self)
+        await self._release_engine_sessions()
         await self.writer.stop()
         if self.config.record:
-            await write_recording(self, self.config.record)
-        await self.worker.stop()
+            await write_recording(self.store, self.started_at, self.config.record)
+        await self.host.stop()
         try:
             await self.store.close()
         except StoreUnavailable as exc:
             logger.warning("closing the store: %s", exc)
         self.executor.shutdown(wait=False)
 
+    async def _release_engine_sessions(self) -> None:
+        """Snapshot every live session into the store (a restarted daemon resumes from them) and
+        free its engine state."""
+        live = [s.id for s in self.sessions.values() if not s.state.terminal]
+        if not self.host.loaded or not live:
+            return
+        for sid, data in (await self.host.snapshot_and_close(live)).items():
+            self.writer.snapshot(sid, data)
+        for sid in live:
+            self.writer.persist(sid)
+
     # ---- helpers -----------------------------------------------------------------------------
     @property
     def info(self) -> ModelInfo:
-        if self.engine is None:
+        if not self.host.loaded:
             raise Refused(ErrorCode.CAPACITY, "the engine is still starting; retry shortly", 1.0)
-        return self.engine.info
+        return self.host.info
 
-    def _kv(self) -> Any:
+    def _kv(self) -> KVStats | None:
         return self.scheduler.kv if self.scheduler is not None else None
 
     def _live_record(self, session_id: str) -> SessionRecord | None:
@@ -187,11 +189,11 @@ class Daemon:
             frames_per_chunk=info.frames_per_chunk, lead_chunks=c.lead_chunks, outbox_chunks=c.outbox_chunks,
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
-            director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, wake=self._wake, log_event=self.writer.log,
-            persist=self.writer.persist, metrics=self.metrics)
+            director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
+            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics)
 
     def check_ready(self) -> None:
-        if not self.ready or self.engine is None or self.admission is None:
+        if not self.ready or not self.host.loaded or self.admission is None:
             why = self.warm_error or "the engine is warming up"
             raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0)
 
@@ -199,12 +201,12 @@ class Daemon:
         """Admit or raise Refused (503 capacity, Retry-After). A policy with a wait list (one-per-gpu)
         keeps the request open up to `admission_wait_s` for a slot before refusing it."""
         assert self.admission is not None
+        policy = self.admission.policy
         request = AdmissionRequest(session_id, mode, kind, time.monotonic())
-        decision = self.admission.decide(request)
-        wait = getattr(self.admission, "wait", None)
-        if not decision.admitted and decision.reason == "queued" and wait is not None:
+        decision = policy.decide(request)
+        if not decision.admitted and decision.reason == "queued":
             log_event("waiting", session_id, mode=mode, place=decision.queue_position)
-            if await wait(request, self.config.admission_wait_s):
+            if await policy.wait(request, self.config.admission_wait_s):
                 self.metrics.admission.labels(kind=kind, decision="admit", reason="waited").inc()
                 return
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
@@ -215,7 +217,7 @@ class Daemon:
 
     def release(self, session_id: str) -> None:
         if self.admission is not None:
-            self.admission.release(session_id, time.monotonic())
+            self.admission.policy.release(session_id, time.monotonic())
 
     # ---- closing -----------------------------------------------------------------------------
     def _close_soon(self, session_id: str, reason: str) -> None:
@@ -232,9 +234,9 @@ class Daemon:
         if session is None:
             return
         self.release(session_id)
-        if self.engine is not None:
+        if self.host.loaded:
             try:
-                await self.worker.call(self.engine.close_session, session_id)
+                await self.host.close(session_id)
             except Exception:  # the session is gone either way; the engine's accounting is reported
                 logger.exception("engine close_session(%s) failed", session_id)
         if self._gateway is not None:
@@ -259,8 +261,8 @@ class Daemon:
 
     def _tick(self) -> None:
         """Twice a second: admission's gauges, and its answer to sessions over their prior."""
-        if self.policy is not None:
-            apply_overruns(self.sessions, self.policy.refresh(self.sessions))
+        if self.admission is not None:
+            self.admission.tick(self.sessions)
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}
@@ -277,13 +279,13 @@ class Daemon:
                 raise ProtocolError(ErrorCode.INTERNAL, f"WebRTC is not available in this build ({exc})") from exc
             c = self.config
             self._gateway = WebRTCGateway(WebRTCConfig(
-                host_addresses=tuple(c.webrtc_hosts) or None, max_actions_per_s=float(c.max_actions_per_s),
-                max_message_bytes=c.max_message_bytes))
+                host_addresses=tuple(c.webrtc_hosts) or None, max_message_bytes=c.max_message_bytes,
+                inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)))
         return self._gateway
 
     def update_gauges(self) -> None:
-        if self.policy is not None:
-            self.policy.metrics.update(self.policy.policy, time.monotonic())
+        if self.admission is not None:
+            self.admission.update_gauges(time.monotonic())
         counts = dict.fromkeys(SessionState, 0)
         frames = 0
         for session in self.sessions.values():
@@ -292,4 +294,4 @@ class Daemon:
         for state, n in counts.items():
             self.metrics.sessions.labels(state=state.label).set(n)
         self.metrics.outbox_frames.set(frames)
-        self.metrics.engine_queue.set(self.worker.depth)
+        self.metrics.engine_queue.set(self.host.depth)

@@ -56,7 +56,6 @@ def _check_request(daemon: Daemon, req: CreateSessionRequest) -> None:
 async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: str) -> CreateSessionResponse:
     daemon.check_ready()
     _check_request(daemon, req)
-    assert daemon.engine is not None
     info = daemon.info
     sid, token = new_session_id(), new_token()
     now = time.time()
@@ -72,7 +71,7 @@ async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: st
         daemon.release(sid)
         daemon.metrics.store_errors.inc()
         raise _unavailable(exc) from exc
-    if not await daemon.worker.call(daemon.engine.open_session, sid, seed=record.seed, prompt=record.prompt):
+    if not await daemon.host.open(sid, seed=record.seed, prompt=record.prompt):
         daemon.release(sid)
         await _forget(daemon, sid)
         raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)
@@ -140,7 +139,6 @@ async def open_for_connection(daemon: Daemon, sid: str, token: str | None, base_
 async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:
     """A session this process has not seen: reopen it from its record and snapshot."""
     daemon.check_ready()
-    assert daemon.engine is not None
     if record.state in ("closed", "failed"):
         raise ProtocolError(ErrorCode.NOT_FOUND, f"session {record.session_id} has ended ({record.state})")
     if record.model != daemon.model_name:
@@ -153,12 +151,10 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
     except StoreUnavailable as exc:
         daemon.release(sid)
         raise _unavailable(exc) from exc
-    engine = daemon.engine
     if snapshot is not None:
-        opened = await daemon.worker.call(engine.open_from_snapshot, sid, snapshot, seed=record.seed,
-                                          prompt=record.prompt)
+        opened = await daemon.host.open_from_snapshot(sid, snapshot, seed=record.seed, prompt=record.prompt)
     else:
-        opened = await daemon.worker.call(engine.open_session, sid, seed=record.seed, prompt=record.prompt)
+        opened = await daemon.host.open(sid, seed=record.seed, prompt=record.prompt)
     if not opened:
         daemon.release(sid)
         raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)

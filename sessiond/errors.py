@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "InvalidState", "StoreUnavailable"]
+__all__ = ["InvalidState", "ServeConfigError", "StoreUnavailable"]
 
 
-class ConfigError(ValueError):
+class ServeConfigError(ValueError):
     """Bad configuration (flags or --config JSON); the message says which option to change."""
 
     def __init__(self, option: str, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The HTTP routes of PROTOCOL.md (JSON bodies; every failure is {"error": {...}})."""
+"""The HTTP routes of docs/protocol.md (JSON bodies; every failure is {"error": {...}})."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
 from sessiond.daemon import Daemon, Refused
 from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
+from sessiond.session import connect
 
 __all__ = ["bearer_token", "error_response", "http_routes"]
 
@@ -73,7 +74,7 @@ async def status(request: Request) -> Response:
     except ProtocolError as exc:
         return error_response(exc)
     body = status_of(found).to_json()
-    duty = daemon.policy.duty_of(body["session_id"]) if daemon.policy is not None else None
+    duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
     if duty is not None:
         body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
     return JSONResponse(body)
@@ -97,7 +98,7 @@ async def webrtc(request: Request) -> Response:
                 or not isinstance(offer.get("type"), str):
             raise ProtocolError(ErrorCode.INVALID_FIELD, "the body must be {sdp: str, type: \"offer\"}", "sdp")
         gateway = daemon.webrtc_gateway()
-        port = session.attach("webrtc")
+        port = connect(session, "webrtc")
         try:
             sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
         except ProtocolError:
@@ -135,8 +136,8 @@ async def capacity(request: Request) -> Response:
         "sessions": {"total": len(daemon.sessions), "by_state": daemon.state_counts()},
         "store": {"kind": daemon.store.kind, "healthy": daemon.writer.healthy},
     }
-    if daemon.engine is not None:
-        info = daemon.engine.info
+    if daemon.host.loaded:
+        info = daemon.host.info
         body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
                           "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
                           "kv_bytes_per_session": info.kv_bytes_per_session}
@@ -146,7 +147,7 @@ async def capacity(request: Request) -> Response:
         body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
                       "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
     if daemon.admission is not None:
-        body["admission"] = daemon.admission.snapshot(now)
+        body["admission"] = daemon.admission.policy.snapshot(now)
     return JSONResponse(body)
 
 

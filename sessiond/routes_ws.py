@@ -17,6 +17,8 @@ from protocols.messages import Error, Limits
 from sessiond.daemon import Daemon
 from sessiond.directory import open_for_connection
 from sessiond.routes_http import base_url, bearer_token
+from sessiond.session import connect
+from transports.inbound import InboundLimits
 from transports.interface import MediaPacker
 from transports.raw import RawPacker
 from transports.websocket import ConnectionOptions, WebSocketConnection
@@ -112,9 +114,9 @@ async def session_socket(ws: WebSocket) -> None:
     limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
                     max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
     conn = WebSocketConnection(
-        StarletteWire(ws), lambda: session.attach(media), packer, dict(session.public),
+        StarletteWire(ws), lambda: connect(session, media), packer, dict(session.public),
         ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s,
-                          abuse_errors_per_10s=c.abuse_errors_per_10s, max_requests_per_s=c.max_requests_per_s),
+                          inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)),
         executor=daemon.executor,
         on_error=lambda code: daemon.metrics.protocol_errors.labels(code=code).inc())
     await conn.run()

@@ -17,14 +17,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.api import EngineProtocol, FrameAction, KVStats, StepResult
+from engine.api import KVStats, StepResult
 from protocols.errors import ErrorCode
 from protocols.messages import Error
-from sessiond._engine_calls import Entry, StepOutcome, run_ops, run_step
-from sessiond.engine_worker import EngineWorker, WorkerStopped
+from sessiond.engine_host import EngineHost, Entry
+from sessiond.engine_worker import WorkerStopped
 from sessiond.lifecycle import SessionState
+from sessiond.session.jobs import ChunkJob, EngineOp, Op
 from sessiond.session.session import Session
-from sessiond.session.state import ChunkJob, EngineOp, Op
 
 __all__ = ["Scheduler"]
 
@@ -34,12 +34,11 @@ _IDLE_TICK_S = 0.5
 
 
 class Scheduler:
-    def __init__(self, engine: EngineProtocol, worker: EngineWorker, sessions: dict[str, Session], *,
+    def __init__(self, host: EngineHost, sessions: dict[str, Session], *,
                  max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
                  on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None],
                  order: str = "deadline", on_tick: Callable[[], None] | None = None) -> None:
-        self.engine = engine
-        self.worker = worker
+        self.host = host
         self.sessions = sessions
         self.max_batch = max_batch
         self.metrics = metrics
@@ -89,7 +88,7 @@ class Scheduler:
         await self._run_ops()
         chosen, next_at = self._pick(time.monotonic())
         self.metrics.ready_sessions.set(len(chosen))
-        self.metrics.engine_queue.set(self.worker.depth)
+        self.metrics.engine_queue.set(self.host.depth)
         if not chosen:
             timeout = _IDLE_TICK_S if next_at is None else max(0.0, min(_IDLE_TICK_S, next_at - time.monotonic()))
             self._event.clear()
@@ -110,7 +109,7 @@ class Scheduler:
                 ops[session.id], session.ops = session.ops, []
         if not ops:
             return
-        outcome = await self.worker.call(run_ops, self.engine, ops)
+        outcome = await self.host.run_ops(ops)
         self._set_kv(outcome.kv)
         for sid, why in outcome.errors.items():
             self._fault(sid, why)
@@ -157,36 +156,35 @@ class Scheduler:
         return chosen, next_at
 
     async def _step(self, chosen: list[tuple[Session, ChunkJob, bool]]) -> None:
-        entries = tuple(Entry(s.id, (_frame_action(job),) if begin else None) for s, job, begin in chosen)
+        entries = tuple(Entry(s.id, job.action if begin else None) for s, job, begin in chosen)
         jobs = {s.id: job for s, job, _ in chosen}
         started = time.monotonic()
-        outcome: StepOutcome = await self.worker.call(run_step, self.engine, entries)
+        outcome = await self.host.step(entries)
         self.steps += 1
         self._set_kv(outcome.kv)
-        if outcome.step is not None:
-            for phase, seconds in outcome.step.seconds.items():
+        if outcome.result is not None:
+            for phase, seconds in outcome.result.seconds.items():
                 self.metrics.step_seconds.labels(phase=phase).observe(seconds)
-            self.metrics.step_batch.observe(len(outcome.step.results))
+            self.metrics.step_batch.observe(len(outcome.result.results))
             for listener in self.step_listeners:
-                listener(outcome.step)
+                listener(outcome.result)
         else:
             self.metrics.step_seconds.labels(phase="none").observe(time.monotonic() - started)
-        for item in outcome.outcomes:
+        for item in outcome.chunks():
             session = self.sessions.get(item.session_id)
             job = jobs.get(item.session_id)
             if session is None or job is None or session.state.terminal:
                 continue
-            if item.error is not None:
-                self._fault(item.session_id, item.error)
-                continue
             job.chunk_index = item.chunk_index
-            if item.result is not None and item.result.chunk is not None:
-                session.on_frames(job, item.chunk_index, item.result.chunk.frames)
-            if item.done:
-                if session.job is job:
-                    session.last_chunk_s = time.monotonic() - job.started_at
-                    self.metrics.chunk_seconds.observe(session.last_chunk_s)
-                session.on_job_done(job)
+            if item.chunk is not None:
+                session.on_frames(job, item.chunk_index, item.chunk.frames)
+            if item.session_id in outcome.finished:
+                took = session.on_job_done(job)
+                if took is not None:
+                    self.metrics.chunk_seconds.observe(took)
+        for sid, why in outcome.failed.items():
+            if sid in jobs:
+                self._fault(sid, why)
 
     # ---- faults, idleness, accounting ----------------------------------------------------
     def _fault(self, session_id: str, why: str) -> None:
@@ -200,7 +198,7 @@ class Scheduler:
 
     def _check_idle(self, now: float) -> None:
         for session in list(self.sessions.values()):
-            if session.port is not None and session.state == SessionState.ACTIVE:
+            if session.connection is not None and session.state == SessionState.ACTIVE:
                 stats = session.stats(now)
                 if stats is not None:
                     session.push_control(stats)
@@ -219,7 +217,3 @@ class Scheduler:
         self.metrics.kv_slabs.labels(where="offloaded").set(kv.slabs_offloaded)
         self.metrics.kv_slabs.labels(where="free").set(kv.slabs_free)
 
-
-def _frame_action(job: ChunkJob) -> FrameAction:
-    s = job.sample
-    return FrameAction(keys=s.keys, mouse=s.mouse, buttons=s.buttons, axes=s.axes)

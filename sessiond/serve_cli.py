@@ -43,18 +43,18 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--calibration-budget-s", type=float, default=None,
                        help="duty/fifo/one-per-gpu: most seconds of the start-up cost profile (default 60)")
     serve.add_argument("--record", default=None, metavar="TRACE",
-                       help="write the traffic of this run as a recorded trace (TRACES.md) at shutdown")
+                       help="write the traffic of this run as a recorded trace (docs/traces.md) at shutdown")
     serve.add_argument("--webrtc-hosts", default=None,
                        help="comma-separated addresses WebRTC may offer as ICE host candidates (e.g. 127.0.0.1)")
     serve.add_argument("--web-dir", default=None, help="folder of the web client served at / (default: web/)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from sessiond.errors import ConfigError
+    from sessiond.errors import ServeConfigError
     from sessiond.server import serve
 
     try:
         return serve(args)
-    except ConfigError as exc:
+    except ServeConfigError as exc:
         print(f"sessiond serve: {exc}")
         return 2

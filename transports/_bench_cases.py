@@ -135,7 +135,7 @@ class _PacedPort:
     def generation(self) -> int:
         return 0
 
-    async def submit(self, message: Any) -> None:
+    def submit(self, message: Any) -> None:
         return None
 
     async def next_output(self) -> OutChunk | None:

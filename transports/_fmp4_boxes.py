@@ -2,7 +2,7 @@
 
 `init_segment` writes ftyp+moov (with mvex, so the file is fragmented); `fragment` writes one
 moof+mdat holding consecutive samples. We write fragments ourselves rather than through
-FFmpeg's mp4 muxer, which emits each fragment one frame late (TRANSPORT-FACTS).
+FFmpeg's mp4 muxer, which emits each fragment one frame late (measured on the 2-core box).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For 640x352 and 832x480 at 16 fps: CPU ms per frame (fMP4: pack = RGB->YUV + x26
 WebRTC: the shared encode + RTP packetizing), the sessions one core sustains at that rate,
 and the latency each adds from frame-ready to bytes-on-socket (fMP4: a loopback TCP write
 after packing in an executor; WebRTC: the paced stream to RTP payloads), p50/p95.
-Targets (issue 5): fMP4 <= 8 ms, WebRTC <= 12 ms per 832x480 frame; p95 <= 1 frame period.
+Targets: fMP4 <= 8 ms, WebRTC <= 12 ms per 832x480 frame; p95 <= 1 frame period.
 """
 
 from __future__ import annotations

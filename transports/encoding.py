@@ -3,7 +3,7 @@ units out.
 
 libx264 with preset ultrafast and tune zerolatency on one thread (no lookahead, no B-frames:
 one access unit out per frame in, decode order = presentation order). RGB -> YUV 4:2:0 goes
-through one reused swscale context on one thread, the cheap path (TRANSPORT-FACTS: the
+through one reused swscale context on one thread, the cheap path (measured on the 2-core box: the
 conversion can cost as much as the encode). Not thread-safe: one caller at a time, which the
 owners guarantee by awaiting each encode before the next (they run it in an executor).
 

@@ -1,7 +1,7 @@
 """The small session interface every transport needs; sessiond implements it.
 
 A transport (raw WebSocket, fMP4 over WebSocket, WebRTC) attaches to a session as one
-*connection*: it pushes the client's decoded messages in with :meth:`SessionPort.submit` and
+*connection*: it hands the client's decoded messages in with :meth:`SessionPort.submit` and
 pulls, in order, everything the session wants that connection to carry with
 :meth:`SessionPort.next_output`: chunks of frames and protocol messages (acks,
 segment_start/end, errors, stats). Frames carry the generation they were made in; a
@@ -50,8 +50,8 @@ class SessionPort(Protocol):
         """The current output generation; frames of older generations must not be sent."""
         ...
 
-    async def submit(self, message: Any) -> None:
-        """A decoded client message (a protocols message dataclass)."""
+    def submit(self, message: Any) -> None:
+        """A decoded client message (a protocols message dataclass); handled at once."""
         ...
 
     async def next_output(self) -> OutChunk | Any | None:

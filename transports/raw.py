@@ -1,4 +1,4 @@
-"""media=raw: one `frame` message per frame, uint8 RGB rows as they are (PROTOCOL.md)."""
+"""media=raw: one `frame` message per frame, uint8 RGB rows as they are (docs/protocol.md)."""
 
 from __future__ import annotations
 

@@ -14,17 +14,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgpack
 
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import PROTOCOL_VERSION, Action, Error, Frame, Hello, Limits, Media, Received, Welcome
+from protocols.messages import PROTOCOL_VERSION, Error, Frame, Hello, Limits, Media, Welcome
+from transports.inbound import InboundGuard, InboundLimits
 from transports.interface import MediaPacker, OutChunk, OutFrame, SessionPort
 
 __all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "WebSocketConnection", "WireSocket"]
@@ -52,8 +52,7 @@ class WireSocket(Protocol):
 class ConnectionOptions:
     limits: Limits
     hello_timeout_s: float = 10.0
-    abuse_errors_per_10s: int = 50
-    max_requests_per_s: int = 50  # requests other than action/received; beyond: rate_limited, dropped
+    inbound: InboundLimits = field(default_factory=InboundLimits)  # request rate and abuse: the same for every transport
 
 
 class _Abusive(Exception):
@@ -75,8 +74,7 @@ class WebSocketConnection:
         self.executor = executor
         self.on_error = on_error
         self._send_lock = asyncio.Lock()
-        self._errors: deque[float] = deque()
-        self._requests: deque[float] = deque()
+        self._guard = InboundGuard(options.inbound)
         self.frames_sent = 0
         self.frames_dropped = 0
 
@@ -162,31 +160,19 @@ class WebSocketConnection:
                 if not await self._soft_error(exc.code, exc.message, re=_request_id(data)):
                     raise _Abusive from exc
                 continue
-            if not isinstance(msg, Action | Received) and self._over_request_rate():
-                why = f"more than {self.options.max_requests_per_s} requests per second; this one was dropped"
+            if self._guard.over_rate(msg):
+                why = f"more than {self.options.inbound.max_requests_per_s} requests per second; this one was dropped"
                 if not await self._soft_error(ErrorCode.RATE_LIMITED, why, re=getattr(msg, "id", None)):
                     raise _Abusive
                 continue
-            await self.port.submit(msg)
-
-    def _over_request_rate(self) -> bool:
-        now = time.monotonic()
-        while self._requests and now - self._requests[0] >= 1.0:
-            self._requests.popleft()
-        if len(self._requests) >= self.options.max_requests_per_s:
-            return True
-        self._requests.append(now)
-        return False
+            self.port.submit(msg)
 
     async def _soft_error(self, code: ErrorCode, message: str, re: int | None = None) -> bool:
         """Send a non-fatal error; False (after a fatal one) when this connection is abusive."""
-        now = time.monotonic()
-        self._errors.append(now)
-        while self._errors and now - self._errors[0] > 10.0:
-            self._errors.popleft()
+        abusive = self._guard.error()
         if self.on_error is not None:
             self.on_error(code.value)
-        if len(self._errors) > self.options.abuse_errors_per_10s:
+        if abusive:
             await self._fatal(ErrorCode.RATE_LIMITED, "too many bad messages; fix the client and reconnect")
             return False
         await self._send(encode(Error(code=code.value, message=message, fatal=False, re=re)))

@@ -1,4 +1,4 @@
-// The project's own small msgpack codec: exactly the subset PROTOCOL.md messages use
+// The project's own small msgpack codec: exactly the subset docs/protocol.md messages use
 // (maps, arrays, str, bin, ints, float64, bool, nil). Why our own: see web/README.md.
 //
 // encode(value) -> Uint8Array; decode(Uint8Array | ArrayBuffer) -> value.

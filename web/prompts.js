@@ -1,7 +1,7 @@
 // Prompt boxes: the served model's example prompts as clickable chips, the protocol's length
 // limit with a live count, and a visible message for a prompt that cannot be sent.
 
-export const DEFAULT_MAX_PROMPT_CHARS = 2000; // PROTOCOL.md's limit when the server announces none
+export const DEFAULT_MAX_PROMPT_CHARS = 2000; // docs/protocol.md's limit when the server announces none
 
 // One button per example in `container`; a click calls onPick(example).
 export function renderExamples(container, examples, onPick) {

@@ -1,5 +1,5 @@
 // Talking to the daemon: create a session (HTTP), open WebRTC or the fMP4 WebSocket, and
-// speak PROTOCOL.md messages (msgpack maps with a `t` key) over them.
+// speak docs/protocol.md messages (msgpack maps with a `t` key) over them.
 
 import { decode, encode } from "./msgpack.js";
 import { ServerError, serverErrorFrom } from "./status.js";

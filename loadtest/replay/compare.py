@@ -1,4 +1,4 @@
-"""The comparison that justifies the design (issue 7, item 6): the same trace on the same engine
+"""The comparison that justifies the design: the same trace on the same engine
 under each admission policy, one daemon after another, each replayed with one client per session.
 
 Per policy it reports sessions admitted / rejected / failed, sessions served within objective and
@@ -20,12 +20,11 @@ from loadtest.replay.plots import write_plots
 from loadtest.replay.report import build_report, format_table
 from loadtest.replay.runner import run_replay
 from loadtest.trace_tools.trace_duty import trace_stats
+from sessiond.admission.build import calibration_batches, kv_budget_from_pool, make_policy
 from sessiond.admission.calibrate import calibrate
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import Objectives
 from sessiond.admission.duty import DutyPriors, DutyTracker
-from sessiond.admission.factory import make_policy
-from sessiond.admission.setup import calibration_batches, kv_budget_from_pool
 from sessiond.traces.format import Trace
 
 __all__ = ["CompareConfig", "compare_row", "format_comparison", "run_comparison"]

@@ -36,9 +36,9 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.errors import EngineError
     from loadtest.replay.compare import CompareConfig, run_comparison
+    from sessiond.admission.build import POLICIES
     from sessiond.admission.decision import Objectives
     from sessiond.admission.errors import AdmissionConfigError, CostModelError
-    from sessiond.admission.factory import POLICIES
     from sessiond.traces.errors import TraceError
     from sessiond.traces.format import load_trace
 

@@ -18,7 +18,7 @@ import httpx
 from engine.api import EngineProtocol
 from sessiond.admission.demand import DemandSync
 from sessiond.admission.policy import PolicyBase
-from sessiond.admission_wiring import demand_states
+from sessiond.admission.runtime import demand_states
 
 __all__ = ["free_port", "policy_daemon"]
 

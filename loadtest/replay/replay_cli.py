@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: Any, name: str) -> None:
     p = sub.add_parser(name, help="replay a load trace against a running daemon",
-                       description="Drive one concurrent client per trace session (TRACES.md), measure what "
+                       description="Drive one concurrent client per trace session (docs/traces.md), measure what "
                        "each user saw, print a table, write the JSON report and PNG plots.")
     p.add_argument("trace", help="trace file (.jsonl)")
     p.add_argument("--url", default="http://127.0.0.1:8000", help="the daemon (default http://127.0.0.1:8000)")

@@ -1,4 +1,4 @@
-"""The replay report of TRACES.md (every field; null for a statistic without samples) and its table."""
+"""The replay report of docs/traces.md (every field; null for a statistic without samples) and its table."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from loadtest.replay.runner import ReplayOutcome
 
 __all__ = ["REQUIRED_FIELDS", "build_report", "format_table"]
 
-# the fields TRACES.md requires, as (key, sub-keys)
+# the fields docs/traces.md requires, as (key, sub-keys)
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "trace": (), "url": (), "speed": (), "started_at": (), "duration_s": (),
     "sessions": ("total", "admitted", "rejected", "failed"),

@@ -14,7 +14,7 @@ __all__ = ["add_parser", "run"]
 def add_parser(sub: Any, name: str) -> None:
     p = sub.add_parser(name, help="export the Redis event log as a recorded trace",
                        description="Turn the daemon's event log (Redis store) into a trace with "
-                       "source \"recorded\" (TRACES.md).")
+                       "source \"recorded\" (docs/traces.md).")
     p.add_argument("--redis-url", required=True, help="the daemon's Redis, e.g. redis://127.0.0.1:6379/0")
     p.add_argument("--prefix", default="sessiond", help="the store's key prefix (default sessiond)")
     p.add_argument("--name", default="recorded", help="trace name for the header (default recorded)")

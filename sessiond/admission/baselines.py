@@ -1,4 +1,4 @@
-"""The policies the design is compared against (issue 7, item 6).
+"""The policies the design is compared against.
 
 ``one-per-gpu``: one session per GPU, later arrivals wait in a FIFO list (the Dreamverse policy).
 ``fifo``: every request admitted while the KV budget holds it, served in request order, with no

@@ -12,7 +12,7 @@ __all__ = ["AdmissionPolicy", "AdmissionRequest", "Decision", "KvBudget", "Objec
 
 @dataclass(frozen=True)
 class Objectives:
-    """What every admitted session is promised (TRACES.md `slo`)."""
+    """What every admitted session is promised (docs/traces.md `slo`)."""
 
     world_deadline_miss: float = 0.01  # world: share of frames after their playback deadline
     director_ttff_p95_s: float = 2.0  # director: time to first frame, p95
@@ -84,7 +84,7 @@ class Decision:
     detail: str = ""
 
     def error_body(self) -> dict[str, Any]:
-        """The PROTOCOL.md failure body of a refusal (`503` `capacity`)."""
+        """The docs/protocol.md failure body of a refusal (`503` `capacity`)."""
         body: dict[str, Any] = {"code": "capacity", "message": self.detail or f"over capacity ({self.reason})"}
         if self.retry_after_s is not None:
             body["retry_after_s"] = self.retry_after_s
@@ -120,5 +120,10 @@ class AdmissionPolicy(Protocol):
         ...
 
     def overruns(self, now: float) -> list[OverrunAction]: ...
+
+    async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
+        """After a `queued` refusal: True once the request was admitted from the wait list
+        within `timeout_s`, False when it was not (a policy without a wait list: at once)."""
+        ...
 
     def snapshot(self, now: float) -> dict[str, Any]: ...

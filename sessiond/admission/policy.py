@@ -87,6 +87,9 @@ class PolicyBase(ABC):
         self.tracker.remove(session_id)
         return []
 
+    async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
+        return False  # no wait list here (one-per-gpu keeps one)
+
     def overruns(self, now: float) -> list[OverrunAction]:
         """Over budget on measured load: world sessions above prior + tolerance lose their lead;
         sessions not demanding right now have their idle state offloaded."""

@@ -1,40 +1,35 @@
-"""A session's action state: the merge rules of PROTOCOL.md and the per-session rate limit.
+"""A session's action timeline: every `action` from any transport is checked here against the
+model's action space (the engine's rules), merged, rate-limited, and sampled into the engine's
+`FrameAction` at each chunk boundary.
 
-Held keys, buttons and axes: the latest message wins. Mouse: movements accumulate until a chunk
-consumes them. `seq` must strictly increase; older or repeated ones are ignored. Over the rate
-limit, actions are still merged (coalesced, latest wins) but counted, and not logged one by one.
+Merge rules (docs/protocol.md): held keys, buttons and axes: the latest message wins; mouse
+movements accumulate until a chunk consumes them; `seq` must strictly increase (older or
+repeated ones are ignored). Rate: over `max_per_s` actions in the last second, actions are
+still merged (coalesced, latest wins) but counted, and not logged one by one. This is the one
+action rate policy of the daemon, for WebSocket and WebRTC alike.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
-__all__ = ["ActionInput", "ActionState", "Sample"]
+from engine.actions import validate_action
+from engine.api import ActionSpace, FrameAction
+from engine.errors import ActionError
+from protocols.messages import Action
 
+__all__ = ["ActionTimeline"]
 
-@dataclass(frozen=True)
-class ActionInput:
-    seq: int
-    keys: tuple[str, ...]
-    mouse: tuple[float, float] | None = None
-    buttons: int | None = None
-    axes: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True)
-class Sample:
-    """What one chunk is conditioned on, taken at its boundary."""
-
-    keys: tuple[str, ...]
-    mouse: tuple[float, float]
-    buttons: int
-    axes: tuple[float, ...]
-    action_seq: int  # newest action merged in, -1 if none ever
+# the engine's action error codes -> the wire field they name
+_FIELDS = {"bad_action_key": "keys", "bad_action_mouse": "mouse", "bad_action_buttons": "buttons",
+           "bad_action_axes": "axes"}
 
 
-class ActionState:
-    def __init__(self, max_per_s: int, max_pending_photons: int = 1024) -> None:
+class ActionTimeline:
+    def __init__(self, space: ActionSpace, max_per_s: int, max_pending_photons: int = 1024) -> None:
+        if max_per_s <= 0:
+            raise ValueError(f"action rate {max_per_s}/s: must be positive")
+        self.space = space
         self.max_per_s = max_per_s
         self.last_seq = -1
         self._keys: tuple[str, ...] = ()
@@ -44,8 +39,19 @@ class ActionState:
         self._window: deque[float] = deque()  # receipt times within the last second
         self._photons: deque[tuple[int, float]] = deque(maxlen=max_pending_photons)
 
-    def accept(self, action: ActionInput, now: float) -> str:
-        """Merge one action. Returns "stale" (ignored), "coalesced" (over the rate) or "ok"."""
+    def check(self, action: Action) -> tuple[str, str] | None:
+        """(field, why) when the action does not fit the model's action space, else None."""
+        try:
+            validate_action(self.space, FrameAction(
+                keys=tuple(action.keys), mouse=action.mouse if action.mouse is not None else (0.0, 0.0),
+                buttons=action.buttons if action.buttons is not None else 0,
+                axes=tuple(action.axes) if action.axes is not None else ()))
+        except ActionError as exc:
+            return _FIELDS.get(exc.code, "keys"), exc.message
+        return None
+
+    def accept(self, action: Action, now: float) -> str:
+        """Merge one checked action. Returns "stale" (ignored), "coalesced" (over the rate) or "ok"."""
         if action.seq <= self.last_seq:
             return "stale"
         while self._window and now - self._window[0] >= 1.0:
@@ -65,9 +71,11 @@ class ActionState:
         self._photons.append((action.seq, now))
         return "coalesced" if over else "ok"
 
-    def sample(self) -> Sample:
-        """The conditioning for the chunk that begins now; consumes the accumulated mouse."""
-        out = Sample(self._keys, (self._mouse[0], self._mouse[1]), self._buttons, self._axes, self.last_seq)
+    def sample(self) -> FrameAction:
+        """The conditioning for the chunk that begins now (its newest action is `last_seq`);
+        consumes the accumulated mouse."""
+        out = FrameAction(keys=self._keys, mouse=(self._mouse[0], self._mouse[1]), buttons=self._buttons,
+                          axes=self._axes)
         self._mouse = [0.0, 0.0]
         return out
 

@@ -1,7 +1,7 @@
 """A session's output stream: the outbox of decoded chunks and messages, the generation
 counter, idx/pts assignment at hand-out, the `received` window and sent accounting.
 
-Invariants (PROTOCOL.md, Time): the n-th frame SENT has idx n and pts pts_for(n); a generation
+Invariants (docs/protocol.md, Time): the n-th frame SENT has idx n and pts pts_for(n); a generation
 bump (interrupt, flush, cut, reconnect) drops every unsent frame of the old generation and
 rewinds the next idx to the number actually sent, so the timeline never skips or goes back.
 """
@@ -11,15 +11,28 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from protocols.timeline import pts_for
-from sessiond.session.state import MediaItem
 from transports.interface import OutChunk, OutFrame
 
-__all__ = ["OutputStream"]
+__all__ = ["MediaItem", "OutputStream"]
 
 Marker = Callable[[], Any]  # a message built when handed out (its pts depends on what was sent)
+
+
+@dataclass(frozen=True)
+class MediaItem:
+    """Decoded frames of one chunk waiting to be handed to the connection."""
+
+    generation: int
+    chunk_index: int
+    frames: np.ndarray  # uint8 (n, height, width, 3): the engine's decoded frames, as they came
+    segment: int
+    action_seq: int
 
 
 class OutputStream:
@@ -48,6 +61,10 @@ class OutputStream:
     def push_marker(self, build: Marker) -> None:
         self.media.append(build)
         self.event.set()
+
+    def push_frames(self, chunk_index: int, frames: np.ndarray, segment: int, action_seq: int) -> None:
+        """Decoded frames of one chunk, as the engine made them, into this generation's outbox."""
+        self.push_media(MediaItem(self.generation, chunk_index, frames, segment, action_seq))
 
     def push_media(self, item: MediaItem) -> None:
         self.media.append(item)

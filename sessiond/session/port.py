@@ -1,27 +1,42 @@
-"""`ConnectionPort`: one connection's view of a session (implements transports' SessionPort)."""
+"""`ConnectionPort`: one connection's view of a session (implements transports' `SessionPort`).
+
+`connect(session, media)` opens a connection to the session (taking over from any previous
+one) and returns its port: messages in go to `inbound.handle`, output comes from the session's
+output stream, frames put on the wire are reported back to the session."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from sessiond.session.connection import Connection
+from sessiond.session.inbound import handle
+from sessiond.session.session import Session
 from transports.interface import OutChunk, OutFrame
 
-if TYPE_CHECKING:
-    from sessiond.session.session import Session
+__all__ = ["ConnectionPort", "connect"]
 
-__all__ = ["ConnectionPort"]
+
+def connect(session: Session, media: str) -> ConnectionPort:
+    """Attach a new connection (closed at once when the session has ended)."""
+    port = ConnectionPort(session, Connection(media))
+    session.attach(port.connection)
+    return port
 
 
 class ConnectionPort:
-    def __init__(self, session: Session, media: str) -> None:
+    def __init__(self, session: Session, connection: Connection) -> None:
         self._session = session
+        self.connection = connection
         self.session_id = session.id
         self.width = session.record.width
         self.height = session.record.height
         self.fps = session.record.fps
-        self.media = media
-        self.closed = False
-        self.fatal = False  # set when the session tells this connection to end (after its control msgs)
+        self.media = connection.media
+
+    @property
+    def current(self) -> bool:
+        """Open and still the session's connection (a newer one takes over)."""
+        return not self.connection.closed and self._session.connection is self.connection
 
     def generation(self) -> int:
         return self._session.out.generation
@@ -30,28 +45,28 @@ class ConnectionPort:
     def welcome_session(self) -> dict[str, Any]:
         return dict(self._session.public)
 
-    async def submit(self, message: Any) -> None:
-        if not self.closed:
-            self._session.handle(message, self)
+    def submit(self, message: Any) -> None:
+        if not self.connection.closed:
+            handle(self._session, self.connection, message)
 
     async def next_output(self) -> OutChunk | Any | None:
         out = self._session.out
         while True:
-            if self.closed or self._session.port is not self:
+            if not self.current:
                 return None
             item = out.take()
             if item is not None:
                 return item
-            if self.fatal:
+            if self.connection.ending:
                 return None
             out.event.clear()
             await out.event.wait()
 
     def mark_sent(self, frame: OutFrame) -> None:
-        if not self.closed and self._session.port is self:
+        if self.current:
             self._session.on_sent(frame)
 
     def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            self._session.detach(self)
+        if not self.connection.closed:
+            self.connection.close()
+            self._session.detach(self.connection)

@@ -1,5 +1,8 @@
-"""A session: lifecycle, action timeline, prompt, output stream and PTS clock, and what it
-asks of the scheduler (chunks, with deadlines) and of the engine (queued EngineOps)."""
+"""`Session`: composes the parts that each own one thing — lifecycle (`sessiond.lifecycle`),
+the action timeline, the output stream, the playback clock, the director segment, the stats
+meter, the connection — and says what it asks of the scheduler (chunks, with deadlines) and of
+the engine (queued EngineOps). Client messages reach it through `sessiond.session.inbound`;
+transports reach it through `sessiond.session.port`."""
 
 from __future__ import annotations
 
@@ -7,17 +10,18 @@ import time
 from typing import Any
 
 from protocols.errors import ErrorCode
-from protocols.messages import Error, SegmentEnd, SegmentStart, Stats
+from protocols.messages import Error, Stats
 from protocols.timeline import pts_for
-from sessiond.errors import InvalidState
 from sessiond.lifecycle import Lifecycle, SessionState
 from sessiond.logs import log_event
-from sessiond.session.actions import ActionState
+from sessiond.session.actions import ActionTimeline
 from sessiond.session.clock import PlaybackClock
-from sessiond.session.handlers import dispatch
+from sessiond.session.connection import Connection
+from sessiond.session.env import SessionEnv
+from sessiond.session.jobs import ChunkJob, EngineOp, Op
 from sessiond.session.output import OutputStream
-from sessiond.session.port import ConnectionPort
-from sessiond.session.state import ChunkJob, EngineOp, MediaItem, Op, Segment, SessionEnv
+from sessiond.session.segments import Segment, end_marker, start_marker
+from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
 from transports.interface import OutFrame
 
@@ -27,6 +31,7 @@ __all__ = ["Session"]
 class Session:
     def __init__(self, record: SessionRecord, env: SessionEnv, public: dict[str, Any], *,
                  restored: bool = False) -> None:
+        now = time.monotonic()
         self.id = record.session_id
         self.record = record
         self.mode = record.mode
@@ -34,21 +39,19 @@ class Session:
         self.public = public  # the create response minus the token
         self.life = Lifecycle(self.id)
         self.out = OutputStream(record.fps, env.window_frames, record.frames_sent, disc=restored)
-        self.actions = ActionState(env.max_actions_per_s)
+        self.actions = ActionTimeline(env.action_space, env.max_actions_per_s)
+        self.clock = PlaybackClock(record.fps, now, self.out.total)
+        self.meter = StatsMeter(env.frames_per_chunk / record.fps, now, self.out.sent)
         self.prompt = record.prompt
-        self.port: ConnectionPort | None = None
+        self.connection: Connection | None = None
         self.paused = False
-        self.clock = PlaybackClock(record.fps, time.monotonic(), self.out.total)
         self.job: ChunkJob | None = None
         self.ops: list[EngineOp] = []
         self.segment: Segment | None = None
-        self.idle_since = time.monotonic()
+        self.idle_since = now
         self.fault: str | None = None
         self.chunks_done = 0
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
-        self.last_chunk_s: float | None = None  # engine wall time of the last chunk (begin to done)
-        self._stats_at = time.monotonic()
-        self._stats_sent = self.out.sent
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -71,7 +74,7 @@ class Session:
         if self.state.terminal or self.state == SessionState.OFFLOADED:
             return
         busy = self.segment is not None if self.mode == "director" else (
-            self.port is not None and not self.paused)
+            self.connection is not None and not self.paused)
         self.set_state(SessionState.ACTIVE if busy else SessionState.IDLE)
 
     def wake_from_offload(self) -> None:
@@ -86,9 +89,9 @@ class Session:
         self.fault = message
         self.job = None
         self.segment = None
-        if self.port is not None:
+        if self.connection is not None:
             self.out.push_control(Error(code=code.value, message=message, fatal=True))
-            self.port.fatal = True
+            self.connection.end()
         self.set_state(SessionState.FAILED, code=code.value)
 
     def close(self) -> None:
@@ -96,46 +99,44 @@ class Session:
             return
         self.job = None
         self.segment = None
-        if self.port is not None:
-            self.port.closed = True
-            self.port = None
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
         self.out.bump()
         self.set_state(SessionState.CLOSED)
 
     # ---- connections -------------------------------------------------------------------------
-    def attach(self, media: str) -> ConnectionPort:
-        if self.state.terminal:  # ended while the client said hello: a port that is already closed
-            port = ConnectionPort(self, media)
-            port.closed = True
-            return port
-        old = self.port
-        if old is not None:
-            old.closed = True
-        port = ConnectionPort(self, media)
-        self.port = port
+    def attach(self, connection: Connection) -> None:
+        """A new connection takes over (the old one is closed); one that arrives after the
+        session ended is closed at once."""
+        if self.state.terminal:
+            connection.close()
+            return
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = connection
         self.out.reset_connection()
         if self.out.sent > 0 or self.out.media_frames:
             self.drop_output("reconnect")
         self.clock.reanchor(time.monotonic(), self.out.total)
         self.touch()
-        self.env.log_event(self.id, "attach", {"media": media})
-        log_event("attached", self.id, media=media, pts_next=pts_for(self.out.sent, self.record.fps))
+        self.env.record_event(self.id, "attach", {"media": connection.media})
+        log_event("attached", self.id, media=connection.media, pts_next=pts_for(self.out.sent, self.record.fps))
         if self.mode == "world" and not self.paused:
             self.wake_from_offload()
         self.settle()
         self.env.wake()
-        return port
 
-    def detach(self, port: ConnectionPort) -> None:
-        if self.port is not port:
+    def detach(self, connection: Connection) -> None:
+        if self.connection is not connection:
             return
-        self.port = None
+        self.connection = None
         self.drop_output("detach")
         self.stop_generation()
         if self.segment is not None:
             self.end_segment("interrupted", notify=False)
         self.ops.append(EngineOp(Op.SNAPSHOT))
-        self.env.log_event(self.id, "detach", {})
+        self.env.record_event(self.id, "detach", {})
         log_event("detached", self.id)
         self.settle()
         self.env.persist(self.id)
@@ -153,13 +154,13 @@ class Session:
         self.ops.append(EngineOp(Op.ROLLBACK))
 
     def push_control(self, message: Any) -> None:
-        if self.port is None:
+        if self.connection is None:
             return
         if self.out.push_control(message) > self.env.max_pending_messages:
             self.out.control.clear()
             self.out.push_control(Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
                                         message="too many requests waiting for replies; read your socket"))
-            self.port.fatal = True
+            self.connection.end()
             self.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
 
     def on_sent(self, frame: OutFrame) -> None:
@@ -176,19 +177,9 @@ class Session:
         self.touch()
         self.env.persist(self.id)
 
-    def stats(self, now: float, every_s: float = 1.0) -> Stats | None:
-        """The periodic `stats` message (sent frames per second, frames queued, last chunk's
-        generation time and its real-time factor), at most once per `every_s`."""
-        elapsed = now - self._stats_at
-        if elapsed < every_s:
-            return None
-        fps = (self.out.sent - self._stats_sent) / elapsed
-        self._stats_at, self._stats_sent = now, self.out.sent
-        gen = self.last_chunk_s
-        media_s = self.env.frames_per_chunk / self.record.fps
-        return Stats(fps=round(fps, 2), queue=self.out.media_frames,
-                     gen_ms=None if gen is None else round(gen * 1000, 1),
-                     rtf=None if gen is None else round(gen / media_s, 3))
+    def stats(self, now: float) -> Stats | None:
+        """The periodic `stats` message, at most once a second."""
+        return self.meter.report(now, self.out.sent, self.out.media_frames)
 
     # ---- what the scheduler sees -------------------------------------------------------------
     def has_room(self) -> bool:
@@ -201,7 +192,7 @@ class Session:
         if self.job is not None or self.state in (SessionState.OFFLOADED, SessionState.CLOSED,
                                                   SessionState.FAILED):
             return None
-        if self.port is None or not self.has_room() or self.ops_pending_restore():
+        if self.connection is None or not self.has_room() or self.ops_pending_restore():
             return None
         f = self.env.frames_per_chunk
         if self.mode == "world":
@@ -230,11 +221,13 @@ class Session:
         return start_by
 
     def begin_job(self, now: float, deadline: float, arrival: float | None = None) -> ChunkJob:
-        self.job = ChunkJob(sample=self.actions.sample(), segment=self.record.segment, started_at=now,
-                            deadline=deadline, arrival=now if arrival is None else arrival)
+        self.job = ChunkJob(action=self.actions.sample(), action_seq=self.actions.last_seq,
+                            segment=self.record.segment, started_at=now, deadline=deadline,
+                            arrival=now if arrival is None else arrival)
         return self.job
 
     def on_frames(self, job: ChunkJob, chunk_index: int, frames: Any) -> None:
+        """A decoded chunk of `job`: into the output stream (a segment keeps only its own frames)."""
         if job is not self.job or self.state.terminal:
             self.env.metrics.frames_dropped.labels(reason="cancelled").inc(len(frames))
             return
@@ -244,24 +237,23 @@ class Session:
             self.env.metrics.deadline_misses.inc()
         seg = self.segment
         if seg is not None:
-            keep = max(0, seg.frames_target - seg.frames_generated)
-            if len(frames) > keep:  # the segment's last chunk: its surplus frames are cut
+            keep = seg.take(len(frames))
+            if keep < len(frames):  # the segment's last chunk: its surplus frames are cut
                 self.env.metrics.frames_dropped.labels(reason="segment_end").inc(len(frames) - keep)
                 frames = frames[:keep]
-            seg.frames_generated += len(frames)
-            if not len(frames):
+            if not keep:
                 return
-        if seg is not None and not seg.start_sent:
-            seg.start_sent = True
-            sid, re = seg.id, seg.re
-            self.out.push_marker(lambda: SegmentStart(segment=sid, pts=pts_for(self.out.next_idx, self.out.fps),
-                                                      re=re))
-        self.out.push_media(MediaItem(self.out.generation, chunk_index, frames, job.segment,
-                                      job.sample.action_seq))
+            if not seg.start_sent:
+                seg.start_sent = True
+                self.out.push_marker(start_marker(seg, self.out))
+        self.out.push_frames(chunk_index, frames, job.segment, job.action_seq)
 
-    def on_job_done(self, job: ChunkJob) -> None:
+    def on_job_done(self, job: ChunkJob) -> float | None:
+        """The chunk of `job` is finished; returns its engine wall time when it was the current job."""
         if job is not self.job:
-            return
+            return None
+        seconds = time.monotonic() - job.started_at
+        self.meter.last_chunk_s = seconds
         self.job = None
         self.chunks_done += 1
         seg = self.segment
@@ -269,6 +261,7 @@ class Session:
             self.end_segment("done", notify=True)
             self.ops.append(EngineOp(Op.SNAPSHOT))
             self.settle()
+        return seconds
 
     # ---- director segments -------------------------------------------------------------------
     def start_segment(self, re: int | None, seconds: float) -> Segment:
@@ -284,33 +277,10 @@ class Session:
             return
         self.segment = None
         log_event("segment_end", self.id, segment=seg.id, status=status)
-        if not notify or self.port is None:
+        if not notify or self.connection is None:
             return
-        out = self.out
-        generation = out.generation
-
-        def build() -> SegmentEnd:
-            # built when handed out (after every frame of the segment was): the frames of this
-            # segment that were or will be sent; a `done` overtaken by a flush ends `interrupted`
-            frames = out.segment_frames(seg.id)
-            out.forget_segment(seg.id)
-            ended = status if out.generation == generation else "interrupted"
-            return SegmentEnd(segment=seg.id, pts=pts_for(out.next_idx, out.fps), frames=frames,
-                              status=ended, re=seg.re)
-
+        build = end_marker(seg, status, self.out)
         if status == "done":
-            out.push_marker(build)
+            self.out.push_marker(build)
         else:
             self.push_control(build())
-
-    # ---- inbound messages --------------------------------------------------------------------
-    def handle(self, message: Any, port: ConnectionPort) -> None:
-        if port is not self.port or self.state.terminal:
-            return
-        self.touch()
-        try:
-            dispatch(self, message)
-        except InvalidState as exc:  # a request this state cannot take: the client hears why
-            self.env.metrics.protocol_errors.labels(code=ErrorCode.CONFLICT.value).inc()
-            self.push_control(Error(code=ErrorCode.CONFLICT.value, fatal=False,
-                                    message=f"{type(message).__name__.lower()} cannot be done now: {exc}"))

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 __all__ = ["EVENT_KINDS", "SessionRecord", "Store", "StoredEvent"]
 
-# the `ev` names of TRACES.md: the event log is the raw material of recorded traces
+# the `ev` names of docs/traces.md: the event log is the raw material of recorded traces
 EVENT_KINDS = ("create", "action", "direct", "interrupt", "flush", "pause", "resume", "attach", "detach",
                "close")
 
@@ -46,7 +46,7 @@ class SessionRecord:
 
 @dataclass(frozen=True)
 class StoredEvent:
-    """One inbound control event: wall time (unix s), session, TRACES.md `ev` and its fields."""
+    """One inbound control event: wall time (unix s), session, docs/traces.md `ev` and its fields."""
 
     t: float
     session_id: str

@@ -1,4 +1,4 @@
-"""Load traces (TRACES.md v1) as the daemon owns them: the format (parse, validate, write) and the
+"""Load traces (docs/traces.md v1) as the daemon owns them: the format (parse, validate, write) and the
 recorder. Generating, describing and replaying traces is the loadtest package's."""
 
 from sessiond.traces.errors import TraceError

@@ -1,4 +1,4 @@
-"""Per-`ev` field checks of TRACES.md v1 (private to the trace format)."""
+"""Per-`ev` field checks of docs/traces.md v1 (private to the trace format)."""
 
 from __future__ import annotations
 

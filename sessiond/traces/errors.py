@@ -6,7 +6,7 @@ __all__ = ["TraceError"]
 
 
 class TraceError(ValueError):
-    """A trace that does not follow TRACES.md v1.
+    """A trace that does not follow docs/traces.md v1.
 
     ``code`` is one of ``malformed_line``, ``bad_header``, ``unknown_event``, ``invalid_field``,
     ``unsorted``, ``bad_sequence``; ``line`` is the 1-based line number when one applies.

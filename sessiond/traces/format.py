@@ -1,4 +1,4 @@
-"""Trace format v1 (TRACES.md): parse, validate and write JSON Lines traces.
+"""Trace format v1 (docs/traces.md): parse, validate and write JSON Lines traces.
 
 Line 1 is the header; every later line is one event ``{"t", "s", "ev", ...}`` sorted by ``t``.
 Every defect is a :class:`TraceError` naming its 1-based line.

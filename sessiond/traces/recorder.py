@@ -2,7 +2,7 @@
 
 Events are normalised into a valid v1 trace: times become seconds from the first recorded event,
 session ids become trace-local keys (s1, s2, ... in order of appearance), only the fields of
-TRACES.md are kept (the replayer assigns `seq` and `id` itself), and events that a replay could
+docs/traces.md are kept (the replayer assigns `seq` and `id` itself), and events that a replay could
 not reproduce are dropped and counted: those of sessions created before the recording began, the
 first `attach` right after `create` (a replay's create connects by itself), repeated `attach` /
 `detach`, anything after `close`, and events whose fields fail validation.

@@ -11,9 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, sync_playwright
+from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from tests.conftest import daemon_process
+
+# A 2-core machine running a daemon, Chromium and the test at once answers slower than a desk
+# machine: a page state gets 15 s to appear (the library's default is 5 s).
+expect.set_options(timeout=15_000)
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"

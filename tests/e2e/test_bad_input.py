@@ -1,4 +1,4 @@
-"""Every bad input of PROTOCOL.md's error list gets its code, and the session goes on."""
+"""Every bad input of docs/protocol.md's error list gets its code, and the session goes on."""
 
 from __future__ import annotations
 

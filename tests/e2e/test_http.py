@@ -1,4 +1,4 @@
-"""The HTTP API of PROTOCOL.md against a live daemon."""
+"""The HTTP API of docs/protocol.md against a live daemon."""
 
 from __future__ import annotations
 

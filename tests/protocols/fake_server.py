@@ -1,4 +1,4 @@
-"""A tiny Starlette stand-in for the daemon, speaking PROTOCOL.md just enough to exercise the
+"""A tiny Starlette stand-in for the daemon, speaking docs/protocol.md just enough to exercise the
 client over real HTTP and a real WebSocket on loopback. Test-only: the daemon is sessiond's."""
 
 from __future__ import annotations

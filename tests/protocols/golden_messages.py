@@ -126,7 +126,7 @@ def _write() -> None:
         {"name": name, "message": wire_view(msg), "hex": encode(msg).hex()} for name, msg in GOLDEN.items()
     ]
     doc = {
-        "about": "Session protocol v1 golden encodings (PROTOCOL.md). Each case: the wire map as JSON "
+        "about": "Session protocol v1 golden encodings (docs/protocol.md). Each case: the wire map as JSON "
         '(key order = wire order, bytes as {"$bin": hex}) and its exact msgpack bytes. Rules: one map, '
         "`t` first, fields in the listed order, optional fields left out when null (or false for cut/disc), "
         "smallest integer encodings, floats as float64, bytes as bin, strings as str.",

@@ -1,4 +1,4 @@
-"""Every error the codec can raise, provoked: the PROTOCOL.md code and the field it names."""
+"""Every error the codec can raise, provoked: the docs/protocol.md code and the field it names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The error codes are exactly PROTOCOL.md's, and an error carries code, message and field."""
+"""The error codes are exactly docs/protocol.md's, and an error carries code, message and field."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.api import ActionSpace
 from sessiond.metrics import Metrics
 from sessiond.session import Session, SessionEnv
 from sessiond.store import SessionRecord
@@ -15,7 +16,8 @@ def make_env(**kw: Any) -> SessionEnv:
     base: dict[str, Any] = dict(
         frames_per_chunk=8, lead_chunks=2.0, outbox_chunks=4, window_frames=16, max_actions_per_s=240,
         max_pending_messages=256, default_segment_s=5.0, director_ttff_s=1.0, director_lead_s=10.0,
-        wake=lambda: None, log_event=lambda sid, ev, fields: None, persist=lambda sid: None, metrics=Metrics())
+        action_space=ActionSpace(keys=("w", "a", "s", "d"), mouse=True, buttons=2, axes=2), wake=lambda: None,
+        record_event=lambda sid, ev, fields: None, persist=lambda sid: None, metrics=Metrics())
     base.update(kw)
     return SessionEnv(**base)
 
@@ -26,3 +28,4 @@ def make_session(sid: str = "s_1", mode: str = "world", env: SessionEnv | None =
                                   action_space={"keys": ["w", "a", "s", "d"], "mouse": True, "buttons": 2, "axes": 2})
     fields.update(record)
     return Session(SessionRecord(**fields), env or make_env(), {"session_id": sid})
+

@@ -10,7 +10,7 @@ import pytest
 
 from sessiond.cli import build_parser
 from sessiond.config import ServeConfig
-from sessiond.errors import ConfigError
+from sessiond.errors import ServeConfigError
 from sessiond.server import config_from_args
 
 
@@ -32,7 +32,7 @@ def test_flags_override_the_json_file(tmp_path: Path) -> None:
 
 
 def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
-    with pytest.raises(ConfigError, match=r"config option `lead`: unknown option; valid options: .*lead_chunks"):
+    with pytest.raises(ServeConfigError, match=r"config option `lead`: unknown option; valid options: .*lead_chunks"):
         ServeConfig.from_mapping({"lead": 2})
 
 
@@ -44,7 +44,7 @@ def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
     ({"max_message_bytes": True}, "max_message_bytes"),
 ])
 def test_bad_values_fail_at_construction_naming_the_option(options: dict[str, object], name: str) -> None:
-    with pytest.raises(ConfigError) as info:
+    with pytest.raises(ServeConfigError) as info:
         ServeConfig.from_mapping(options)
     assert info.value.option == name
 
@@ -52,9 +52,9 @@ def test_bad_values_fail_at_construction_naming_the_option(options: dict[str, ob
 def test_a_config_file_that_is_not_json_says_so(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     path.write_text("{port: 1")
-    with pytest.raises(ConfigError, match="is not valid JSON"):
+    with pytest.raises(ServeConfigError, match="is not valid JSON"):
         config_from_args(argparse.Namespace(config=str(path)))
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ServeConfigError, match="cannot read"):
         config_from_args(argparse.Namespace(config=str(tmp_path / "missing.json")))
 
 
@@ -66,7 +66,7 @@ def test_the_engine_gets_half_the_cores_on_cpu_unless_told_otherwise() -> None:
 
 
 def test_a_non_positive_cpu_thread_count_names_the_option() -> None:
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(ServeConfigError) as caught:
         ServeConfig.from_mapping({"cpu_threads": 0})
     assert "cpu_threads" in str(caught.value) and "positive integer" in str(caught.value)
 

@@ -10,7 +10,7 @@ import pytest
 
 from sessiond.cli import build_parser
 from sessiond.config import ServeConfig
-from sessiond.errors import ConfigError
+from sessiond.errors import ServeConfigError
 from sessiond.logs import QUIET_LOGGERS, configure_logging
 from sessiond.server import config_from_args
 
@@ -51,7 +51,7 @@ def test_log_level_sets_every_logger(flag: str, level: int) -> None:
 
 
 def test_an_unknown_log_level_is_refused_naming_the_choices() -> None:
-    with pytest.raises(ConfigError, match=r"config option `log_level`: must be one of debug, info, warning, got 'loud'"):
+    with pytest.raises(ServeConfigError, match=r"config option `log_level`: must be one of debug, info, warning, got 'loud'"):
         ServeConfig(log_level="loud")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--log-level", "loud"])

@@ -1,4 +1,4 @@
-"""An aiortc client for loopback tests: the browser's side of PROTOCOL.md's WebRTC section
+"""An aiortc client for loopback tests: the browser's side of docs/protocol.md's WebRTC section
 (non-trickle offer, receive-only video, `control` and `actions` channels), on 127.0.0.1 only."""
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ class FakePort:
     def generation(self) -> int:
         return self.gen
 
-    async def submit(self, message: Any) -> None:
+    def submit(self, message: Any) -> None:
         self.submitted.append(message)
 
     async def next_output(self) -> Any:

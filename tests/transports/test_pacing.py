@@ -1,13 +1,9 @@
-"""The media clock and the action gate, on a fake clock."""
+"""The media clock, on a fake clock."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from protocols.messages import Action
-from transports.webrtc._actions import ActionGate
 from transports.webrtc._clock import MediaClock
 
 
@@ -58,41 +54,3 @@ def test_a_late_frame_re_anchors_instead_of_rushing_the_rest() -> None:
 def test_a_nonpositive_reset_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="late_reset_s"):
         MediaClock(late_reset_s=0)
-
-
-def _action(seq: int) -> Action:
-    return Action(seq=seq, ts=float(seq), keys=("w",))
-
-
-async def test_actions_within_the_burst_pass_at_once_and_the_excess_coalesces_to_the_latest() -> None:
-    submitted: list[Action] = []
-
-    async def submit(message: Action) -> None:
-        submitted.append(message)
-
-    now = FakeTime()
-    gate = ActionGate(submit, max_per_s=10, burst=2, now=now)
-    for seq in range(3):
-        gate.offer(_action(seq))
-        await asyncio.sleep(0)
-        await asyncio.sleep(0)
-    for seq in range(3, 50):
-        gate.offer(_action(seq))
-    await asyncio.sleep(0)
-    assert [a.seq for a in submitted] == [0, 1]
-    now.t += 0.15  # one token (and a half)
-    for _ in range(300):  # the gate re-checks its bucket every 0.1 s of real time
-        if len(submitted) == 3:
-            break
-        await asyncio.sleep(0.01)
-    assert [a.seq for a in submitted] == [0, 1, 49]
-    assert (gate.accepted, gate.dropped) == (3, 47)
-    await gate.close()
-
-
-def test_a_nonpositive_action_rate_is_refused() -> None:
-    async def submit(message: Action) -> None:
-        return None
-
-    with pytest.raises(ValueError, match="action rate"):
-        ActionGate(submit, max_per_s=0)

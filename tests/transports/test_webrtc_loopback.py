@@ -28,7 +28,7 @@ class Connected:
 async def connected() -> AsyncIterator[Connected]:
     """A gateway and a loopback client with a live peer connection and an open `control` channel."""
     port = FakePort(fps=FPS)
-    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK, max_actions_per_s=20))
+    gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
     client = LoopbackClient()
     try:
         sdp, type_ = await gateway.answer(port, await client.offer(), "offer")

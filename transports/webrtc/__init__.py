@@ -1,5 +1,5 @@
 """WebRTC transport (aiortc): the gateway answering offers, one paced, shared-encoder video
-stream per session, the `control`/`actions` data channels (PROTOCOL.md "WebRTC specifics")."""
+stream per session, the `control`/`actions` data channels (docs/protocol.md "WebRTC specifics")."""
 
 from transports.webrtc._hooks import PeerScope, peer_scope
 from transports.webrtc.config import IceServer, WebRTCConfig

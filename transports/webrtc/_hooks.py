@@ -9,7 +9,7 @@
    nomination with them; the gateway also strips such candidates from the offer).
 2. RTP timestamps equal to the session pts. aiortc adds a random origin to every RTP
    timestamp; inside the scope the origin is 0, so the 90 kHz pts we stamp on each encoded
-   frame is the RTP timestamp on the wire (PROTOCOL.md: "the video track's RTP timestamps are
+   frame is the RTP timestamp on the wire (docs/protocol.md: "the video track's RTP timestamps are
    these pts"); browsers read it back (requestVideoFrameCallback's rtpTimestamp).
 
 Mechanism: `install()` wraps the two module-level functions ONCE per process (idempotent);

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from transports.inbound import InboundLimits
 from transports.webrtc._hooks import validate_addresses
 
 __all__ = ["IceServer", "WebRTCConfig"]
@@ -29,7 +30,7 @@ class WebRTCConfig:
 
     ice_servers: tuple[IceServer, ...] = ()
     host_addresses: tuple[str, ...] | None = None
-    max_actions_per_s: float = 240.0
+    inbound: InboundLimits = field(default_factory=InboundLimits)  # request rate and abuse: the WebSocket's policy
     max_message_bytes: int = 65536
     crf: int = 23  # x264 quality of the shared encoder
     encode_threads: int = 2  # executor threads shared by every session's encoder
@@ -38,8 +39,6 @@ class WebRTCConfig:
     def __post_init__(self) -> None:
         if self.host_addresses is not None:
             object.__setattr__(self, "host_addresses", validate_addresses(tuple(self.host_addresses)))
-        if self.max_actions_per_s <= 0:
-            raise ValueError(f"max_actions_per_s {self.max_actions_per_s}: must be positive")
         if self.max_message_bytes < 256:
             raise ValueError(f"max_message_bytes {self.max_message_bytes}: must be at least 256")
         if self.encode_threads < 1:

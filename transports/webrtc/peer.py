@@ -1,10 +1,11 @@
 """One browser's peer connection to a session: its data channels, its viewer track, its life.
 
 Inbound (client-created channels): `control` carries every client message type, `actions`
-(unordered, no retransmits) only `action`. Messages are decoded with the protocol codec; a
-bad one gets a coded `error` on `control` and is dropped; after `MAX_BAD_MESSAGES` the peer is
-closed (repeated abuse). Actions go through an `ActionGate` (rate-limited, coalesced); other
-requests are queued (bounded, in order) to `SessionPort.submit`; `ping` is answered here.
+(unordered, no retransmits) only `action`. Messages are decoded with the protocol codec and go
+to `SessionPort.submit` in order of arrival; `ping` is answered here. The inbound policy is the
+WebSocket's (`transports.inbound`): a bad message gets a coded `error` on `control` and is
+dropped, requests over the rate get `rate_limited`, and an abusive peer gets a fatal error and
+is closed.
 Outbound: everything the session stream broadcasts, on `control`. Messages sent before the
 channel opens (the first chunk's `frames` metadata races the data channel's opening) are held,
 at most `MAX_HELD_MESSAGES`, and sent in order once it opens; beyond that, and while the open
@@ -25,19 +26,17 @@ from aiortc import RTCDataChannel, RTCPeerConnection
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Action, Error, Hello, Ping, Pong
+from transports.inbound import InboundGuard
 from transports.interface import SessionPort
-from transports.webrtc._actions import ActionGate
 from transports.webrtc.config import WebRTCConfig
 from transports.webrtc.stream import SessionStream, Viewer, ViewerTrack
 
-__all__ = ["CONNECT_TIMEOUT_S", "MAX_BAD_MESSAGES", "MAX_HELD_MESSAGES", "Peer"]
+__all__ = ["CONNECT_TIMEOUT_S", "MAX_HELD_MESSAGES", "Peer"]
 
 logger = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 20.0  # an answered peer that never connects is closed after this
-MAX_BAD_MESSAGES = 100
 MAX_HELD_MESSAGES = 64  # outbound messages held until `control` opens
-_REQUEST_QUEUE = 64
 
 
 class Peer:
@@ -58,8 +57,7 @@ class Peer:
         self._on_closed = on_closed
         self._control: RTCDataChannel | None = None
         self._held: deque[Any] = deque()  # outbound messages waiting for `control` to open
-        self._gate = ActionGate(port.submit, config.max_actions_per_s, label=port.session_id)
-        self._requests: asyncio.Queue[Any] = asyncio.Queue(_REQUEST_QUEUE)
+        self._guard = InboundGuard(config.inbound)
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.closed = asyncio.Event()
@@ -73,18 +71,11 @@ class Peer:
     def live(self) -> bool:
         return not self._closing and self.pc.connectionState not in ("failed", "closed")
 
-    @property
-    def actions_dropped(self) -> int:
-        return self._gate.dropped
-
     def start(self) -> None:
         loop = asyncio.get_running_loop()
         self.stream.add_viewer(Viewer(self.track, self.send))
         self.stream.start()
-        self._tasks += [
-            loop.create_task(self._submit_requests()),
-            loop.create_task(self._watch()),
-        ]
+        self._tasks.append(loop.create_task(self._watch()))
 
     def send(self, message: Any) -> None:
         channel = self._control
@@ -126,13 +117,15 @@ class Peer:
         else:
             logger.info("webrtc %s: ignoring data channel %r", self.port.session_id, channel.label[:64])
 
-    def _reject(self, code: ErrorCode, message: str) -> None:
+    def _reject(self, code: ErrorCode, message: str, re: int | None = None) -> None:
         self.bad_messages += 1
-        fatal = self.bad_messages >= MAX_BAD_MESSAGES
-        self.send(Error(code=code.value, message=message, fatal=fatal))
-        if fatal:
-            logger.warning("webrtc %s: %d bad messages, closing the peer", self.port.session_id, self.bad_messages)
-            asyncio.get_running_loop().create_task(self.close())
+        if not self._guard.error():
+            self.send(Error(code=code.value, message=message, fatal=False, re=re))
+            return
+        self.send(Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
+                        message="too many bad messages; fix the client and reconnect"))
+        logger.warning("webrtc %s: %d bad messages, closing the peer", self.port.session_id, self.bad_messages)
+        self._tasks.append(asyncio.get_running_loop().create_task(self.close()))
 
     def _on_message(self, data: Any, actions_only: bool) -> None:
         if self._closing:
@@ -142,24 +135,17 @@ class Peer:
         except ProtocolError as exc:
             self._reject(exc.code, exc.message)
             return
-        if isinstance(message, Action):
-            self._gate.offer(message)
-        elif actions_only:
+        if actions_only and not isinstance(message, Action):
             self._reject(ErrorCode.UNKNOWN_TYPE, f"the actions channel carries only action, got {message.T!r}")
         elif isinstance(message, Ping):
             self.send(Pong(re=message.id, ts=message.ts))
         elif isinstance(message, Hello):
             pass  # optional over WebRTC: the signalling request already authenticated the session
+        elif self._guard.over_rate(message):
+            self._reject(ErrorCode.RATE_LIMITED, f"more than {self._guard.limits.max_requests_per_s} requests per "
+                         "second; this one was dropped", re=getattr(message, "id", None))
         else:
-            try:
-                self._requests.put_nowait(message)
-            except asyncio.QueueFull:
-                self._reject(ErrorCode.RATE_LIMITED, f"more than {_REQUEST_QUEUE} requests pending; slow down")
-
-    async def _submit_requests(self) -> None:
-        while True:
-            message = await self._requests.get()
-            await self.port.submit(message)
+            self.port.submit(message)
 
     async def _watch(self) -> None:
         """Close when the peer never connects, or once the stream ends (session closed)."""
@@ -188,7 +174,6 @@ class Peer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self._gate.close()
         await self.stream.close()
         try:
             await self.pc.close()

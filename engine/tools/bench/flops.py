@@ -10,7 +10,7 @@ context plus itself), L layers, width d, FFN width f, prompt length p:
 Cross-attention K/V projections of the prompt (computed once per prompt), embeddings, norms,
 modulation, RoPE and the head are not counted. For wan-1.3b (q = 4,680, d = 1,536, f = 8,960,
 L = 30, p = 512) this is 12.15 + 4.04 * (k + 1) TFLOP at chunk k with a global cache, the count
-the reference measurements in BASELINES.md use.
+the reference measurements in docs/performance.md use.
 
 Decoder FLOPs are counted by running the decoder on the meta device under
 torch.utils.flop_counter (convolutions, matmuls, attention): 40.65 TFLOP for a steady 12-frame

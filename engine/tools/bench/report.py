@@ -12,9 +12,9 @@ import torch
 
 __all__ = ["REFERENCE", "TARGETS", "check_targets", "provenance"]
 
-# Self-Forcing reference loop on one H200 (shared/BASELINES.md, 2026-11-29), wan-1.3b, bf16
+# Self-Forcing reference loop on one H200 (docs/performance.md, Reference, 2026-11-29), wan-1.3b, bf16
 REFERENCE = {
-    "source": "shared/BASELINES.md: Self-Forcing reference loop, one H200, wan-1.3b 480x832, bf16",
+    "source": "docs/performance.md (reference): Self-Forcing reference loop, one H200, wan-1.3b 480x832, bf16",
     "fps_single_stream": 18.3,
     "fps_aggregate_4_streams": 19.3,
     "first_frames_ms": 540.0,
@@ -24,7 +24,7 @@ REFERENCE = {
     "matmul_peak_tflops": 790.0,
 }
 
-# issue 3 performance targets (global 81-frame workload, DiT + streaming Wan-VAE decode)
+# the engine's performance targets (global 81-frame workload, DiT + streaming Wan-VAE decode)
 TARGETS = {
     "fps_single_stream": 27.0,
     "fps_aggregate_4_streams": 48.0,

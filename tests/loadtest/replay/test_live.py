@@ -1,5 +1,5 @@
 """A replay of a small trace against a live daemon process (tiny engine, CPU), as an operator runs
-it: the report has every field of TRACES.md, no frame of an old generation follows an ack, and the
+it: the report has every field of docs/traces.md, no frame of an old generation follows an ack, and the
 trace the daemon records (`serve --record`) reproduces the replayed event timing."""
 
 from __future__ import annotations

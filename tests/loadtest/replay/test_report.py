@@ -1,4 +1,4 @@
-"""The replay report carries every field of TRACES.md, nulls for empty statistics, and plots."""
+"""The replay report carries every field of docs/traces.md, nulls for empty statistics, and plots."""
 
 from __future__ import annotations
 

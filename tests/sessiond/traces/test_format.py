@@ -1,4 +1,4 @@
-"""Trace format v1 (TRACES.md): what parses, and the line number of what does not."""
+"""Trace format v1 (docs/traces.md): what parses, and the line number of what does not."""
 
 from __future__ import annotations
 

@@ -102,7 +102,7 @@ def test_the_flop_formula_and_counts_are_recorded(results: dict) -> None:
 
 def test_the_wan_13b_pass_flops_match_the_reference_count() -> None:
     wan = wan_13b_config()
-    # BASELINES.md: 12.15 + 4.04 * (k + 1) TFLOP per pass at chunk k with the global cache
+    # docs/performance.md, Reference: 12.15 + 4.04 * (k + 1) TFLOP per pass at chunk k with the global cache
     assert [round(dit_pass_flops(wan, k) / 1e12, 2) for k in range(3)] == [16.18, 20.22, 24.26]
     assert [attended_chunks(wan, k) for k in (0, 6, 7, 50)] == [1, 7, 8, 8]
     assert round(sum(5 * dit_pass_flops(wan, k) for k in range(7)) / 1e12) == 990

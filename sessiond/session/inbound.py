@@ -1,10 +1,10 @@
-"""What each client message does to a session (PROTOCOL.md, client -> server)."""
+"""What each client message does to a session (docs/protocol.md, client -> server): `handle` is
+where every decoded message from any transport enters a session."""
 
 from __future__ import annotations
 
-import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from protocols.errors import ErrorCode
 from protocols.messages import (
@@ -21,13 +21,25 @@ from protocols.messages import (
     Received,
     Resume,
 )
-from sessiond.session.actions import ActionInput
-from sessiond.session.state import EngineOp, Op
+from sessiond.errors import InvalidState
+from sessiond.session.connection import Connection
+from sessiond.session.jobs import EngineOp, Op
+from sessiond.session.session import Session
 
-if TYPE_CHECKING:
-    from sessiond.session.session import Session
+__all__ = ["dispatch", "handle"]
 
-__all__ = ["check_action", "dispatch"]
+
+def handle(s: Session, connection: Connection, message: Any) -> None:
+    """One message from `connection` (ignored unless it is the session's current one)."""
+    if connection is not s.connection or s.state.terminal:
+        return
+    s.touch()
+    try:
+        dispatch(s, message)
+    except InvalidState as exc:  # a request this state cannot take: the client hears why
+        s.env.metrics.protocol_errors.labels(code=ErrorCode.CONFLICT.value).inc()
+        s.push_control(Error(code=ErrorCode.CONFLICT.value, fatal=False,
+                             message=f"{type(message).__name__.lower()} cannot be done now: {exc}"))
 
 
 def _error(session: Session, code: ErrorCode, message: str, re: int | None = None) -> None:
@@ -35,36 +47,13 @@ def _error(session: Session, code: ErrorCode, message: str, re: int | None = Non
     session.push_control(Error(code=code.value, message=message, fatal=False, re=re))
 
 
-def check_action(space: dict[str, Any], msg: Action) -> tuple[str, str] | None:
-    """(field, why) when the action does not fit the model's action space, else None."""
-    allowed = set(space.get("keys", ()))
-    bad = [k for k in msg.keys if k not in allowed]
-    if bad:
-        return "keys", f"keys {bad[:4]} are not in this model's action space {sorted(allowed)}"
-    if msg.mouse is not None and not space.get("mouse", True):
-        return "mouse", "this model takes no mouse input; leave `mouse` out"
-    if msg.mouse is not None and not all(math.isfinite(v) for v in msg.mouse):
-        return "mouse", "`mouse` must be finite numbers"
-    n_buttons = int(space.get("buttons", 0))
-    if msg.buttons is not None and msg.buttons >= (1 << n_buttons):
-        return "buttons", f"`buttons` must be < {1 << n_buttons} (this model honours {n_buttons} buttons)"
-    n_axes = int(space.get("axes", 0))
-    if msg.axes is not None:
-        if len(msg.axes) > n_axes:
-            return "axes", f"`axes` may hold at most {n_axes} values for this model"
-        if not all(math.isfinite(a) and -1.0 <= a <= 1.0 for a in msg.axes):
-            return "axes", "`axes` values must be in [-1, 1]"
-    return None
-
-
 def _action(s: Session, msg: Action) -> None:
-    problem = check_action(s.record.action_space, msg)
+    problem = s.actions.check(msg)
     if problem is not None:
         field, why = problem
         _error(s, ErrorCode.INVALID_FIELD, f"action {msg.seq}, field `{field}`: {why}")
         return
-    verdict = s.actions.accept(ActionInput(msg.seq, tuple(msg.keys), msg.mouse, msg.buttons, msg.axes),
-                               time.monotonic())
+    verdict = s.actions.accept(msg, time.monotonic())
     if verdict == "stale":
         return
     s.env.metrics.actions.inc()
@@ -78,7 +67,7 @@ def _action(s: Session, msg: Action) -> None:
         fields["buttons"] = msg.buttons
     if msg.axes is not None:
         fields["axes"] = list(msg.axes)
-    s.env.log_event(s.id, "action", fields)
+    s.env.record_event(s.id, "action", fields)
 
 
 def _direct(s: Session, msg: Direct) -> None:
@@ -89,7 +78,7 @@ def _direct(s: Session, msg: Direct) -> None:
         fields["cut"] = True
     if msg.seed is not None:
         fields["seed"] = msg.seed
-    s.env.log_event(s.id, "direct", fields)
+    s.env.record_event(s.id, "direct", fields)
     s.push_control(Ack(re=msg.id))
     if s.mode == "world":
         s.prompt = s.record.prompt = msg.prompt
@@ -115,28 +104,24 @@ def _direct(s: Session, msg: Direct) -> None:
     s.env.wake()
 
 
-def _interrupt(s: Session, msg: Interrupt) -> None:
-    s.env.log_event(s.id, "interrupt", {})
-    s.drop_output("interrupt")
+def _take_back(s: Session, msg: Interrupt | Flush, *, stop: bool) -> None:
+    """Flush: every unsent frame is dropped (acked with the last pts sent) and playback restarts
+    from there; interrupt also ends the running segment and stops generation."""
+    s.env.record_event(s.id, msg.T, {})
+    s.drop_output(msg.T)
     s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
-    if s.segment is not None:
-        s.end_segment("interrupted", notify=True)
-    s.stop_generation()
+    if stop:
+        if s.segment is not None:
+            s.end_segment("interrupted", notify=True)
+        s.stop_generation()
     s.clock.reanchor(time.monotonic(), s.out.total)
-    s.settle()
-    s.env.wake()
-
-
-def _flush(s: Session, msg: Flush) -> None:
-    s.env.log_event(s.id, "flush", {})
-    s.drop_output("flush")
-    s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
-    s.clock.reanchor(time.monotonic(), s.out.total)
+    if stop:
+        s.settle()
     s.env.wake()
 
 
 def _pause(s: Session, msg: Pause) -> None:
-    s.env.log_event(s.id, "pause", {})
+    s.env.record_event(s.id, "pause", {})
     if s.mode == "world":
         s.paused = True
         s.settle()
@@ -144,7 +129,7 @@ def _pause(s: Session, msg: Pause) -> None:
 
 
 def _resume(s: Session, msg: Resume) -> None:
-    s.env.log_event(s.id, "resume", {})
+    s.env.record_event(s.id, "resume", {})
     if s.mode == "world" and s.paused:
         s.paused = False
         s.clock.reanchor(time.monotonic(), s.out.total)
@@ -163,10 +148,8 @@ def dispatch(s: Session, msg: Any) -> None:
         s.push_control(Pong(re=msg.id, ts=msg.ts))
     elif isinstance(msg, Direct):
         _direct(s, msg)
-    elif isinstance(msg, Interrupt):
-        _interrupt(s, msg)
-    elif isinstance(msg, Flush):
-        _flush(s, msg)
+    elif isinstance(msg, Interrupt | Flush):
+        _take_back(s, msg, stop=isinstance(msg, Interrupt))
     elif isinstance(msg, Pause):
         _pause(s, msg)
     elif isinstance(msg, Resume):

@@ -9,7 +9,7 @@ import pytest
 
 from engine.engine import Engine
 from sessiond.admission import calibrate
-from sessiond.admission_wiring import calibration_chunks
+from sessiond.engine_host import EngineHost
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,8 @@ def _steps(engine: Engine, **kw: object) -> list[str]:
 
 @pytest.mark.slow
 def test_the_profile_runs_through_sink_plus_window_chunks(engine: Engine) -> None:
-    assert calibration_chunks(engine) == engine.config.sink_chunks + engine.config.window_chunks == 3
-    assert _steps(engine, chunks=calibration_chunks(engine)) == [
+    assert EngineHost(engine).context_chunks() == engine.config.sink_chunks + engine.config.window_chunks == 3
+    assert _steps(engine, chunks=EngineHost(engine).context_chunks()) == [
         "batch 1 warm-up", "batch 1 round 0 chunk 0", "batch 1 round 0 chunk 1", "batch 1 round 0 chunk 2",
         "batch 2 warm-up", "batch 2 round 0 chunk 0", "batch 2 round 0 chunk 1", "batch 2 round 0 chunk 2",
         "offload and restore"]
@@ -42,4 +42,4 @@ def test_a_spent_time_budget_stops_each_batch_size_after_one_recorded_chunk(engi
 
 
 def test_an_engine_that_does_not_say_its_context_gets_three_chunks() -> None:
-    assert calibration_chunks(object()) == 3
+    assert EngineHost(object()).context_chunks() == 3

@@ -21,7 +21,7 @@ from sessiond.admission import (
     make_policy,
 )
 from sessiond.admission.costmodel import CostModel
-from tests.admission.factories import known_cost, model_info
+from tests.sessiond.admission.factories import known_cost, model_info
 
 
 def _duty(cost: CostModel, *, director: float = 0.25, margin: float = 0.25, kv: KvBudget | None = None,

@@ -9,8 +9,7 @@ from typing import Any
 import numpy as np
 
 from protocols.messages import SegmentEnd, SegmentStart
-from sessiond.session import Session
-from sessiond.session.port import ConnectionPort
+from sessiond.session import ConnectionPort, Session, connect
 from tests.sessiond._factory import make_session
 from transports.interface import OutChunk
 
@@ -38,7 +37,7 @@ def _drain(port: ConnectionPort, send: bool = True) -> list[Any]:
 
 async def test_segment_end_counts_frames_that_left_after_its_last_chunk_finished() -> None:
     s = make_session(mode="director")
-    port = s.attach("raw")
+    port = connect(s, "raw")
     s.start_segment(re=7, seconds=1.0)
     for n in (5, 8, 8):  # nothing is sent until the whole segment is generated
         _chunk(s, n)
@@ -52,7 +51,7 @@ async def test_segment_end_counts_frames_that_left_after_its_last_chunk_finished
 
 async def test_the_last_chunk_is_cut_to_the_segment_length() -> None:
     s = make_session(mode="director")
-    port = s.attach("raw")
+    port = connect(s, "raw")
     s.start_segment(re=None, seconds=1.25)  # 20 frames: 8 + 8 + 4 of the third chunk
     for n in (8, 8, 8):
         _chunk(s, n)
@@ -66,7 +65,7 @@ async def test_the_last_chunk_is_cut_to_the_segment_length() -> None:
 
 async def test_a_segment_wants_no_chunk_once_its_frames_are_generated() -> None:
     s = make_session(mode="director")
-    s.attach("raw")
+    connect(s, "raw")
     s.start_segment(re=None, seconds=0.5)  # 8 frames
     _chunk(s, 5)
     assert s.demand(0.0) is not None
@@ -76,7 +75,7 @@ async def test_a_segment_wants_no_chunk_once_its_frames_are_generated() -> None:
 
 async def test_a_done_segment_overtaken_by_a_flush_ends_interrupted_with_the_frames_sent() -> None:
     s = make_session(mode="director")
-    port = s.attach("raw")
+    port = connect(s, "raw")
     s.start_segment(re=3, seconds=1.0)
     _chunk(s, 5)
     first = _drain(port)  # segment_start + 5 frames sent
@@ -91,7 +90,7 @@ async def test_a_done_segment_overtaken_by_a_flush_ends_interrupted_with_the_fra
 
 async def test_chained_segments_each_count_only_their_own_frames() -> None:
     s = make_session(mode="director")
-    port = s.attach("raw")
+    port = connect(s, "raw")
     s.start_segment(re=1, seconds=1.0)
     for n in (5, 8, 8):
         _chunk(s, n)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from protocols.messages import Ack
-from sessiond.session.output import OutputStream
-from sessiond.session.state import MediaItem
+from sessiond.session.output import MediaItem, OutputStream
 
 
 def _item(generation: int, n: int = 8, chunk: int = 0, segment: int = 0, action_seq: int = -1) -> MediaItem:

@@ -8,7 +8,7 @@ import pytest
 
 from engine.api import FrameAction, ItemResult, Phase, StepPlan, StepResult
 from sessiond.admission import CostModel, CostModelError, calibrate, context_bucket
-from tests.admission.factories import known_cost, model_info
+from tests.sessiond.admission.factories import known_cost, model_info
 
 
 class FakeEngine:

@@ -1,31 +1,16 @@
-"""The admission hook: what the daemon asks before it creates or resumes a session.
-
-Any object with `decide`, `release` and `snapshot` plugs in (sessiond.admission's policies do).
-The built-in default, `KVPoolAdmission`, admits while the engine's KV pool has room for one
-more session and the session count is under `max_sessions`."""
+"""`KVPoolAdmission` (`--policy kv`, the default): admit while the engine's KV pool has room for
+one more session and the session count is under `max_sessions`."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from engine.api import KVStats, ModelInfo
-from sessiond.admission.decision import AdmissionRequest, Decision
+from sessiond.admission.decision import AdmissionRequest, Decision, OverrunAction
 
-__all__ = ["Admission", "AdmissionRequest", "Decision", "KVPoolAdmission"]
-
-
-class Admission(Protocol):
-    name: str
-
-    def decide(self, request: AdmissionRequest) -> Decision:
-        """Admit (and register) or refuse with retry_after_s."""
-        ...
-
-    def release(self, session_id: str, now: float) -> list[str]: ...
-
-    def snapshot(self, now: float) -> dict[str, Any]: ...
+__all__ = ["KVPoolAdmission"]
 
 
 class KVPoolAdmission:
@@ -60,6 +45,12 @@ class KVPoolAdmission:
     def release(self, session_id: str, now: float) -> list[str]:
         self._admitted.discard(session_id)
         return []
+
+    def overruns(self, now: float) -> list[OverrunAction]:
+        return []  # no duty measured, nothing to answer
+
+    async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
+        return False  # no wait list: a refusal is final
 
     def snapshot(self, now: float) -> dict[str, Any]:
         kv = self._kv()

@@ -12,7 +12,7 @@ from sessiond.admission import (
     DutyTracker,
     OverrunAction,
 )
-from tests.admission.factories import known_cost
+from tests.sessiond.admission.factories import known_cost
 
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:

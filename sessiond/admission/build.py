@@ -1,0 +1,87 @@
+"""The one place admission policies are built: by name (`make_policy`), and for the daemon from
+its config (`build_admission`): `kv` is the KV-pool check; `duty`, `one-per-gpu` and `fifo`
+are cost-model policies, whose cost model is calibrated through the engine at start-up (through
+the model's whole attention context, within `calibration_budget_s`) and sized to the KV pool."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+from engine.api import KVStats, ModelInfo
+from sessiond.admission.baselines import FifoPolicy, OnePerGpuPolicy
+from sessiond.admission.costmodel import CostModel
+from sessiond.admission.decision import KvBudget
+from sessiond.admission.duty import DutyTracker
+from sessiond.admission.errors import AdmissionConfigError
+from sessiond.admission.kvpool import KVPoolAdmission
+from sessiond.admission.metrics import AdmissionMetrics
+from sessiond.admission.policy import DutyPolicy, PolicyBase
+from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.config import ServeConfig
+
+__all__ = ["POLICIES", "Calibrator", "build_admission", "calibration_batches", "kv_budget_from_pool",
+           "make_policy"]
+
+logger = logging.getLogger(__name__)
+
+POLICIES: dict[str, type[PolicyBase]] = {"duty": DutyPolicy, "one-per-gpu": OnePerGpuPolicy, "fifo": FifoPolicy}
+
+
+class Calibrator(Protocol):
+    """What building a cost-model policy needs of the engine (the daemon's EngineHost)."""
+
+    @property
+    def info(self) -> ModelInfo: ...
+
+    def context_chunks(self) -> int: ...
+
+    async def kv_stats(self) -> KVStats: ...
+
+    async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
+                        time_budget_s: float | None) -> CostModel: ...
+
+
+def make_policy(name: str, cost: CostModel, tracker: DutyTracker | None = None, **options: Any) -> PolicyBase:
+    """A cost-model policy by name; options are PolicyBase's keywords (and ``gpus`` for one-per-gpu)."""
+    cls = POLICIES.get(name)
+    if cls is None:
+        raise AdmissionConfigError("policy", f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+    if "gpus" in options and cls is not OnePerGpuPolicy:
+        options = {k: v for k, v in options.items() if k != "gpus"}
+    return cls(cost, tracker or DutyTracker(), **options)
+
+
+def calibration_batches(max_batch: int, sessions_that_fit: int) -> tuple[int, ...]:
+    """Powers of two up to max_batch (and max_batch itself), limited by what the pool holds."""
+    top = max(1, min(max_batch, sessions_that_fit))
+    out = {1 << i for i in range(int(math.log2(top)) + 1)} | {top}
+    return tuple(sorted(out))
+
+
+def kv_budget_from_pool(kv: KVStats, per_session_bytes: int, host_bytes: int | None = None) -> KvBudget:
+    """Device bytes from the pool; host bytes for offloaded KV default to the same amount."""
+    device = kv.slabs_total * kv.slab_bytes
+    return KvBudget(device_bytes=device, host_bytes=device if host_bytes is None else host_bytes,
+                    per_session_bytes=max(per_session_bytes, kv.slab_bytes))
+
+
+async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
+                          kv_now: Callable[[], KVStats | None]) -> AdmissionRuntime:
+    """The policy `config.policy` names. `kv_now` is the latest KV pool accounting (for `kv`)."""
+    if config.policy == "kv":
+        return AdmissionRuntime(KVPoolAdmission(host.info, kv_now, config.max_sessions))
+    started = time.monotonic()
+    kv = await host.kv_stats()
+    per_session = host.info.kv_bytes_per_session
+    fit = max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
+    chunks = host.context_chunks()
+    cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
+                                time_budget_s=config.calibration_budget_s)
+    logger.info("cost model calibrated through %d chunks in %.1f s", chunks, time.monotonic() - started)
+    policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
+                         max_batch=config.max_batch)
+    return AdmissionRuntime(policy, measured=policy, metrics=AdmissionMetrics(registry))

@@ -1,0 +1,29 @@
+"""`SessionEnv`: what the daemon gives every session: settings and callbacks into the daemon."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.api import ActionSpace
+
+__all__ = ["SessionEnv"]
+
+
+@dataclass
+class SessionEnv:
+    frames_per_chunk: int
+    lead_chunks: float
+    outbox_chunks: int
+    window_frames: int
+    max_actions_per_s: int
+    max_pending_messages: int
+    default_segment_s: float
+    director_ttff_s: float
+    director_lead_s: float
+    action_space: ActionSpace  # the model's: every action is checked against it on arrival
+    wake: Callable[[], None]  # the scheduler has work
+    record_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> the stored event log
+    persist: Callable[[str], None]  # the durable record changed
+    metrics: Any

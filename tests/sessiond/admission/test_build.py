@@ -1,0 +1,58 @@
+"""`build_admission`: the one place the daemon's policy is built from its config."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from engine.api import KVStats, ModelInfo
+from sessiond.admission import CostModel, FifoPolicy, KVPoolAdmission, build_admission
+from sessiond.config import ServeConfig
+from tests.sessiond.admission.factories import known_cost, model_info
+
+
+def _kv(slabs_free: int) -> KVStats:
+    return KVStats(slab_bytes=500, slabs_total=8, slabs_free=slabs_free, slabs_in_use=8 - slabs_free,
+                   slabs_offloaded=0, bytes_in_use=0, bytes_offloaded=0, per_session={})
+
+
+class _Host:
+    """What building a policy needs of the engine host; records the profile it was asked for."""
+
+    def __init__(self, slabs_free: int = 6) -> None:
+        self.info: ModelInfo = model_info(kv_bytes=1000)  # 2 slabs a session
+        self._slabs_free = slabs_free
+        self.profiles: list[dict[str, Any]] = []
+
+    def context_chunks(self) -> int:
+        return 3
+
+    async def kv_stats(self) -> KVStats:
+        return _kv(self._slabs_free)
+
+    async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
+                        time_budget_s: float | None) -> CostModel:
+        self.profiles.append({"batches": tuple(batches), "chunks": chunks, "rounds": rounds,
+                              "time_budget_s": time_budget_s})
+        return known_cost(0.5)
+
+
+async def test_the_default_kv_policy_needs_no_profile() -> None:
+    host = _Host()
+    runtime = await build_admission(ServeConfig(model="tiny"), host, CollectorRegistry(), lambda: _kv(6))
+    assert isinstance(runtime.policy, KVPoolAdmission) and runtime.measured is None
+    assert (host.profiles, runtime.scheduling, runtime.refresh({})) == ([], "deadline", [])
+
+
+async def test_a_cost_model_policy_is_profiled_within_the_pool_and_the_budget() -> None:
+    host = _Host(slabs_free=6)  # 3 sessions fit: batches 1, 2 and 3 (max_batch 8)
+    config = ServeConfig(model="tiny", policy="fifo", calibration_budget_s=12.0)
+    runtime = await build_admission(config, host, CollectorRegistry(), lambda: None)
+    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 3, "rounds": 1, "time_budget_s": 12.0}]
+    assert isinstance(runtime.policy, FifoPolicy) and runtime.measured is runtime.policy
+    assert runtime.scheduling == "fifo"
+    snapshot = runtime.policy.snapshot(0.0)
+    assert (snapshot["policy"], snapshot["kv"]["device_bytes"], snapshot["kv"]["per_session_bytes"]) == (
+        "fifo", 4000, 1000)
