@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from engine._batch import attn_context
+from engine._graphs import PassGraphs
 from engine.api import ChunkFrames
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
@@ -32,6 +33,7 @@ class PhaseRunner:
     attend: AttentionBackend
     schedule: Schedule
     device: torch.device
+    graphs: PassGraphs | None = None  # CUDA graphs per (batch, context, write) bucket; None = eager
 
     def _works(self, states: list[EngineSession]) -> list[ChunkWork]:
         works = [s.work for s in states]
@@ -55,8 +57,13 @@ class PhaseRunner:
         t = torch.stack([torch.full((frames,), value, device=self.device) for value in sigmas_t])
         actions = torch.stack([w.actions.to(self.device) for w in works])
         starts = [w.index * frames for w in works]
+        if self.graphs is not None:
+            crosses = self.graphs.eligible(context_slabs, [w.cross if isinstance(w, ChunkWork) else None for w in works])
+            if crosses is not None:
+                return self.graphs.run(latents, t, actions, starts, crosses, context_slabs, write_slabs)
+        cross = _batched_cross(works)
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
-        return self.model(latents, t, actions, contexts, ctx, self.attend, _batched_cross(works))  # type: ignore[no-any-return]
+        return self.model(latents, t, actions, contexts, ctx, self.attend, cross)  # type: ignore[no-any-return]
 
     def denoise(self, states: list[EngineSession]) -> None:
         works = self._works(states)
@@ -64,7 +71,8 @@ class PhaseRunner:
         slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
         timesteps = [self.schedule.timestep(w.step) for w in works]
         contexts = torch.stack([w.context for w in works])
-        flow = self._flow(x, timesteps, works, contexts, slabs)
+        writes = self._last_pass_writes(states, works)
+        flow = self._flow(x, timesteps, works, contexts, slabs, writes)
         for i, (state, work) in enumerate(zip(states, works, strict=True)):
             clean = self.schedule.clean_estimate(x[i], flow[i], work.step)
             work.step += 1
@@ -73,9 +81,21 @@ class PhaseRunner:
                 work.x = self.schedule.renoise(clean, noise, work.step)
             else:
                 work.clean = clean
+                work.kv_written = writes is not None
+
+    def _last_pass_writes(self, states: list[EngineSession], works: list[ChunkWork]) -> list[int] | None:
+        """With `kv_from_last_pass` (an approximation, off by default): the slabs the last denoise
+        pass writes its K/V into, when every sample of the batch is on its last step and unguided;
+        their chunks then skip the cache pass's forward. None: the cache pass writes them."""
+        c = self.config
+        if not c.kv_from_last_pass or any(w.step + 1 != w.steps for w in works):
+            return None
+        if c.action_guidance != 1.0 and any(w.step < c.action_guidance_steps for w in works):
+            return None
+        return [s.handle.slab_for_write(self.pool, w.index) for s, w in zip(states, works, strict=True)]
 
     def _flow(self, x: torch.Tensor, timesteps: list[float], works: list[ChunkWork], contexts: torch.Tensor,
-              slabs: list[list[int]]) -> torch.Tensor:
+              slabs: list[list[int]], writes: list[int] | None = None) -> torch.Tensor:
         """The model's flow for a denoise step; with guidance on the actions, the samples still in
         their first `action_guidance_steps` steps also run with no input, in the same batched pass,
         and get flow(no input) + g * (flow(actions) - flow(no input)). Per sample: a session's
@@ -83,7 +103,7 @@ class PhaseRunner:
         c = self.config
         guided = [i for i, w in enumerate(works) if w.step < c.action_guidance_steps] if c.action_guidance != 1.0 else []
         if not guided:
-            return self.forward(x, timesteps, works, contexts, slabs, None)
+            return self.forward(x, timesteps, works, contexts, slabs, writes)
         idle = [ChunkWork(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].context,
                           works[i].prompt, works[i].steps, cross=works[i].cross) for i in guided]
         both = self.forward(
@@ -106,13 +126,17 @@ class PhaseRunner:
 
     def cache(self, states: list[EngineSession]) -> None:
         """The clean pass at t=0 that writes each chunk's K/V (context read before the write) and
-        finishes the chunk."""
+        finishes the chunk; chunks whose last denoise pass wrote their K/V (`kv_from_last_pass`)
+        only finish."""
         works = self._works(states)
-        slabs = [s.handle.context_slabs(w.index) for s, w in zip(states, works, strict=True)]
-        writes = [s.handle.slab_for_write(self.pool, w.index) for s, w in zip(states, works, strict=True)]
-        contexts = torch.stack([w.context for w in works])
-        inputs = [self._cache_input(s.seed, w.index, w.clean) for s, w in zip(states, works, strict=True)]  # type: ignore[arg-type]
-        self.forward(torch.stack(inputs), [0.0] * len(works), works, contexts, slabs, writes)
+        pending = [(s, w) for s, w in zip(states, works, strict=True) if not w.kv_written]
+        if pending:
+            slabs = [s.handle.context_slabs(w.index) for s, w in pending]
+            writes = [s.handle.slab_for_write(self.pool, w.index) for s, w in pending]
+            contexts = torch.stack([w.context for _, w in pending])
+            inputs = [self._cache_input(s.seed, w.index, w.clean) for s, w in pending]  # type: ignore[arg-type]
+            self.forward(torch.stack(inputs), [0.0] * len(pending), [w for _, w in pending], contexts, slabs,
+                         writes)
         for state, work in zip(states, works, strict=True):
             state.handle.mark_written(self.pool, work.index)
             assert work.clean is not None

@@ -147,6 +147,11 @@ def build_parts(
     if checkpoint is not None:
         load_dit(model, checkpoint.dit)
     model.eval().requires_grad_(False)
+    if config.cuda_graphs and device.type != "cuda":
+        raise ConfigError("graphs_need_cuda", f"model {config.name!r} asks for cuda_graphs; use device='cuda' "
+                          "or a config without them")
+    if config.fp8_ffn:
+        model.quantize_ffn()
     if _compile_wanted(compile_mode, device):
         model.compile_blocks()
     decoder = catalog.build_decoder(config, device, dtype)

@@ -37,6 +37,8 @@ class WarmupTarget(Protocol):
 
     def close_session(self, session_id: str) -> None: ...
 
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None: ...
+
     def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int: ...
 
     def next_phase(self, session_id: str) -> Phase | None: ...
@@ -107,6 +109,9 @@ def run_warmup(engine: WarmupTarget) -> None:
         return
     try:
         _every_context_length(engine)
+        if engine.runner.graphs is not None:  # a bucket's second call captures its graph
+            engine.reset(WARMUP_SESSION, seed=0, prompt="warmup")
+            _every_context_length(engine)
     finally:
         engine.close_session(WARMUP_SESSION)
     if engine.device.type == "cuda" or engine.parts.model.kernels.compiled:  # plans / compiles per shape

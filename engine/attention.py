@@ -1,8 +1,10 @@
-"""Attention backends: PyTorch SDPA always; flash-attn when it imports on CUDA.
+"""Attention backends: PyTorch SDPA always; flash-attn when it imports on CUDA; FP8 on Hopper.
 
-Chosen by configuration ("sdpa" | "flash") or by measurement ("auto": both are timed on the
-model's real shapes at warmup and the faster wins; on the H200 flash-attn 2 measured 1.8x slower
-than SDPA's cuDNN kernel, so a name alone decides nothing). Layout everywhere: (B, L, heads, d).
+Chosen by configuration ("sdpa" | "flash" | "fp8") or by measurement ("auto": the exact backends
+are timed on the model's real shapes at warmup and the faster wins; on the H200 flash-attn 2
+measured 1.8x slower than SDPA's cuDNN kernel, so a name alone decides nothing). "fp8" is lossy
+(`engine.attention_fp8`: e4m3 Q/K/V with per-block scales), so "auto" never picks it: a
+deployment opts in after reading its fidelity numbers. Layout everywhere: (B, L, heads, d).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ __all__ = ["ATTENTION_CHOICES", "AttentionBackend", "available_backends", "measu
 
 logger = logging.getLogger(__name__)
 
-ATTENTION_CHOICES = ("auto", "sdpa", "flash")
+ATTENTION_CHOICES = ("auto", "sdpa", "flash", "fp8")
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
@@ -46,6 +48,22 @@ def _flash_fn() -> AttnFn | None:
         return flash(q, k, v)  # type: ignore[no-any-return]
 
     return run
+
+
+def _fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    if mask is not None:  # the masked full-sequence forward (training, references) stays exact
+        return _sdpa(q, k, v, mask)
+    from engine.attention_fp8 import fp8_attention
+
+    return fp8_attention(q, k, v)
+
+
+def _fp8_available(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return False
+    from engine.attention_fp8 import fp8_attention_usable
+
+    return fp8_attention_usable(torch.empty(1, 1, 1, 128, device=device))
 
 
 def available_backends(device: torch.device) -> list[str]:
@@ -75,6 +93,13 @@ class AttentionBackend:
                     "use 'sdpa' or 'auto'"
                 )
             return cls(name="flash", _fn=fn)
+        if choice == "fp8":
+            if not _fp8_available(device):
+                raise ConfigError(
+                    "attention_unavailable", "attention='fp8' needs Triton and a CUDA device of compute "
+                    "capability >= 8.9 (Hopper, Ada); use 'sdpa' or 'auto'"
+                )
+            return cls(name="fp8", _fn=_fp8)
         return cls(name="sdpa")  # "auto" starts as SDPA until measured
 
     def __call__(
@@ -83,7 +108,7 @@ class AttentionBackend:
         return self._fn(q, k, v, mask)
 
     def select(self, name: str) -> None:
-        fn = _sdpa if name == "sdpa" else _flash_fn()
+        fn = {"sdpa": _sdpa, "fp8": _fp8}.get(name) or _flash_fn()
         if fn is None:
             raise ConfigError("attention_unavailable", f"attention backend {name!r} is not importable here")
         self.name, self._fn = name, fn

@@ -1,8 +1,8 @@
 """The models an engine can be built from: configs by name, decoder factories by kind.
 
 A `ModelCatalog` is a plain object that whoever composes the program builds and hands to
-`Engine.create`: `core_catalog()` holds the core's own models (tiny, wan-1.3b) and decoders (tiny,
-wan_vae); a model family outside the core adds its entries with `add_decoder` and `add_config`
+`Engine.create`: `core_catalog()` holds the core's own models (tiny, wan-1.3b and its world and
+preview variants) and decoders (tiny, wan_vae, taehv); a model family outside the core adds its entries with `add_decoder` and `add_config`
 (`engine.demo.registration.register_demo` does so for the demo model). The core never imports such
 a family.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.config import ModelConfig, tiny_config, wan_13b_config
+from engine.config import ModelConfig, preview_config, tiny_config, wan_13b_config, wan_13b_world_config
 from engine.decoders.base import StreamingDecoder
 from engine.decoders.tiny import build_tiny_decoder
 from engine.errors import ConfigError
@@ -73,11 +73,21 @@ def _wan_vae_decoder(config: ModelConfig, device: torch.device, dtype: torch.dty
     return build_wan_vae_decoder(config, device, dtype)
 
 
+def _taehv_decoder(config: ModelConfig, device: torch.device, dtype: torch.dtype) -> StreamingDecoder:
+    from engine.decoders.taehv import build_taehv_decoder  # imported only when a preview decoder is built
+
+    return build_taehv_decoder(config, device, dtype)
+
+
 def core_catalog() -> ModelCatalog:
-    """A new catalog holding the core's models and decoders (tiny, wan-1.3b; tiny, wan_vae)."""
+    """A new catalog holding the core's models (tiny, wan-1.3b, wan-1.3b-world and the -preview of
+    both wan geometries) and decoders (tiny, wan_vae, taehv)."""
     catalog = ModelCatalog()
     catalog.add_decoder("tiny", build_tiny_decoder)
     catalog.add_decoder("wan_vae", _wan_vae_decoder)
+    catalog.add_decoder("taehv", _taehv_decoder)
     catalog.add_config(tiny_config())
-    catalog.add_config(wan_13b_config())
+    wan, world = wan_13b_config(), wan_13b_world_config()
+    for config in (wan, world, preview_config(wan), preview_config(world)):
+        catalog.add_config(config)
     return catalog

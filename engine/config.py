@@ -11,7 +11,13 @@ from dataclasses import dataclass, field, replace
 from engine.api import ActionSpace
 from engine.errors import ConfigError
 
-__all__ = ["ModelConfig", "tiny_config", "wan_13b_config"]
+__all__ = [
+    "ModelConfig",
+    "preview_config",
+    "tiny_config",
+    "wan_13b_config",
+    "wan_13b_world_config",
+]
 
 _WASD_KEYS = (
     "w", "a", "s", "d", "arrowup", "arrowdown", "arrowleft", "arrowright", "space", "shift",
@@ -81,6 +87,12 @@ class ModelConfig:
     # Masks the small errors a model's own chunks carry into its context so they do not compound
     # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
     cache_context_noise: float = 0.0
+    # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
+    # the FFN GEMMs in FP8 (lossy); each chunk's K/V written by its last denoise pass instead of a
+    # t=0 cache pass (an approximation, as StreamDiffusionV2; the cache phase then only finishes)
+    cuda_graphs: bool = False
+    fp8_ffn: bool = False
+    kv_from_last_pass: bool = False
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32  # hidden width of the tiny decoder (decoder_kind "tiny")
     text_vocab_buckets: int = 4096  # built-in hashing text encoder
@@ -193,3 +205,14 @@ def wan_13b_config() -> ModelConfig:
         first_decode_split=1,  # the first latent frame decodes to the stream's first video frame
     )
 
+
+def wan_13b_world_config() -> ModelConfig:
+    """wan-1.3b at the world-model geometry: sink 1 chunk + a window of 6 latent frames (2 chunks),
+    Matrix-Game 2.0's local attention size; a context of 4 chunks with the current one instead of 8."""
+    return wan_13b_config().with_overrides(name="wan-1.3b-world", window_chunks=2)
+
+
+def preview_config(config: ModelConfig) -> ModelConfig:
+    """`config` with the TAEHV-layout preview decoder instead of the Wan VAE (cheaper frames; the VAE
+    stays the quality default), named `<name>-preview`."""
+    return config.with_overrides(name=f"{config.name}-preview", decoder_kind="taehv")

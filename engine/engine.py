@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from engine._execute import PhaseRunner
+from engine._graphs import PassGraphs, cuda_capturer
 from engine._setup import EngineParts, build_parts
 from engine._warmup import run_warmup
 from engine.actions import encode_actions
@@ -43,6 +44,9 @@ class Engine:
             parts.config, parts.model, parts.decoder, parts.pool, parts.rope, parts.attend, parts.schedule,
             parts.device,
         )
+        if parts.config.cuda_graphs:
+            self.runner.graphs = PassGraphs(parts.model, parts.pool, parts.attend, parts.rope,
+                                            cuda_capturer(parts.device))
         self.pool = parts.pool
         self.info: ModelInfo = parts.info
         self._sessions: dict[str, EngineSession] = {}

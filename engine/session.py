@@ -37,6 +37,7 @@ class ChunkWork:
     step: int = 0  # denoise steps done
     clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
     decoded_latents: int = 0  # latent frames decoded (decode runs before the cache pass: first frames sooner)
+    kv_written: bool = False  # the last denoise pass wrote the chunk's K/V (kv_from_last_pass)
 
     @property
     def decoded(self) -> bool:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from engine.model.layers import gate, layer_norm, modulate
 from engine.rope import apply_rope
 
-__all__ = ["BlockKernels", "linear_gelu_tanh", "post_attention", "pre_attention"]
+__all__ = ["BlockKernels", "Fp8Pair", "linear_gelu_tanh", "post_attention", "pre_attention", "quantize_rows"]
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -57,9 +57,13 @@ def post_attention(
     f1: torch.Tensor, f1b: torch.Tensor, f2: torch.Tensor, f2b: torch.Tensor,  # FFN
     heads: int,
     eps: float,
+    ffn_fp8: Fp8Pair | None = None,  # the FFN weights in e4m3 with row scales (see quantize_rows)
 ) -> torch.Tensor:
     """o projection + gated residual; norm3 -> cross-attention + residual; norm2 -> modulated FFN +
-    gated residual. Returns the new fp32 residual stream."""
+    gated residual. Returns the new fp32 residual stream. With `ffn_fp8` the FFN's two GEMMs run in
+    FP8 (torch._scaled_mm, per-token activation scales, per-channel weight scales); the activation
+    quantization is elementwise + a row max, so the compiled version fuses it into the kernel that
+    makes the activation (the modulated norm, the GELU)."""
     b, length, dim = x.shape
     frames = mod.shape[1]
     dtype = wo.dtype
@@ -69,8 +73,33 @@ def post_attention(
     cross = F.scaled_dot_product_attention(q.transpose(1, 2), ck.transpose(1, 2), cv.transpose(1, 2))
     x = x + F.linear(cross.transpose(1, 2).flatten(2), co, cob).float()
     h = modulate(layer_norm(x, eps), mod[:, :, 3], mod[:, :, 4], frames).to(dtype)
-    y = F.linear(_ffn_hidden(h, f1, f1b), f2, f2b)
+    y = F.linear(_ffn_hidden(h, f1, f1b), f2, f2b) if ffn_fp8 is None else _ffn_fp8(h, ffn_fp8, f1b, f2b)
     return x + gate(y, mod[:, :, 5], frames)
+
+
+Fp8Pair = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # w1, w1 scale, w2, w2 scale
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) -> e4m3 values and fp32 scales (M, 1), one per row: x ~= values * scales."""
+    scale = x.float().abs().amax(dim=-1, keepdim=True).clamp_min(1e-12) / torch.finfo(torch.float8_e4m3fn).max
+    return (x.float() / scale).to(torch.float8_e4m3fn), scale
+
+
+def _scaled_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor, bias: torch.Tensor
+                   ) -> torch.Tensor:
+    """x (..., K) in bf16 times an e4m3 weight (N, K) with scales (1, N), plus bias, in bf16."""
+    flat = x.reshape(-1, x.shape[-1])
+    values, scale = quantize_rows(flat)
+    out = torch._scaled_mm(values, weight.t(), scale_a=scale, scale_b=weight_scale, bias=bias,
+                           out_dtype=bias.dtype)
+    return out.view(*x.shape[:-1], weight.shape[0])
+
+
+def _ffn_fp8(h: torch.Tensor, weights: Fp8Pair, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+    w1, s1, w2, s2 = weights
+    hidden = F.gelu(_scaled_linear(h, w1, s1, b1), approximate="tanh")
+    return _scaled_linear(hidden, w2, s2, b2)
 
 
 @torch.library.custom_op("sessiond::linear_gelu_tanh", mutates_args=())
@@ -136,14 +165,14 @@ def _without_view_bases(fn: Callable[..., T], positions: tuple[int, ...]) -> Cal
     transposed view (a 1.2 s step on the H200, the first time sessions at different context lengths
     were batched). Inference only: with gradients recorded the arguments pass unchanged."""
 
-    def call(*args: object) -> T:
+    def call(*args: object, **kwargs: object) -> T:
         if torch.is_grad_enabled():
-            return fn(*args)
+            return fn(*args, **kwargs)
         passed = list(args)
         for i in positions:
             arg = passed[i]
             if isinstance(arg, torch.Tensor) and arg._base is not None:
                 passed[i] = arg.detach()
-        return fn(*passed)
+        return fn(*passed, **kwargs)
 
     return call

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from engine.attention import AttentionBackend
-from engine.model._fused import BlockKernels
+from engine.model._fused import BlockKernels, Fp8Pair, quantize_rows
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
 __all__ = ["AttnContext", "Block", "Head"]
@@ -112,6 +112,17 @@ class Block(nn.Module):
         self.cross_attn = _Projections(dim, eps)
         self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(ffn_dim, dim))
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
+        self.ffn_fp8: Fp8Pair | None = None  # set by quantize_ffn(): the FFN weights in e4m3
+
+    @torch.no_grad()
+    def quantize_ffn(self) -> None:
+        """Keep an e4m3 copy of the FFN weights with one scale per output channel (not in the
+        state dict); the block's FFN then runs its GEMMs in FP8."""
+        first, second = self.ffn[0], self.ffn[2]
+        assert isinstance(first, nn.Linear) and isinstance(second, nn.Linear)
+        w1, s1 = quantize_rows(first.weight)
+        w2, s2 = quantize_rows(second.weight)
+        self.ffn_fp8 = (w1, s1.t().contiguous(), w2, s2.t().contiguous())
 
     def cross_kv(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention K, V of prompt embeddings (B, text_len, dim) -> (B, text_len, heads, d)."""
@@ -146,6 +157,7 @@ class Block(nn.Module):
             x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,
             ca.q.weight, ca.q.bias, ca.norm_q.weight, ck, cv, ca.o.weight, ca.o.bias,
             ffn[0].weight, ffn[0].bias, ffn[2].weight, ffn[2].bias, self.num_heads, self.eps,
+            ffn_fp8=self.ffn_fp8,
         )
 
 

@@ -49,6 +49,11 @@ class CausalDiT(nn.Module):
         """Use torch.compile'd block halves (one graph serves every block); warm up before serving."""
         self.kernels = BlockKernels.compiled_versions()
 
+    def quantize_ffn(self) -> None:
+        """Run every block's FFN GEMMs in FP8 (e4m3, row scales): a lossy speed option."""
+        for block in self.blocks:
+            cast(Block, block).quantize_ffn()
+
     # initialisation ----------------------------------------------------------------------
     @torch.no_grad()
     def init_random(self, seed: int) -> None:

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from engine.api import ChunkFrames, FrameAction, StepItem, StepPlan
 from engine.config import tiny_config
 from engine.engine import Engine
 
-__all__ = ["W", "make_engine", "make_variant", "run_chunk", "run_chunks"]
+__all__ = ["W", "make_engine", "make_variant", "run_chunk", "run_chunks", "run_interpreted"]
 
 W = FrameAction(keys=("w",))
 
@@ -35,3 +40,13 @@ def run_chunk(engine: Engine, session_id: str, actions: list[FrameAction] | None
 
 def run_chunks(engine: Engine, session_id: str, count: int, actions: list[FrameAction] | None = None) -> list[ChunkFrames]:
     return [run_chunk(engine, session_id, actions) for _ in range(count)]
+
+
+def run_interpreted(child: str, timeout: float = 120) -> dict[str, object]:
+    """Run the Python source `child` in a process with TRITON_INTERPRET=1 (Triton picks its CPU
+    interpreter when a kernel is decorated, so this process keeps its compiled setting); its last
+    stdout line is a JSON report, returned."""
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

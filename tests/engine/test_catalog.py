@@ -13,8 +13,8 @@ from engine.errors import ConfigError
 
 def test_the_core_catalog_holds_the_core_models_and_decoders() -> None:
     catalog = core_catalog()
-    assert catalog.names() == ["tiny", "wan-1.3b"]
-    assert catalog.decoder_kinds() == ["tiny", "wan_vae"]
+    assert catalog.names() == ["tiny", "wan-1.3b", "wan-1.3b-preview", "wan-1.3b-world", "wan-1.3b-world-preview"]
+    assert catalog.decoder_kinds() == ["taehv", "tiny", "wan_vae"]
     assert catalog.config("tiny") == tiny_config()
 
 
@@ -30,7 +30,9 @@ def test_an_unknown_model_lists_the_valid_names() -> None:
     with pytest.raises(ConfigError) as info:
         core_catalog().config("wan-14b")
     assert (info.value.code, info.value.message) == (
-        "unknown_model", "unknown model 'wan-14b'; valid names: tiny, wan-1.3b")
+        "unknown_model",
+        "unknown model 'wan-14b'; valid names: tiny, wan-1.3b, wan-1.3b-preview, wan-1.3b-world, wan-1.3b-world-preview",
+    )
 
 
 def test_a_name_already_taken_is_refused() -> None:
@@ -54,7 +56,7 @@ def test_a_config_with_an_unknown_decoder_kind_is_refused_when_added_and_when_bu
         catalog.build_decoder(config, torch.device("cpu"), torch.float32)
     for info in (added, built):
         assert (info.value.code, info.value.message) == (
-            "unknown_decoder", "model 'tiny-vq': decoder kind 'vqgan' is not one of ['tiny', 'wan_vae']")
+            "unknown_decoder", "model 'tiny-vq': decoder kind 'vqgan' is not one of ['taehv', 'tiny', 'wan_vae']")
 
 
 def test_the_catalog_builds_the_decoder_of_the_config_kind() -> None:

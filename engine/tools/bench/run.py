@@ -34,7 +34,7 @@ from engine.tools.bench.stats import Clock, progress
 from engine.tools.bench.workloads import Driver
 from engine.weights import parse_dtype
 
-__all__ = ["main", "run_bench"]
+__all__ = ["kv_budget", "main", "run_bench"]
 
 MODULE = "engine.tools.bench"  # what `python -m` runs
 GIB = 2**30
@@ -50,7 +50,8 @@ def _variant(config: ModelConfig, sink: int, window: int) -> ModelConfig:
     return config.with_overrides(name=name, sink_chunks=sink, window_chunks=window)
 
 
-def _kv_budget(config: ModelConfig, dtype: torch.dtype, sessions: int, gib: float | None) -> int:
+def kv_budget(config: ModelConfig, dtype: torch.dtype, sessions: int, gib: float | None) -> int:
+    """`gib` GiB, or (None) room for `sessions` sessions and the warm-up one at the full context."""
     if gib is not None:
         return int(gib * GIB)
     slab = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
@@ -62,7 +63,7 @@ def _engine(
     args: argparse.Namespace, config: ModelConfig, catalog: ModelCatalog, device: str
 ) -> tuple[Engine, dict[str, object]]:
     dtype = parse_dtype(args.dtype, torch.device(device))
-    budget = _kv_budget(config, dtype, max(args.batch), args.kv_budget_gib)
+    budget = kv_budget(config, dtype, max(args.batch), args.kv_budget_gib)
     progress(f"building {config.name} on {device} ({dtype}), KV pool {budget / GIB:.2f} GiB")
     start = time.perf_counter()
     engine = Engine.create(

@@ -101,9 +101,22 @@ class BatchRun:
     peak_memory_bytes: int = 0
     peak_memory_kind: str = ""
     engine_seconds: dict[str, float] = field(default_factory=dict)  # the engine's own StepResult.seconds
+    media_fps: float = 0.0  # video frames per second of media (the model's fps); 0 = unknown
 
     def phase(self, name: str) -> PhaseSamples:
         return self.phases.setdefault(name, PhaseSamples())
+
+    def _media_cost(self, frames: int) -> dict[str, float | None]:
+        """GPU seconds per second of media made (all sessions together) and its inverse, the
+        real-time factor; per session, its real-time factor (>= 1: the session keeps up)."""
+        if not self.media_fps or not frames:
+            return {"gpu_s_per_media_s": None, "realtime_factor": None, "realtime_factor_per_session": None}
+        media_s = frames / self.media_fps
+        return {
+            "gpu_s_per_media_s": self.wall_s / media_s,
+            "realtime_factor": media_s / self.wall_s,
+            "realtime_factor_per_session": media_s / len(self.frames_per_session) / self.wall_s,
+        }
 
     def summary(self) -> dict[str, object]:
         frames = sum(self.frames_per_session)
@@ -121,6 +134,7 @@ class BatchRun:
             "fps_per_session": [f / self.wall_s for f in self.frames_per_session],
             "fps_per_session_mean": frames / len(self.frames_per_session) / self.wall_s,
             "ttff_ms": None if self.ttff_s is None else self.ttff_s * MS,
+            **self._media_cost(frames),
             "context_chunks_per_session": self.context_chunks,
             "phases": {name: samples.summary() for name, samples in sorted(self.phases.items())},
             "dit_seconds": dit_seconds,

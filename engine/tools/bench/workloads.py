@@ -178,6 +178,7 @@ class Driver:
         """Time `chunks` chunks of every session in lock-step; the first chunk's end is the time
         to first frames when the sessions are fresh."""
         fresh = run.workload == "global"
+        run.media_fps = self.engine.config.fps
         for first in (True, False):  # counted once, on the meta device, before the clock starts
             self.decoder_flops(first)
         self.clock.reset_peak()

@@ -6,10 +6,6 @@ kernel, which needs CUDA)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -17,6 +13,7 @@ import torch
 
 from engine.decoders.wan_vae import WanVAEConfig, WanVAEDecoder
 from engine.errors import EngineError
+from tests.engine._helpers import run_interpreted
 
 pytestmark = pytest.mark.slow  # Triton's CPU interpreter takes seconds to start
 
@@ -79,10 +76,7 @@ CHILD = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, object]:
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_interpreted(CHILD, timeout=600)
 
 
 @pytest.mark.parametrize("channels", [3, 96, 200])

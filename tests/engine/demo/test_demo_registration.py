@@ -15,8 +15,10 @@ from engine.errors import ConfigError
 def test_register_demo_adds_its_decoder_and_both_configs() -> None:
     catalog = core_catalog()
     register_demo(catalog)
-    assert catalog.names() == ["demo", "demo-fine", "tiny", "wan-1.3b"]
-    assert catalog.decoder_kinds() == ["demo_ae", "tiny", "wan_vae"]
+    assert catalog.names() == [
+        "demo", "demo-fine", "tiny", "wan-1.3b", "wan-1.3b-preview", "wan-1.3b-world", "wan-1.3b-world-preview",
+    ]
+    assert catalog.decoder_kinds() == ["demo_ae", "taehv", "tiny", "wan_vae"]
     assert (catalog.config("demo"), catalog.config("demo-fine")) == (CONFIG, FINE_CONFIG)
     assert isinstance(catalog.build_decoder(CONFIG, torch.device("cpu"), torch.float32), DemoDecoder)
 

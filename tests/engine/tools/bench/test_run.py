@@ -74,6 +74,10 @@ def test_the_global_workload_counts_frames_and_first_frames(results: dict) -> No
     assert run["phases"]["denoise"]["batch_sizes"] == [2]
     assert 0 < run["ttff_ms"] < run["wall_s"] * 1e3
     assert run["fps_aggregate"] == pytest.approx(26 / run["wall_s"])
+    # 26 frames at tiny's 16 fps = 1.625 media seconds over the wall
+    assert run["gpu_s_per_media_s"] == pytest.approx(run["wall_s"] / (26 / 16))
+    assert run["realtime_factor"] == pytest.approx(1 / run["gpu_s_per_media_s"])
+    assert run["realtime_factor_per_session"] == pytest.approx(run["realtime_factor"] / 2)
     assert 0.5 < sum(run["wall_share"].values()) <= 1.0
 
 
