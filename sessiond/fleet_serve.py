@@ -21,6 +21,7 @@ from sessiond.app import create_app
 from sessiond.config import ServeConfig
 from sessiond.daemon import Daemon
 from sessiond.errors import ServeConfigError
+from sessiond.handoff import checkpoint
 from sessiond.server import uvicorn_config
 
 __all__ = ["FleetOptions", "run_fleet_worker"]
@@ -41,6 +42,7 @@ class FleetOptions:
     public_url: str | None = None  # the worker's public HTTP base (default http://HOST:PORT)
     worker_key: str | None = None  # default: this host's name / the engine's device
     rack: str = ""
+    checkpoint_s: float = 5.0  # snapshot generating sessions this often (a failover resumes from them)
 
     def check(self, config: ServeConfig) -> None:
         if not config.redis_url:
@@ -53,6 +55,8 @@ class FleetOptions:
         if self.worker_key is not None and "/" not in self.worker_key:
             raise ServeConfigError("worker_key", f"a worker key is host/device (e.g. node-3/cuda:1), got "
                                    f"{self.worker_key!r}")
+        if not self.checkpoint_s > 0:
+            raise ServeConfigError("checkpoint_s", f"must be > 0 seconds, got {self.checkpoint_s}")
         if config.host in ("0.0.0.0", "::") and self.public_url is None:
             raise ServeConfigError("public_url", f"--host {config.host} binds every address: name the one clients "
                                    "reach, e.g. --public-url http://10.0.0.7:8001")
@@ -76,6 +80,12 @@ async def _http(server: uvicorn.Server) -> int:
     except SystemExit as exc:
         return int(exc.code or 1) if isinstance(exc.code, int | None) else 1
     return 0
+
+
+async def _checkpoints(daemon: Daemon, every_s: float) -> None:
+    while True:
+        await asyncio.sleep(every_s)
+        checkpoint(daemon)
 
 
 async def _until_ready(daemon: Daemon, serving: asyncio.Task[int], stop: asyncio.Event) -> bool:
@@ -115,9 +125,13 @@ async def _serve(config: ServeConfig, options: FleetOptions) -> int:
         daemon.owns = worker.owns
         stop_task = asyncio.create_task(stop.wait())
         stop_task.add_done_callback(lambda _: worker.stop.set())
+        checkpoints = asyncio.create_task(_checkpoints(daemon, options.checkpoint_s))
         logger.info("fleet worker %s at %s", key, worker.config.base_url)
-        await worker.run()
-        stop_task.cancel()
+        try:
+            await worker.run()
+        finally:
+            stop_task.cancel()
+            checkpoints.cancel()
         return 0
     finally:
         server.should_exit = True

@@ -6,7 +6,9 @@ that takes over resumes them with pts continuing.
 stored pts position is exactly what the viewer got), the engine state is snapshotted and freed, and
 the record and snapshot are written to the store before it returns. The connection stays open until
 `let_go` tells the viewer where the session went (`moved`) and ends it. `drop_duplicate` lets go of
-a session this daemon resumed but does not own (another daemon won it): it writes nothing."""
+a session this daemon resumed but does not own (another daemon won it): it writes nothing.
+`checkpoint` queues a continuation snapshot of every generating session: a fleet worker does it every
+few seconds, so a session whose worker dies resumes elsewhere from recent latents."""
 
 from __future__ import annotations
 
@@ -14,11 +16,13 @@ import logging
 
 from protocols.messages import Moved
 from sessiond.daemon import Daemon
+from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.session import Session
+from sessiond.session.jobs import EngineOp, Op
 from sessiond.store.base import SessionRecord
 
-__all__ = ["drop_duplicate", "hand_off", "let_go"]
+__all__ = ["checkpoint", "drop_duplicate", "hand_off", "let_go"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,3 +86,16 @@ async def drop_duplicate(daemon: Daemon, session_id: str) -> bool:
             logger.exception("engine close of duplicate %s failed", session_id)
     log_event("dropped_duplicate", session_id)
     return True
+
+
+def checkpoint(daemon: Daemon) -> int:
+    """Queue a snapshot of each active session (its finished chunks' latents; the scheduler runs it
+    between steps and the store writer stores it). Returns how many were queued."""
+    queued = 0
+    for session in daemon.sessions.values():
+        if session.state == SessionState.ACTIVE and not any(op.kind == Op.SNAPSHOT for op in session.ops):
+            session.ops.append(EngineOp(Op.SNAPSHOT))
+            queued += 1
+    if queued and daemon.scheduler is not None:
+        daemon.scheduler.wake()
+    return queued

@@ -62,6 +62,8 @@ def add_parser(sub: Any, name: str) -> None:
     fleet.add_argument("--worker-key", default=None,
                        help="the worker's stable key, host/device (default: this host's name / the engine's device)")
     fleet.add_argument("--rack", default="", help="a failure domain label published with the capacity")
+    fleet.add_argument("--checkpoint-s", type=float, default=5.0,
+                       help="snapshot generating sessions this often, so a failover resumes from recent latents (5)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,5 +89,5 @@ def _fleet(args: argparse.Namespace) -> int:
     configure_logging(config.log_json, config.log_level)
     options = FleetOptions(discovery=args.discovery, discovery_dir=args.discovery_dir, etcd=args.etcd,
                            rpc_host=args.rpc_host, public_url=args.public_url, worker_key=args.worker_key,
-                           rack=args.rack)
+                           rack=args.rack, checkpoint_s=args.checkpoint_s)
     return run_fleet_worker(config, options)

@@ -39,7 +39,7 @@ class Fleet:
         self.workers[key] = self.processes.start(
             "-m", "sessiond.cli", "serve", "--fleet", "--model", "tiny", "--device", "cpu", "--port", str(port),
             "--redis-url", self.redis_url, "--discovery-dir", self.discovery_dir, "--rpc-host", "127.0.0.1",
-            "--worker-key", key, "--log-level", "warning", *extra)
+            "--worker-key", key, "--log-level", "warning", "--checkpoint-s", "0.5", *extra)
 
     def start_gateway(self) -> str:
         port = find_free_port()
@@ -78,6 +78,14 @@ async def bindings(redis_url: str, sids: list[str]) -> dict[str, Binding | None]
         return {sid: await directory.lookup(sid) for sid in sids}
     finally:
         await directory.close()
+
+
+async def stored_snapshot(redis_url: str, sid: str) -> bool:
+    store = RedisStore(redis_url)
+    try:
+        return await store.get_snapshot(sid) is not None
+    finally:
+        await store.close()
 
 
 async def stored_frames(redis_url: str, sid: str) -> int:

@@ -21,7 +21,16 @@ from protocols.client import SessionClient
 from protocols.timeline import pts_for
 from tests.conftest import RedisServer, find_free_port
 
-from ._fleet import WORKER_TIMEOUT_S, Fleet, Stream, bindings, live_workers, stored_frames, until
+from ._fleet import (
+    WORKER_TIMEOUT_S,
+    Fleet,
+    Stream,
+    bindings,
+    live_workers,
+    stored_frames,
+    stored_snapshot,
+    until,
+)
 from .conftest import Processes
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
@@ -92,6 +101,7 @@ async def test_spread_pinned_sigkill_failover_and_a_gateway_down(fleet: Fleet) -
             async def held(s: Stream = s) -> bool:
                 return await stored_frames(fleet.redis_url, s.sid) == s.frames[-1][0] + 1
             await until(held, 10, f"{s.sid}'s position in the store")
+            assert await stored_snapshot(fleet.redis_url, s.sid), "the worker checkpoints generating sessions"
         fleet.workers[doomed_key].send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
 
