@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -10,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import RedisServer, find_free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,3 +68,14 @@ def wait_for(predicate: object, timeout_s: float, what: str) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+@contextlib.contextmanager
+def append_only_redis() -> Iterator[RedisServer]:
+    """A redis-server with append-only persistence on a free port (survives its own restart)."""
+    server = RedisServer(find_free_port(), appendonly=True)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -19,7 +19,7 @@ import pytest
 
 from protocols.client import SessionClient
 from protocols.timeline import pts_for
-from tests.conftest import RedisServer, find_free_port
+from tests.conftest import RedisServer
 
 from ._fleet import (
     WORKER_TIMEOUT_S,
@@ -31,7 +31,7 @@ from ._fleet import (
     stored_snapshot,
     until,
 )
-from .conftest import Processes
+from .conftest import Processes, append_only_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.redis]
 
@@ -41,12 +41,8 @@ KEYS = ["h1/cpu-0", "h1/cpu-1", "h1/cpu-2"]
 
 @pytest.fixture
 def durable_redis() -> Iterator[RedisServer]:
-    server = RedisServer(find_free_port(), appendonly=True)
-    server.start()
-    try:
+    with append_only_redis() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
