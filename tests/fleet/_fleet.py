@@ -32,19 +32,25 @@ class Fleet:
     workers: dict[str, Any] = field(default_factory=dict)  # key -> Popen
     ports: dict[str, int] = field(default_factory=dict)  # key -> HTTP port
     gateways: list[tuple[Any, str]] = field(default_factory=list)  # (Popen, url)
+    etcd: str | None = None  # etcd discovery at this URL (else file discovery in discovery_dir)
+
+    def discovery(self) -> list[str]:
+        if self.etcd is not None:
+            return ["--discovery", "etcd", "--etcd", self.etcd]
+        return ["--discovery-dir", self.discovery_dir]
 
     def start_worker(self, key: str, *extra: str) -> None:
         port = find_free_port()
         self.ports[key] = port
         self.workers[key] = self.processes.start(
             "-m", "sessiond.cli", "serve", "--fleet", "--model", "tiny", "--device", "cpu", "--port", str(port),
-            "--redis-url", self.redis_url, "--discovery-dir", self.discovery_dir, "--rpc-host", "127.0.0.1",
+            "--redis-url", self.redis_url, *self.discovery(), "--rpc-host", "127.0.0.1",
             "--worker-key", key, "--log-level", "warning", "--checkpoint-s", "0.5", *extra)
 
     def start_gateway(self) -> str:
         port = find_free_port()
         proc = self.processes.start("-m", "sessiond.cli", "gateway", "--port", str(port), "--redis", self.redis_url,
-                                    "--discovery-dir", self.discovery_dir, "--rpc-host", "127.0.0.1")
+                                    *self.discovery(), "--rpc-host", "127.0.0.1")
         url = f"http://127.0.0.1:{port}"
         self.gateways.append((proc, url))
         return url

@@ -1,5 +1,6 @@
 """Real daemons as a fleet, end to end on loopback: three `sessiond serve --fleet` workers (tiny
-model, CPU), two `sessiond gateway`s, a real redis-server and Dynamo file discovery. Sessions spread
+model, CPU), two `sessiond gateway`s, a real redis-server, and Dynamo's file discovery or a real
+etcd (every scenario runs on both). Sessions spread
 by headroom and stay pinned across reconnects; a SIGKILLed worker's sessions stream again from the
 others (through the gateway, within FAILOVER_S, none lost, pts never back); a drained worker moves
 every session and its viewers follow `moved`; a killed gateway leaves the other serving; bindings
@@ -45,9 +46,12 @@ def durable_redis() -> Iterator[RedisServer]:
         yield server
 
 
-@pytest.fixture
-def fleet(processes: Processes, durable_redis: RedisServer, discovery_env: dict[str, str]) -> Fleet:
-    return Fleet(processes, durable_redis.url, discovery_env["DYN_FILE_KV"])
+@pytest.fixture(params=["file", "etcd"])
+def fleet(request: pytest.FixtureRequest, processes: Processes, durable_redis: RedisServer,
+          discovery_env: dict[str, str]) -> Fleet:
+    """The fleet's processes on Dynamo's file discovery (one host) or on a real etcd (many hosts)."""
+    etcd = request.getfixturevalue("etcd_server").url if request.param == "etcd" else None
+    return Fleet(processes, durable_redis.url, discovery_env["DYN_FILE_KV"], etcd=etcd)
 
 
 async def _started(fleet: Fleet, keys: list[str], gateways: int) -> list[str]:
