@@ -1,10 +1,9 @@
 """Real daemons as a fleet, end to end on loopback: three `sessiond serve --fleet` workers (tiny
 model, CPU), two `sessiond gateway`s, a real redis-server, and Dynamo's file discovery or a real
-etcd (every scenario runs on both). Sessions spread
-by headroom and stay pinned across reconnects; a SIGKILLed worker's sessions stream again from the
-others (through the gateway, within FAILOVER_S, none lost, pts never back); a drained worker moves
-every session and its viewers follow `moved`; a killed gateway leaves the other serving; bindings
-survive a Redis restart (append-only)."""
+etcd (every scenario runs on both). Sessions spread by headroom and stay pinned across reconnects;
+a SIGKILLed worker's sessions stream again from the others (through the gateway, within FAILOVER_S,
+none lost, pts never back); a drained worker moves every session and its viewers follow `moved`; a
+killed gateway leaves the other serving; bindings survive a Redis restart (append-only)."""
 
 from __future__ import annotations
 
