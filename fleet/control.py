@@ -2,7 +2,7 @@
 the dispatch of each call onto the `FleetDaemon` interface.
 
 Requests: {"op": "create", "request": {...CreateSessionRequest}} | {"op": "resume", "session_id"}
-| {"op": "status"|"close", "session_id", "token"} | {"op": "release", "session_id"}
+| {"op": "status"|"close", "session_id", "token"} | {"op": "release", "session_id", "moved_to"?}
 | {"op": "capacity"} | {"op": "drain"}.
 Replies: {"ok": true, ...} or {"ok": false, "error": ErrorBody JSON ({"code", "message", ...})}."""
 
@@ -72,7 +72,8 @@ class ControlHandler:
                 await self.daemon.close(_sid(request), _token(request))
                 return {"ok": True}
             if op == "release":
-                await self.daemon.release(_sid(request))
+                moved_to = request.get("moved_to")
+                await self.daemon.release(_sid(request), moved_to if isinstance(moved_to, dict) else None)
                 return {"ok": True}
             if op == "capacity":
                 return {"ok": True, "capacity": _capacity_json(self.daemon.capacity())}

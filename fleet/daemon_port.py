@@ -50,9 +50,11 @@ class FleetDaemon(Protocol):
         """`DELETE /v1/sessions/{sid}`, token checked: the session and its durable record go."""
         ...
 
-    async def release(self, session_id: str) -> None:
+    async def release(self, session_id: str, moved_to: dict[str, Any] | None = None) -> None:
         """Stop serving a session here, keeping its durable record and snapshot (it moved away, or
-        a duplicate resume lost the epoch race). Connected clients are told to reconnect."""
+        a duplicate resume lost the epoch race). A connected client is told where it went
+        (`moved_to`: the new worker's public session fields, `ws_url` and `webrtc_url` among them)
+        and its connection ends; without `moved_to` the connection just ends."""
         ...
 
     def capacity(self) -> DaemonCapacity:

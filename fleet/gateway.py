@@ -6,8 +6,10 @@ can serve one directory."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,13 +24,17 @@ from starlette.staticfiles import StaticFiles
 from fleet.control import reply_error, to_admission
 from fleet.directory import RedisDirectory, SessionDirectory
 from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
+from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
 
-__all__ = ["Gateway", "GatewayConfig", "RuntimeCalls", "WorkerCalls", "create_gateway_app"]
+__all__ = ["Gateway", "GatewayConfig", "RuntimeCalls", "WorkerCalls", "create_gateway_app", "media_urls",
+           "sweep_forever"]
+
+logger = logging.getLogger(__name__)
 
 _MAX_BODY = 64 * 1024
 _MOVING_RETRY_S = 2.0
@@ -43,6 +49,7 @@ class GatewayConfig:
     call_timeout_s: float = 10.0
     directory_prefix: str = "fleet"
     max_prompt_chars: int = 2000
+    sweep_s: float = 1.0  # failover: seconds between sweeps for dead workers (0: no sweeps)
 
 
 class WorkerCalls(Protocol):
@@ -112,8 +119,25 @@ class Gateway:
         return binding, reply
 
     async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
-        _, reply = await self._forward(session_id, {"op": "status", "token": token})
-        return dict(reply["status"])
+        """The bound worker's status of the session, with where to connect to it now (extension
+        fields `ws_url`, `webrtc_url`: they change when the session moves)."""
+        binding, reply = await self._forward(session_id, {"op": "status", "token": token})
+        worker = {w.worker: w for w in await self.placement.view()}.get(binding.worker)
+        status = dict(reply["status"])
+        if worker is not None:
+            status.update(media_urls(worker.base_url, session_id))
+        return status
+
+    async def resume_on(self, worker: WorkerCapacity, session_id: str) -> Admitted | Refusal:
+        return to_admission(worker.worker, await self.calls.call(worker, {"op": "resume", "session_id": session_id}))
+
+    async def abandon_on(self, worker: WorkerCapacity, session_id: str) -> None:
+        await self.calls.call(worker, {"op": "release", "session_id": session_id})
+
+    def failover(self) -> FailoverMonitor:
+        """A monitor that re-places the sessions of workers whose capacity records expired."""
+        return FailoverMonitor(self.directory, Placement(self.directory, max_asks=self.config.max_asks,
+                                                         view_ttl_s=0.0), self.resume_on, self.abandon_on)
 
     async def close(self, session_id: str, token: str | None) -> None:
         binding, _ = await self._forward(session_id, {"op": "close", "token": token})
@@ -128,6 +152,27 @@ class Gateway:
                            "draining": sum(w.draining for w in workers),
                            "kv_free_sessions": sum(w.kv_free_sessions for w in workers),
                            "headroom": {m: sum(max(0.0, w.headroom.get(m, 0.0)) for w in workers) for m in modes}}}
+
+
+def media_urls(base_url: str, session_id: str) -> dict[str, str]:
+    """A session's WebSocket and WebRTC URLs on the worker at `base_url`."""
+    base = base_url.rstrip("/")
+    ws_base = "ws" + base[4:] if base.startswith("http") else base
+    return {"ws_url": f"{ws_base}/v1/sessions/{session_id}/ws", "webrtc_url": f"{base}/v1/sessions/{session_id}/webrtc"}
+
+
+async def sweep_forever(monitor: FailoverMonitor, every_s: float) -> None:
+    """Failover sweeps until cancelled; a sweep that fails (Redis down) is retried next time."""
+    while True:
+        try:
+            report = await monitor.sweep()
+        except FleetError as exc:
+            logger.warning("failover sweep failed: %s", exc)
+        else:
+            if report.moved or report.stranded:
+                logger.info("failover: dead %s, moved %d, raced %d, stranded %d", report.dead, len(report.moved),
+                            len(report.raced), len(report.stranded))
+        await asyncio.sleep(every_s)
 
 
 def _error(exc: ProtocolError) -> JSONResponse:
@@ -220,10 +265,15 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
         if c is None:
             runtime = open_runtime(config.runtime)
             c = RuntimeCalls(await ControlClient.open(runtime, config.runtime, config.call_timeout_s))
-        app.state.gateway = Gateway(config, d, c)
+        gateway = app.state.gateway = Gateway(config, d, c)
+        sweeper = asyncio.create_task(sweep_forever(gateway.failover(), config.sweep_s)) if config.sweep_s > 0 else None
         try:
             yield
         finally:
+            if sweeper is not None:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
             if runtime is not None:
                 runtime.shutdown()
             if isinstance(d, RedisDirectory) and directory is None:

@@ -1,5 +1,5 @@
-"""`python -m fleet.gateway_cli`: run a gateway (uvicorn) over a Redis directory and the Dynamo
-runtime. The daemon's CLI exposes the same as `sessiond gateway`."""
+"""`python -m fleet.gateway_cli` (also `sessiond gateway`): run a gateway (uvicorn) over a Redis
+directory and the Dynamo runtime."""
 
 from __future__ import annotations
 
@@ -9,34 +9,45 @@ import logging
 from fleet.gateway import GatewayConfig, create_gateway_app
 from fleet.runtime import RuntimeConfig
 
-__all__ = ["build_parser", "main"]
+__all__ = ["add_arguments", "build_parser", "main", "run"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="sessiond gateway", description="one public API in front of a fleet of workers")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8080)
-    p.add_argument("--redis", required=True, help="the session directory, e.g. redis://10.0.0.2:6379/0")
+    p.add_argument("--redis", "--redis-url", dest="redis", required=True,
+                   help="the session directory, e.g. redis://10.0.0.2:6379/0")
     p.add_argument("--discovery", choices=("file", "etcd"), default="file")
     p.add_argument("--discovery-dir", default="/tmp/sessiond-discovery",
                    help="file discovery: the directory the host's workers register in")
     p.add_argument("--etcd", default=None, help="etcd discovery: endpoints, e.g. http://10.0.0.5:2379")
     p.add_argument("--rpc-host", default=None, help="the address the runtime's request plane binds")
     p.add_argument("--max-asks", type=int, default=8, help="workers asked per create before refusing")
+    p.add_argument("--sweep-s", type=float, default=1.0,
+                   help="seconds between failover sweeps (sessions of dead workers are re-placed)")
     p.add_argument("--web-dir", default=None)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sessiond gateway", description="one public API in front of a fleet of workers")
+    add_arguments(p)
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     runtime = RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
                             etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
-    config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks)
+    config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks,
+                           sweep_s=args.sweep_s)
     import uvicorn
 
     uvicorn.run(create_gateway_app(config), host=args.host, port=args.port, log_level="warning")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -144,7 +144,8 @@ class Placement:
         worker, admitted, asked = await self._first_admitting(binding.mode, resume, frozenset({binding.worker}))
         try:
             moved = await self.directory.rebind(binding.session_id, worker.worker, binding.epoch)
-        except FencedOut:
-            await abandon(worker, binding.session_id)
+        except FencedOut as exc:
+            if exc.current is None or exc.current[0] != worker.worker:  # the winner may have chosen it too
+                await abandon(worker, binding.session_id)
             raise
         return Placed(moved, admitted.response, asked)

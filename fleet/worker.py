@@ -59,9 +59,19 @@ class FleetWorker:
         self.config = config
         self.directory: SessionDirectory = directory or RedisDirectory(
             config.redis_url, prefix=config.directory_prefix, ttl_s=config.capacity_ttl_s)
-        self.handler = ControlHandler(daemon, config.base_url)
+        self.stop = asyncio.Event()  # set by SIGTERM/SIGINT or a `drain` control call
+        self.handler = ControlHandler(daemon, config.base_url, on_drain=lambda _moving: self.stop.set())
         self.instance_id = 0
         self.moved: dict[str, str] = {}  # session id -> the worker it moved to on drain
+
+    async def owns(self, session_id: str) -> bool:
+        """Whether the directory binds the session to this worker (a session found only in the
+        shared store may be resumed here on a client's connect only then)."""
+        try:
+            binding = await self.directory.lookup(session_id)
+        except FleetError:
+            return False
+        return binding is not None and binding.worker == self.config.key
 
     def record(self) -> WorkerCapacity:
         cap = self.daemon.capacity()
@@ -101,10 +111,11 @@ class FleetWorker:
                 logger.error("session %s could not move on drain: %s", sid, exc)
                 continue
             self.moved[sid] = placed.binding.worker
-            await self.daemon.release(sid)
+            await self.daemon.release(sid, placed.response)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        """Serve until `stop` is set, then drain and deregister."""
+    async def run(self) -> None:
+        """Serve until `self.stop` is set (a signal or a `drain` call), then drain: stop admitting,
+        move every session to another worker, withdraw the capacity record, deregister."""
         runtime = open_runtime(self.config.runtime)
         endpoint = runtime.endpoint(self.config.runtime.endpoint_path)
         self.instance_id = int(endpoint.connection_id())
@@ -112,7 +123,7 @@ class FleetWorker:
         publisher = asyncio.create_task(self.publish_forever())
         logger.info("worker %s serving as instance %d", self.config.key, self.instance_id)
         try:
-            await stop.wait()
+            await self.stop.wait()
             moving = await self.daemon.drain()
             await self.directory.publish(self.record())  # draining: no gateway places here any more
             if moving:
@@ -139,11 +150,10 @@ async def _call(control: ControlClient, worker: WorkerCapacity, request: dict[st
 
 async def serve_worker(daemon: FleetDaemon, config: WorkerConfig) -> FleetWorker:
     """Run a worker until SIGTERM or SIGINT, then drain and exit."""
-    stop = asyncio.Event()
+    worker = FleetWorker(daemon, config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    worker = FleetWorker(daemon, config)
-    await worker.run(stop)
+        loop.add_signal_handler(sig, worker.stop.set)
+    await worker.run()
     return worker
 

@@ -8,13 +8,18 @@
             ...  # Frame, SegmentStart, SegmentEnd, Ack, Error, Stats ...
 
 Replies are matched to requests by id (`request`); every server message, replies included,
-is also yielded by `messages()` in arrival order. At most `queue_size` messages wait to be
+is also yielded by `messages()` in arrival order. A session that moves to another server (its
+server drains: `moved`) is followed: `messages()` yields the `moved`, connects to the new URL with
+the same media and goes on. After any other close, `reconnect()` asks the URL the session was
+created on where it is now and connects there. At most `queue_size` messages wait to be
 taken from `messages()`; beyond that the client stops reading the socket (TCP pushes back on
 the server) and replies wait too, so a caller that sends requests must also consume messages.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import math
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -38,6 +43,7 @@ from .messages import (
     Interrupt,
     Media,
     Message,
+    Moved,
     Pause,
     Ping,
     Received,
@@ -50,6 +56,8 @@ __all__ = ["ClientError", "SessionClient"]
 
 _FRAME_OVERHEAD = 4096  # bytes of a raw frame message beyond its pixels
 _FMP4_MAX_SIZE = 64 * 1024 * 1024  # fmp4: the media size is not known in advance
+# failures that mean "the session is on its way elsewhere; ask again shortly"
+_RETRY_CODES = frozenset({ErrorCode.STORE_UNAVAILABLE.value, ErrorCode.CAPACITY.value, "disconnected"})
 
 
 class SessionClient:
@@ -74,6 +82,7 @@ class SessionClient:
         self.session: CreateSessionResponse | None = None
         self._conn: Connection | None = None
         self._next_id = 1
+        self._media = "raw"  # of the last connect(): a followed move reconnects with it
         self._next_seq = 0  # kept across reconnects: the session ignores old seqs
         self._last_ts = -math.inf
         self._clock = (time.time() * 1000.0, time.monotonic())
@@ -138,6 +147,7 @@ class SessionClient:
             )
         if self._conn is not None and not self._conn.closed:
             raise ClientError(ErrorCode.CONFLICT, "already connected; disconnect() first")
+        self._media = media
         if max_size is None:
             max_size = (
                 session.width * session.height * 3 + _FRAME_OVERHEAD if media == "raw" else _FMP4_MAX_SIZE
@@ -156,11 +166,54 @@ class SessionClient:
         """Every server message of the current connection in arrival order; returns when it
         closes cleanly, raises the ClientError that closed it otherwise. With auto_received,
         each frame is acknowledged with `received` as it is handed out."""
-        conn = self._need_connection()
-        async for msg in conn.messages():
-            if self.auto_received and isinstance(msg, Frame | Media | FramesInfo) and not conn.closed:
-                await conn.send(Received(msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0)))
-            yield msg
+        while True:
+            conn = self._need_connection()
+            moved: Moved | None = None
+            try:
+                async for msg in conn.messages():
+                    if isinstance(msg, Moved):
+                        moved = msg
+                    if self.auto_received and isinstance(msg, Frame | Media | FramesInfo) and not conn.closed:
+                        await conn.send(Received(msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0)))
+                    yield msg
+            except ClientError:
+                if moved is None:
+                    raise
+            if moved is None:
+                return
+            await self._follow(moved.ws_url, moved.webrtc_url)
+
+    async def _follow(self, ws_url: str, webrtc_url: str, within_s: float | None = None) -> Welcome:
+        """Connect to the session at its new URLs (same media), retrying while it settles there."""
+        self.session = dataclasses.replace(self._need_session(), ws_url=ws_url, webrtc_url=webrtc_url)
+        await self.disconnect()
+        deadline = time.monotonic() + (within_s if within_s is not None else self.timeout_s)
+        while True:
+            try:
+                return await self.connect(self._media)
+            except ClientError as exc:
+                if exc.code not in _RETRY_CODES or time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(min(exc.retry_after_s or 0.25, max(0.0, deadline - time.monotonic())))
+
+    async def reconnect(self, within_s: float = 30.0) -> Welcome:
+        """After a connection closed: ask where the session is now (`GET /v1/sessions/{sid}` on the
+        URL it was created on: through a fleet gateway the status names its current `ws_url`) and
+        connect there with the same media. Waits while the session is being moved (503 with
+        Retry-After), up to `within_s` seconds."""
+        deadline = time.monotonic() + within_s
+        session = self._need_session()
+        while True:
+            try:
+                response = await self._call("GET", self._session_url(), 200, headers=self._auth())
+                where = response.json()
+                ws_url = where.get("ws_url", session.ws_url) if isinstance(where, dict) else session.ws_url
+                webrtc_url = where.get("webrtc_url", session.webrtc_url) if isinstance(where, dict) else session.webrtc_url
+                return await self._follow(str(ws_url), str(webrtc_url), max(0.0, deadline - time.monotonic()))
+            except ClientError as exc:
+                if exc.code not in _RETRY_CODES or time.monotonic() >= deadline:
+                    raise
+                await asyncio.sleep(min(exc.retry_after_s or 0.25, max(0.0, deadline - time.monotonic())))
 
     async def send(self, msg: Message) -> None:
         await self._need_connection().send(msg)

@@ -30,6 +30,7 @@ __all__ = [
     "Limits",
     "Media",
     "Message",
+    "Moved",
     "Pause",
     "Ping",
     "Pong",
@@ -238,9 +239,19 @@ class FramesInfo:
     disc: bool = False
 
 
+@dataclass(frozen=True)
+class Moved:
+    """*Extension*: the session now lives elsewhere (its worker drains); reconnect to these URLs.
+    The server closes this connection right after it; pts continue on the new connection."""
+
+    T: ClassVar[str] = "moved"
+    ws_url: str
+    webrtc_url: str
+
+
 ClientMessage = Hello | Action | Direct | Interrupt | Flush | Pause | Resume | Received | Ping
 ServerMessage = (
-    Welcome | Frame | Init | Media | SegmentStart | SegmentEnd | Ack | Pong | Error | Stats | FramesInfo
+    Welcome | Frame | Init | Media | SegmentStart | SegmentEnd | Ack | Pong | Error | Stats | FramesInfo | Moved
 )
 Message = ClientMessage | ServerMessage
 
@@ -249,6 +260,6 @@ CLIENT_TYPES: dict[str, type[ClientMessage]] = {
 }
 SERVER_TYPES: dict[str, type[ServerMessage]] = {
     cls.T: cls
-    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo)
+    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo, Moved)
 }
 MESSAGE_TYPES: dict[str, type[Message]] = {**CLIENT_TYPES, **SERVER_TYPES}

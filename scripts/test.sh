@@ -7,6 +7,10 @@ if ! command -v redis-server >/dev/null 2>&1; then
   echo "[test] installing redis-server"
   apt-get install -y -q redis-server >/dev/null
 fi
+if ! command -v etcd >/dev/null 2>&1; then
+  echo "[test] installing etcd-server (the fleet's many-host discovery, tested on loopback)"
+  (apt-get install -y -q etcd-server >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null))
+fi
 if [ ! -x /usr/bin/chromium ]; then
   echo "[test] installing chromium (Debian package) for the browser tests"
   (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null))

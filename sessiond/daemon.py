@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -81,6 +82,12 @@ class Daemon:
         self._warm_task: asyncio.Task[None] | None = None
         self._resume_locks: dict[str, asyncio.Lock] = {}
         self._gateway: Any = None
+        # fleet: a draining daemon admits nothing; sessions handed to another daemon wait in
+        # `handed_off` (connection open, nothing generated) until their viewer is told where to go;
+        # `owns(sid)` says whether a session found only in the shared store may be resumed here
+        self.draining = False
+        self.handed_off: dict[str, Session] = {}
+        self.owns: Callable[[str], Awaitable[bool]] | None = None
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -135,7 +142,7 @@ class Daemon:
             task.cancel()
         for task in list(self._tasks):
             await _settled(task)
-        for session in self.sessions.values():
+        for session in [*self.sessions.values(), *self.handed_off.values()]:
             if session.connection is not None:
                 session.connection.close()
                 session.out.event.set()
@@ -212,6 +219,9 @@ class Daemon:
             metrics=self.metrics)
 
     def check_ready(self) -> None:
+        if self.draining:
+            raise Refused(ErrorCode.CAPACITY, "this server is draining; create the session through the gateway "
+                          "(it places it on another server)", 1.0)
         if not self.ready or not self.host.loaded or self.admission is None:
             why = self.warm_error or "the engine is warming up"
             raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0)

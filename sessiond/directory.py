@@ -20,7 +20,8 @@ from sessiond.logs import log_event
 from sessiond.session import Session
 from sessiond.store.base import SessionRecord
 
-__all__ = ["create_session", "delete_session", "find_session", "open_for_connection", "status_of"]
+__all__ = ["create_session", "delete_session", "find_session", "open_for_connection", "resume_session",
+           "status_of"]
 
 _STORE_RETRY_S = 2.0
 
@@ -155,12 +156,22 @@ async def open_for_connection(daemon: Daemon, sid: str, token: str | None, base_
             code = ErrorCode.ENGINE_FAULT if found.state == SessionState.FAILED else ErrorCode.NOT_FOUND
             raise ProtocolError(code, f"session {sid} has ended ({found.fault or found.state.label})")
         return found
+    if daemon.owns is not None and not await daemon.owns(sid):
+        raise Refused(ErrorCode.STORE_UNAVAILABLE, f"session {sid} is not served here; ask the gateway where it "
+                      f"is (GET /v1/sessions/{sid} there)", _STORE_RETRY_S)
+    return await resume_session(daemon, found, base_url)
+
+
+async def resume_session(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:
+    """The live session of `record`: resumed here from the store unless it already is live (one
+    resume at a time per session). No token check: callers check it (or are the fleet's control)."""
+    sid = record.session_id
     lock = daemon._resume_locks.setdefault(sid, asyncio.Lock())
     async with lock:
         live = daemon.sessions.get(sid)
         if live is not None:
             return live
-        return await _resume(daemon, found, base_url)
+        return await _resume(daemon, record, base_url)
 
 
 async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:

@@ -50,14 +50,47 @@ def add_parser(sub: Any, name: str) -> None:
                        help="require an API key (X-API-Key) to create sessions; FILE holds their hashes and "
                        "per-key session limits (`sessiond api-key add` writes it; default: no keys needed)")
     serve.add_argument("--web-dir", default=None, help="folder of the web client served at / (default: web/)")
+    fleet = serve.add_argument_group("fleet worker (needs the `fleet` extra and --redis-url)")
+    fleet.add_argument("--fleet", action="store_true",
+                       help="join a fleet: register with the Dynamo runtime, publish capacity, drain on SIGTERM")
+    fleet.add_argument("--discovery", choices=("file", "etcd"), default="file",
+                       help="file: one host (a shared directory); etcd: many hosts")
+    fleet.add_argument("--discovery-dir", default="/tmp/sessiond-discovery",
+                       help="file discovery: the directory every worker and gateway on the host shares")
+    fleet.add_argument("--etcd", default=None, help="etcd discovery: endpoints, e.g. http://10.0.0.5:2379")
+    fleet.add_argument("--rpc-host", default=None,
+                       help="the address the runtime's request plane binds and advertises (default: --host)")
+    fleet.add_argument("--public-url", default=None,
+                       help="this worker's public HTTP base, where clients' media connect (default http://HOST:PORT)")
+    fleet.add_argument("--worker-key", default=None,
+                       help="the worker's stable key, host/device (default: this host's name / the engine's device)")
+    fleet.add_argument("--rack", default="", help="a failure domain label published with the capacity")
+    fleet.add_argument("--checkpoint-s", type=float, default=5.0,
+                       help="snapshot generating sessions this often, so a failover resumes from recent latents (5)")
 
 
 def run(args: argparse.Namespace) -> int:
     from sessiond.errors import ServeConfigError
-    from sessiond.server import serve
 
     try:
+        if args.fleet:
+            return _fleet(args)
+        from sessiond.server import serve
+
         return serve(args)
     except ServeConfigError as exc:
         print(f"sessiond serve: {exc}")
         return 2
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from sessiond.fleet_serve import FleetOptions, run_fleet_worker
+    from sessiond.logs import configure_logging
+    from sessiond.server import config_from_args
+
+    config = config_from_args(args)
+    configure_logging(config.log_json, config.log_level)
+    options = FleetOptions(discovery=args.discovery, discovery_dir=args.discovery_dir, etcd=args.etcd,
+                           rpc_host=args.rpc_host, public_url=args.public_url, worker_key=args.worker_key,
+                           rack=args.rack, checkpoint_s=args.checkpoint_s)
+    return run_fleet_worker(config, options)

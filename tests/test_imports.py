@@ -16,8 +16,11 @@ ALLOWED = {
     "fleet": {"protocols"},
 }
 # the one way into the load-test tooling from the daemon: its command line dispatches the
-# replay and trace subcommands; the daemon's runtime never imports loadtest
-DISPATCH = {"sessiond.cli": {"loadtest"}}
+# replay and trace subcommands; the daemon's runtime never imports loadtest. The daemon joins a
+# fleet only through its adapter and the fleet commands (`serve --fleet`, `gateway`), which the
+# single daemon never imports
+DISPATCH = {"sessiond.cli": {"loadtest"}, "sessiond.fleet_daemon": {"fleet"}, "sessiond.fleet_serve": {"fleet"},
+            "sessiond.gateway_cli": {"fleet"}}
 
 
 def _layer_violations(graph: dict[str, set[str]]) -> list[str]:

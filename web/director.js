@@ -5,7 +5,7 @@
 
 import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebSocket, createSession, deleteOnPageHide, idCounter, waitReady } from "./session.js";
+import { connectWebSocket, createSession, deleteOnPageHide, idCounter, locateSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
@@ -93,6 +93,7 @@ function onMessage(message, send) {
       renderTimeline();
       break;
     }
+    case "moved": director.moved = message; log(`moved to ${message.ws_url}`); break;
     case "ack": director.acks.push(message); log(`ack ${message.re}${message.pts !== undefined ? ` pts ${message.pts}` : ""}`); break;
     case "error": {
       director.errors.push(message);
@@ -123,16 +124,34 @@ async function start() {
     director.session = await createSession({ mode: "director" });
     $("session-id").textContent = director.session.session_id;
     loading("connecting", "Connecting (WebSocket)…");
-    const conn = await connectWebSocket(director.session, "fmp4", (m) => onMessage(m, send));
-    send = conn.send;
-    onWelcome(conn.welcome);
+    onWelcome((await attach(mine)).welcome);
     loading("ready", "Ready: pick an example or write a direction, then Direct");
-    conn.ws.addEventListener("close", (e) => {
-      if (mine === attempt) fail({ code: "connection", message: `the WebSocket closed (${e.code}) ${e.reason}` });
-    });
   } catch (err) {
     if (mine === attempt) fail(err);
   }
+}
+
+// The session's WebSocket; when it closes, the session is looked for where it went (it moved to
+// another server of a fleet, or its server went away) and the page reconnects there.
+async function attach(mine) {
+  director.moved = null;
+  const conn = await connectWebSocket(director.session, "fmp4", (m) => onMessage(m, send));
+  send = conn.send;
+  conn.ws.addEventListener("close", async (e) => {
+    if (mine !== attempt) return;
+    const moved = director.moved;
+    log(`the WebSocket closed (${e.code})${moved ? "; following the session" : ""}`);
+    try {
+      director.session = await locateSession(director.session, moved);
+      director.player = new MsePlayer($("video")); // the new connection starts with its own init
+      await attach(mine);
+      director.reconnects = (director.reconnects || 0) + 1;
+      log(`reconnected to ${director.session.ws_url}`);
+    } catch (err) {
+      if (mine === attempt) fail({ code: "connection", message: `the WebSocket closed (${e.code}) ${e.reason}; ${err.message || err}` });
+    }
+  });
+  return conn;
 }
 
 const nextId = idCounter();

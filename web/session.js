@@ -161,5 +161,27 @@ export function connectWebSocket(session, media, onMessage) {
   });
 }
 
+// Where a session is now. A session behind a fleet gateway may move to another server: the
+// server that lets it go says `moved` (use `moved`'s URLs), or it just closes; then the status on
+// the URL the session was created on names its current ws_url / webrtc_url. While it is being
+// moved the status answers 503 with Retry-After: wait and ask again, up to timeoutMs.
+export async function locateSession(session, moved, { timeoutMs = 30_000 } = {}) {
+  if (moved) return { ...session, ws_url: moved.ws_url, webrtc_url: moved.webrtc_url };
+  const url = new URL(`v1/sessions/${session.session_id}`, document.baseURI);
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    let response = null;
+    try { response = await fetch(url, { headers: { authorization: `Bearer ${session.token}` } }); } catch { response = null; }
+    if (response && response.ok) {
+      const where = await response.json();
+      return { ...session, ws_url: where.ws_url || session.ws_url, webrtc_url: where.webrtc_url || session.webrtc_url };
+    }
+    if (response && response.status !== 503) throw serverErrorFrom(response, await response.json().catch(() => null));
+    if (performance.now() > deadline) throw new ServerError("connection", "the session could not be found again in time");
+    const wait = Number(response && response.headers.get("retry-after")) || 0.5;
+    await new Promise((r) => setTimeout(r, wait * 1000));
+  }
+}
+
 // Request ids for `direct`, `interrupt`, `flush`, ... (replies carry `re`).
 export function idCounter() { let id = 0; return () => ++id; }

@@ -5,7 +5,7 @@
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebRTC, createSession, deleteOnPageHide, idCounter, waitReady } from "./session.js";
+import { connectWebRTC, createSession, deleteOnPageHide, idCounter, locateSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 import { ptsFor } from "./timeline.js";
 
@@ -50,6 +50,7 @@ function onMessage(message) {
       if (done) { requests.delete(message.re); note(done); }
       break;
     }
+    case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
     case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
     case "error": {
       world.errors.push(message);
@@ -193,22 +194,49 @@ async function start() {
     $("session-id").textContent = world.session.session_id;
     onSession(world.session);
     loading("connecting", "Connecting (WebRTC)…");
-    rtc = await connectWebRTC(world.session, {
-      onTrack: (stream) => { video.srcObject = stream; video.play().catch(() => {}); },
-      onMessage,
-    });
-    world.pc = rtc.pc;
+    await attach(mine);
     loading("first-frame", "Waiting for the first frame…");
     onFirstFrame(video, () => { if (mine === attempt && status.step === "first-frame") loading("playing", "Playing"); });
-    const pc = rtc.pc;
-    pc.addEventListener("connectionstatechange", () => {
-      log(`connection ${pc.connectionState}`);
-      if (mine === attempt && (pc.connectionState === "failed" || pc.connectionState === "disconnected")) {
-        fail({ code: "connection", message: `WebRTC connection ${pc.connectionState}` });
-      }
-    });
   } catch (err) {
     if (mine === attempt) fail(err);
+  }
+}
+
+// The session's WebRTC peer. When the server says `moved` or the peer drops, the session is
+// looked for where it went (another server of a fleet) and the page connects there.
+async function attach(mine) {
+  world.moved = null;
+  const video = $("video");
+  rtc = await connectWebRTC(world.session, {
+    onTrack: (stream) => { video.srcObject = stream; video.play().catch(() => {}); },
+    onMessage,
+  });
+  world.pc = rtc.pc;
+  const pc = rtc.pc;
+  pc.addEventListener("connectionstatechange", () => {
+    log(`connection ${pc.connectionState}`);
+    if (mine === attempt && pc === world.pc && (pc.connectionState === "failed" || pc.connectionState === "disconnected"
+        || pc.connectionState === "closed")) {
+      follow(mine);
+    }
+  });
+}
+
+let following = false;
+async function follow(mine) {
+  if (following || mine !== attempt) return;
+  following = true;
+  const moved = world.moved;
+  if (rtc) { rtc.pc.close(); rtc = null; }
+  try {
+    world.session = await locateSession(world.session, moved);
+    await attach(mine);
+    world.reconnects = (world.reconnects || 0) + 1;
+    log(`reconnected to ${world.session.webrtc_url}`);
+  } catch (err) {
+    if (mine === attempt) fail(err);
+  } finally {
+    following = false;
   }
 }
 

@@ -79,7 +79,7 @@ class StandinDaemon:
         self._owned(session_id, token)
         del self.sessions[session_id]
 
-    async def release(self, session_id: str) -> None:
+    async def release(self, session_id: str, moved_to: dict[str, Any] | None = None) -> None:
         self.sessions.pop(session_id, None)
 
     def capacity(self) -> DaemonCapacity:

@@ -15,6 +15,8 @@ from fleet.messages import Binding, WorkerCapacity
 from fleet.sim.memdir import MemoryDirectory
 from tests.conftest import RedisServer, find_free_port
 
+from .conftest import append_only_redis
+
 pytestmark = pytest.mark.redis
 
 
@@ -28,12 +30,8 @@ class Clock:
 
 @pytest.fixture(scope="module")
 def aof_redis() -> Iterator[RedisServer]:
-    server = RedisServer(find_free_port(), appendonly=True)
-    server.start()
-    try:
+    with append_only_redis() as server:
         yield server
-    finally:
-        server.stop()
 
 
 _prefixes = iter(range(10**6))

@@ -24,6 +24,7 @@ from protocols.messages import (
     Limits,
     Media,
     Message,
+    Moved,
     Pause,
     Ping,
     Pong,
@@ -95,6 +96,8 @@ GOLDEN: dict[str, Message] = {
     "stats_empty": Stats(),
     "frames": FramesInfo(idx=30, n=6, pts=90000, segment=1, action_seq=12),
     "frames_disc": FramesInfo(idx=36, n=6, pts=108000, segment=1, action_seq=-1, disc=True),
+    "moved": Moved(ws_url="ws://10.0.0.7:8001/v1/sessions/s-1/ws",
+                   webrtc_url="http://10.0.0.7:8001/v1/sessions/s-1/webrtc"),
 }
 
 

@@ -24,6 +24,7 @@ from protocols.messages import (
     Limits,
     Media,
     Message,
+    Moved,
     Pause,
     Ping,
     Pong,
@@ -152,6 +153,7 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         action_seq=action_seqs,
         disc=st.booleans(),
     ),
+    "moved": st.builds(Moved, ws_url=st.text(max_size=80), webrtc_url=st.text(max_size=80)),
 }
 
 
