@@ -17,7 +17,7 @@ def add_parser(sub: Any, name: str) -> None:
     )
     serve.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=None, help="port to bind (default 8000)")
-    serve.add_argument("--model", default=None, help="model config name: demo (default), tiny, wan-1.3b")
+    serve.add_argument("--model", default=None, help="model config name: demo (default), tiny, wan-1.3b, wan-1.3b-world (sink 1 + window 2 chunks), wan-1.3b-preview, wan-1.3b-world-preview (the TAEHV-layout preview decoder)")
     serve.add_argument("--device", default=None, help="cpu or cuda[:N] (default: cuda if present, else cpu)")
     serve.add_argument("--redis-url", default=None, help="use a Redis store, e.g. redis://127.0.0.1:6379/0")
     serve.add_argument("--config", default=None, help="a JSON config file of ServeConfig options; flags override it")
