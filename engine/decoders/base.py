@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 import torch
 
-__all__ = ["DECODER_PREFIX", "StreamingDecoder"]
+__all__ = ["DECODER_PREFIX", "StreamingDecoder", "batch_starts"]
 
 # keys of a decoder inside a combined checkpoint (e.g. the demo model's one safetensors file)
 DECODER_PREFIX = "streaming_decoder."
@@ -45,3 +45,11 @@ class StreamingDecoder(Protocol):
     def load_weights(self, state: dict[str, torch.Tensor]) -> None:
         """Load a state dict strictly; raise engine.errors.WeightsError naming bad keys."""
         ...
+
+
+def batch_starts(decoder: StreamingDecoder, latents: torch.Tensor, caches: list[Any | None]) -> bool:
+    """Whether this decode batch is a first chunk: one cache per sample, all first or none."""
+    first = {decoder.is_first(cache) for cache in caches}
+    if len(caches) != latents.shape[0] or len(first) > 1:
+        raise ValueError("decode needs one cache per sample, all first chunks or none")
+    return first.pop()

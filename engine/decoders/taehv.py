@@ -24,6 +24,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from engine.config import ModelConfig
+from engine.decoders.base import batch_starts
 from engine.decoders.weights import load_strict
 from engine.errors import ConfigError
 
@@ -143,9 +144,7 @@ class TaehvDecoder(nn.Module):
     @torch.no_grad()
     def decode(self, latents: torch.Tensor, caches: list[Any | None]) -> tuple[torch.Tensor, list[Any]]:
         b, c, t, h, w = latents.shape
-        first = [self.is_first(cache) for cache in caches]
-        if len(caches) != b or len(set(first)) > 1:
-            raise ValueError("decode needs one cache per sample, all first chunks or none")
+        first = batch_starts(self, latents, caches)
         if c != LATENT_CHANNELS:
             raise ConfigError("bad_latents", f"the taehv decoder takes {LATENT_CHANNELS} latent channels, got {c}")
         x = latents.to(next(self.parameters()).dtype).transpose(1, 2).reshape(b * t, c, h, w)
@@ -155,7 +154,7 @@ class TaehvDecoder(nn.Module):
             if isinstance(layer, _MemBlock):
                 frames = x.shape[0] // b
                 seq = x.view(b, frames, *x.shape[1:])
-                if first[0]:
+                if first:
                     before = torch.zeros_like(seq[:, :1])
                 else:
                     before = torch.stack([cache.past[block] for cache in caches]).to(seq)  # type: ignore[union-attr]
@@ -167,7 +166,7 @@ class TaehvDecoder(nn.Module):
                 x = layer(x)
         frames = x.shape[0] // b
         y = x.view(b, frames, *x.shape[1:])
-        if first[0]:
+        if first:
             y = y[:, self.trim :]
         rgb = (y.float().clamp(0, 1) * 255).round().to(torch.uint8).permute(0, 1, 3, 4, 2)
         new = [TaehvCache(tuple(p[i].clone() for p in pasts)) for i in range(b)]

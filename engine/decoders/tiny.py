@@ -16,6 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from engine.config import ModelConfig
+from engine.decoders.base import batch_starts
 from engine.decoders.weights import load_strict
 
 __all__ = ["TinyCache", "TinyDecoder", "build_tiny_decoder"]
@@ -68,18 +69,16 @@ class TinyDecoder(nn.Module):
     @torch.no_grad()
     def decode(self, latents: torch.Tensor, caches: list[Any | None]) -> tuple[torch.Tensor, list[Any]]:
         b, c, t, h, w = latents.shape
-        first = [self.is_first(cache) for cache in caches]
-        if len(caches) != b or len(set(first)) > 1:
-            raise ValueError("decode needs one cache per sample, all first chunks or none")
+        first = batch_starts(self, latents, caches)
         x = latents.to(self.conv_in.weight.dtype)
         # the latent frame before each one: a first chunk repeats its first frame (causal padding)
-        prev0 = x[:, :, 0] if first[0] else torch.stack([cache.last for cache in caches]).to(x)  # type: ignore[union-attr]
+        prev0 = x[:, :, 0] if first else torch.stack([cache.last for cache in caches]).to(x)  # type: ignore[union-attr]
         prev = torch.cat([prev0.unsqueeze(2), x[:, :, :-1]], dim=2)  # (B, C, T, h, w)
         pairs = torch.cat([prev, x], dim=1).transpose(1, 2).reshape(b * t, 2 * c, h, w)
         y = self.conv_out(F.silu(self.conv_in(pairs)))  # (B*T, ts*3*s*s, h, w)
         y = F.pixel_shuffle(y, self.s_stride)  # (B*T, ts*3, H, W)
         y = y.view(b, t * self.t_stride, 3, h * self.s_stride, w * self.s_stride)
-        if first[0]:
+        if first:
             y = y[:, self.t_stride - 1 :]
         frames = (torch.sigmoid(y.float()) * 255).round().to(torch.uint8).permute(0, 1, 3, 4, 2)
         new = [TinyCache(last=x[i, :, -1].clone()) for i in range(b)]
