@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -48,9 +49,10 @@ async def _settled(task: asyncio.Future[Any]) -> None:
 
 
 class Refused(ProtocolError):
-    """A request refused for now (503): carries the seconds after which to retry."""
+    """A request refused (503): carries the seconds after which to retry, or None when waiting
+    cannot help (the server can never serve it)."""
 
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float) -> None:
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None) -> None:
         super().__init__(code, message)
         self.retry_after_s = retry_after_s
 
@@ -109,7 +111,7 @@ class Daemon:
             self.host, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
             idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
-            on_tick=self._tick)
+            on_tick=self._tick, chunk_cost=self._chunk_cost())
         self.scheduler.step_listeners.append(self.admission.observe_step)
         self.scheduler.kv = await self.host.kv_stats()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
@@ -190,7 +192,26 @@ class Daemon:
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
-            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics)
+            wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics,
+            plan_start=self._plan_start)
+
+    def _plan_start(self, session_id: str, segment_s: float) -> float | None:
+        """A new segment's start delay by admission's cost model (None without one), at most
+        `director_lead_s` (a director the others leave no room for is still served in turn)."""
+        measured = self.admission.measured if self.admission is not None else None
+        if measured is None:
+            return None
+        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s)
+        return None if delay is None else min(delay, self.config.director_lead_s)
+
+    def _chunk_cost(self) -> Callable[[int], float] | None:
+        """Seconds of one chunk at batch b by the cost model (steady context), for the scheduler's
+        batching; None for a policy without a model."""
+        measured = self.admission.measured if self.admission is not None else None
+        if measured is None:
+            return None
+        cost = measured.cost
+        return lambda b: cost.predict_chunk(b, cost.steady_context()) if cost.calibrated() else 0.0
 
     def check_ready(self) -> None:
         if not self.ready or not self.host.loaded or self.admission is None:
@@ -212,8 +233,8 @@ class Daemon:
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
                                       reason=decision.reason).inc()
         if not decision.admitted:
-            retry = decision.retry_after_s if decision.retry_after_s is not None else 5.0
-            raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})", retry)
+            raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
+                          decision.retry_after_s)
 
     def release(self, session_id: str) -> None:
         if self.admission is not None:

@@ -131,6 +131,27 @@ class PolicyBase(ABC):
         rate = director_rate(world, directors + 1, self.group_cost_rate(world + directors + 1))
         return start_delay(segment_s, self.cost.chunk_media_s, rate, self.jitter_s)
 
+    def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
+        """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves
+        within objective by this model: the largest n whose group passes the never, load and risk
+        checks (0 when one does not fit alone or the model is not calibrated)."""
+        if not self.cost.calibrated():
+            return 0
+        model = self.group_model()
+        if not model.alone(mode)[0]:
+            return 0
+        duty = self.tracker.priors.prior(mode) if duty is None else duty
+        tolerance = self.objectives.tolerance(mode)
+        served = 0
+        for n in range(1, limit + 1):
+            total = n * duty
+            if total * self.cost.cost_rate(self.expected_batch(total)) > self.load_budget + 1e-12:
+                break
+            if worst_group_risk([(mode, duty, tolerance)] * n, model.feasible)[1] > tolerance + 1e-12:
+                break
+            served = n
+        return served
+
     def release(self, session_id: str, now: float) -> list[str]:
         self.tracker.remove(session_id)
         return []
@@ -164,6 +185,7 @@ class PolicyBase(ABC):
                 "demanding": demanding, "objectives": self.objectives.to_json(),
                 "kv": self.kv.to_json() if self.kv else None, "priors": self.tracker.priors.to_json(),
                 "segment_s": self.segment_s, "director_required_rate": self.group_model().director_rate,
+                "serves": {"world": self.mode_capacity("world"), "director": self.mode_capacity("director")},
                 "duty_window_s": self.tracker.window_s, "decisions": dict(self.decisions),
                 "per_session": self.tracker.snapshot(now), "cost_model": self.cost.snapshot(self.max_batch)}
 
