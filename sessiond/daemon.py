@@ -195,13 +195,13 @@ class Daemon:
             wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, metrics=self.metrics,
             plan_start=self._plan_start)
 
-    def _plan_start(self, session_id: str, segment_s: float) -> float | None:
+    def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
         """A new segment's start delay by admission's cost model (None without one), at most
         `director_lead_s` (a director the others leave no room for is still served in turn)."""
         measured = self.admission.measured if self.admission is not None else None
         if measured is None:
             return None
-        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s)
+        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s, lead_in_s)
         return None if delay is None else min(delay, self.config.director_lead_s)
 
     def _chunk_cost(self) -> Callable[[int], float] | None:

@@ -28,13 +28,16 @@ from dataclasses import dataclass
 __all__ = ["GroupModel", "director_rate", "joint_demand", "required_rate", "start_delay", "worst_group_risk"]
 
 
-def start_delay(segment_s: float, chunk_media_s: float, rate: float, jitter_s: float = 0.0) -> float:
+def start_delay(segment_s: float, chunk_media_s: float, rate: float, jitter_s: float = 0.0,
+                lead_in_s: float = 0.0) -> float:
     """Seconds from the start of generation until playback may start without a stall, for a
-    segment generated at `rate` media seconds per wall second (inf when rate <= 0)."""
+    segment generated at `rate` media seconds per wall second (inf when rate <= 0).
+    `lead_in_s`: media generated before the segment's own (a stream's first chunk that yields
+    fewer frames): every chunk is ready that much later, lead_in_s / rate."""
     if rate <= 0:
         return math.inf
     first = min(chunk_media_s, segment_s)
-    return max(first / rate, first + segment_s * (1.0 / rate - 1.0)) + jitter_s
+    return max(first / rate, first + segment_s * (1.0 / rate - 1.0)) + lead_in_s / rate + jitter_s
 
 
 def required_rate(segment_s: float, chunk_media_s: float, delay_s: float, jitter_s: float = 0.0) -> float:

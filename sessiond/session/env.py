@@ -27,7 +27,8 @@ class SessionEnv:
     record_event: Callable[[str, str, dict[str, Any]], None]  # (session_id, ev, fields) -> the stored event log
     persist: Callable[[str], None]  # the durable record changed
     metrics: Any
-    # director: (session id, segment seconds) -> seconds from `direct` until its playback may
-    # start without a stall, by admission's cost model; None: no model (then `director_ttff_s`)
-    plan_start: Callable[[str, float], float | None] = lambda sid, seconds: None
+    # director: (session id, segment seconds, lead-in seconds) -> seconds from `direct` until its
+    # playback may start without a stall, by admission's cost model; None: no model (then
+    # `director_ttff_s`). Lead-in: media generated before the segment's own frames
+    plan_start: Callable[[str, float, float], float | None] = lambda sid, seconds, lead_in: None
     start_jitter_s: float = 0.1  # added to a start delay measured without a model

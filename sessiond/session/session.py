@@ -268,7 +268,9 @@ class Session:
     def start_segment(self, re: int | None, seconds: float) -> Segment:
         self.record.segment += 1
         frames = max(1, round(seconds * self.record.fps))
-        planned = self.env.plan_start(self.id, frames / self.record.fps)
+        # a stream's first chunk may yield fewer frames (a causal decoder): plan a chunk of lead-in
+        lead_in = self.env.frames_per_chunk / self.record.fps if self.chunks_done == 0 else 0.0
+        planned = self.env.plan_start(self.id, frames / self.record.fps, lead_in)
         delay = self.env.director_ttff_s if planned is None else planned
         self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic(),
                                delay_s=delay, planned=planned is not None)

@@ -177,8 +177,8 @@ def test_edf_orders_world_and_director_chunks_by_their_playback_deadlines() -> N
     # a world viewer dry in 0.5 s (8 frames at 16 fps), a director planned at 1.2 s with 2 s of
     # media already made (3.2 s), a world viewer dry in 1.0 s
     now = time.monotonic()
-    soon = _attached("s_soon", "director", env=make_env(plan_start=lambda sid, seconds: 0.2))
-    later = _attached("s_later", "director", env=make_env(plan_start=lambda sid, seconds: 1.2))
+    soon = _attached("s_soon", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 0.2))
+    later = _attached("s_later", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 1.2))
     w_half, w_one = _attached("s_w05"), _attached("s_w10")
     soon.start_segment(re=1, seconds=5.0)
     later.start_segment(re=2, seconds=5.0)

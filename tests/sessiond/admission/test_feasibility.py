@@ -49,6 +49,8 @@ def test_the_start_delay_covers_the_first_chunk_or_the_last_one() -> None:
     assert start_delay(5.0, 0.5, 0.8) == pytest.approx(1.75)
     assert start_delay(5.0, 0.5, 0.8, jitter_s=0.1) == pytest.approx(1.85)
     assert start_delay(5.0, 0.5, 0.0) == math.inf
+    # a stream's short first chunk: half a second of lead-in at 0.8x makes every chunk 0.625 s later
+    assert start_delay(5.0, 0.5, 0.8, lead_in_s=0.5) == pytest.approx(1.75 + 0.625)
 
 
 def test_the_required_rate_inverts_the_start_delay() -> None:

@@ -17,7 +17,7 @@ from transports.interface import OutChunk
 
 
 def _start_message(planned: float | None, made_after_s: float) -> SegmentStart:
-    session = make_session("s_d", "director", env=make_env(plan_start=lambda sid, seconds: planned))
+    session = make_session("s_d", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: planned))
     connect(session, "raw")
     seg = session.start_segment(re=3, seconds=5.0)
     seg.started_at = time.monotonic() - made_after_s  # the first chunk took this long
@@ -30,7 +30,7 @@ def _start_message(planned: float | None, made_after_s: float) -> SegmentStart:
 
 
 def test_the_planned_delay_sets_the_deadlines_and_what_is_left_is_advised() -> None:
-    session = make_session("s_d", "director", env=make_env(plan_start=lambda sid, seconds: 1.25))
+    session = make_session("s_d", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 1.25))
     connect(session, "raw")
     seg = session.start_segment(re=1, seconds=5.0)
     assert (seg.delay_s, seg.planned) == (1.25, True)
