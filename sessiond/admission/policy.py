@@ -137,20 +137,25 @@ class PolicyBase(ABC):
     def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
         """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves
         within objective by this model: the largest n whose group passes the never, load and risk
-        checks (0 when one does not fit alone or the model is not calibrated)."""
+        checks (0 when one does not fit alone or the model is not calibrated). With identical
+        sessions the risk check is a binomial tail: P(at least g - 1 of the n - 1 others demand),
+        g the smallest infeasible group."""
         if not self.cost.calibrated():
             return 0
         model = self.group_model()
         if not model.alone(mode)[0]:
             return 0
-        duty = self.tracker.priors.prior(mode) if duty is None else duty
+        duty = min(1.0, max(0.0, self.tracker.priors.prior(mode) if duty is None else duty))
         tolerance = self.objectives.tolerance(mode)
+        own = (1, 0) if mode == "world" else (0, 1)
+        smallest_infeasible = next((g for g in range(2, limit + 1)
+                                    if not model.feasible(own[0] * g, own[1] * g)), limit + 1)
         served = 0
         for n in range(1, limit + 1):
             total = n * duty
             if total * self.cost.cost_rate(self.expected_batch(total)) > self.load_budget + 1e-12:
                 break
-            if worst_group_risk([(mode, duty, tolerance)] * n, model.feasible)[1] > tolerance + 1e-12:
+            if _binomial_tail(n - 1, duty, smallest_infeasible - 1) > tolerance + 1e-12:
                 break
             served = n
         return served
@@ -264,3 +269,12 @@ class DutyPolicy(PolicyBase):
         a2p = model.chunk_media_s + model.chunk_seconds(1)
         return (f"{head} (an input would show after {a2p:.2f} s, the objective is "
                 f"{model.action_to_photon_s:.2f} s); waiting will not help")
+
+
+def _binomial_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k, n + 1))

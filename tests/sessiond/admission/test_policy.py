@@ -283,3 +283,15 @@ def test_the_capacity_snapshot_says_what_admission_sees() -> None:
     assert (snap["policy"], snap["sessions"], snap["load_budget"], snap["predicted_load"]) == ("duty", 1, 0.75, 0.125)
     assert snap["per_session"]["d0"]["prior"] == 0.25
     assert snap["decisions"] == {"ok": 1}
+
+
+def test_the_capacity_of_one_mode_is_what_the_checks_admit_one_by_one() -> None:
+    for cost, director in ((known_cost(0.5), 0.04), (_batched(0.5), 0.25), (known_cost(0.3), 0.3)):
+        policy = _duty(cost, director=director)
+        admitted = 0
+        while admitted < 64 and _ask(policy, f"d{admitted}").admitted:
+            admitted += 1
+        fresh = _duty(cost, director=director)
+        assert fresh.mode_capacity("director") == admitted
+    assert _duty(known_cost(0.5), director=0.04).mode_capacity("director") == 2
+    assert _duty(known_cost(0.9)).mode_capacity("director") == 0  # not even one
