@@ -15,6 +15,8 @@ from engine.api import EngineProtocol, KVStats, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
+from sessiond.admission.metrics import AdmissionMetrics
+from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.config import ServeConfig
 from sessiond.engine_host import EngineHost
@@ -67,7 +69,11 @@ class Daemon:
         self.host = EngineHost(engine)
         self.model_name = config.model
         self.fallback: str | None = None
-        self.admission: AdmissionRuntime | None = AdmissionRuntime(admission) if admission is not None else None
+        self.admission: AdmissionRuntime | None = None
+        if admission is not None:  # a cost-model policy handed in runs like a built one (scheduling, feed, plans)
+            measured = admission if isinstance(admission, PolicyBase) else None
+            metrics = AdmissionMetrics(self.metrics.registry) if measured is not None else None
+            self.admission = AdmissionRuntime(admission, measured=measured, metrics=metrics)
         self.writer = StoreWriter(self.store, self.metrics, self._live_record)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
         self.scheduler: Scheduler | None = None
