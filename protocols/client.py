@@ -48,6 +48,7 @@ from .messages import (
     Ping,
     Received,
     Resume,
+    SegmentStart,
     ServerMessage,
     Welcome,
 )
@@ -83,6 +84,7 @@ class SessionClient:
         self._conn: Connection | None = None
         self._next_id = 1
         self._media = "raw"  # of the last connect(): a followed move reconnects with it
+        self._play_at: dict[int, float] = {}  # segment -> when its playback may start (monotonic)
         self._next_seq = 0  # kept across reconnects: the session ignores old seqs
         self._last_ts = -math.inf
         self._clock = (time.time() * 1000.0, time.monotonic())
@@ -175,6 +177,8 @@ class SessionClient:
                         moved = msg
                     if self.auto_received and isinstance(msg, Frame | Media | FramesInfo) and not conn.closed:
                         await conn.send(Received(msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0)))
+                    if isinstance(msg, SegmentStart):
+                        self._play_at[msg.segment] = time.monotonic() + (msg.start_after_ms or 0) / 1000.0
                     yield msg
             except ClientError:
                 if moved is None:
@@ -214,6 +218,12 @@ class SessionClient:
                 if exc.code not in _RETRY_CODES or time.monotonic() >= deadline:
                     raise
                 await asyncio.sleep(min(exc.retry_after_s or 0.25, max(0.0, deadline - time.monotonic())))
+
+    def play_at(self, segment: int) -> float | None:
+        """When (time.monotonic()) the segment's first frame may start playing without a stall,
+        by the server's `segment_start.start_after_ms` advice counted from its arrival (at once
+        when the server gave none); None before its `segment_start` arrived."""
+        return self._play_at.get(segment)
 
     async def send(self, msg: Message) -> None:
         await self._need_connection().send(msg)

@@ -182,6 +182,9 @@ class SegmentStart:
     segment: int
     pts: int
     re: int | None = None  # id of the `direct` that started it
+    # extension: start playing the segment's first frame this many ms after receiving this
+    # message, so that it plays to its end without a stall (left out: play when frames arrive)
+    start_after_ms: int | None = None
 
 
 @dataclass(frozen=True)

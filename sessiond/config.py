@@ -19,8 +19,9 @@ LOG_LEVELS = ("debug", "info", "warning")
 _POSITIVE = (
     "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
-    "viewer_silence_s",
+    "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
 )
+_SHARES = ("objective_world_miss_rate", "objective_director_risk", "admission_margin")
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
                  "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s")
 
@@ -35,7 +36,13 @@ class ServeConfig:
     log_json: bool = False
     log_level: str | None = None  # debug | info | warning for every logger; None: ours at info, chatty libraries at warning
     record: str | None = None  # write the recorded trace here at shutdown
-    policy: str = "kv"  # admission policy; "kv" is the built-in KV-pool-only policy
+    policy: str = "duty"  # admission policy: duty (measured cost, objectives), kv (KV pool only), one-per-gpu, fifo
+    admission_margin: float = 0.15  # cost-model policies plan for at most 1 - margin of the engine's time
+    # the objectives every admitted session is promised (published in /v1/capacity)
+    objective_world_miss_rate: float = 0.01  # world: share of frames allowed after their playback deadline
+    objective_world_a2p_p95_ms: float = 1500.0  # world: action-to-photon p95
+    objective_director_start_delay_p95_s: float = 1.5  # director: `direct` -> playback may start, p95
+    objective_director_risk: float = 0.05  # director: share of segments allowed to miss (start delay or a stall)
     kv_budget_bytes: int | None = None
     admission_wait_s: float = 20.0  # one-per-gpu: a create waits this long in the FIFO before its 503 (under
     # the usual 30 s HTTP client timeout, so that a waiting client hears the 503 rather than timing out)
@@ -78,6 +85,10 @@ class ServeConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ServeConfigError(name, f"must be a positive integer, got {value!r}")
+        for name in _SHARES:
+            value = getattr(self, name)
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
+                raise ServeConfigError(name, f"must be a number in [0, 1), got {value!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ServeConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
         if self.idle_close_s < self.idle_offload_s:

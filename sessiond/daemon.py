@@ -15,6 +15,8 @@ from engine.api import EngineProtocol, KVStats, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
+from sessiond.admission.metrics import AdmissionMetrics
+from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
@@ -51,9 +53,10 @@ async def _settled(task: asyncio.Future[Any]) -> None:
 
 
 class Refused(ProtocolError):
-    """A request refused for now (503): carries the seconds after which to retry."""
+    """A request refused (503): carries the seconds after which to retry, or None when waiting
+    cannot help (the server can never serve it)."""
 
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float) -> None:
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None) -> None:
         super().__init__(code, message)
         self.retry_after_s = retry_after_s
 
@@ -68,7 +71,11 @@ class Daemon:
         self.host = EngineHost(engine)
         self.model_name = config.model
         self.fallback: str | None = None
-        self.admission: AdmissionRuntime | None = AdmissionRuntime(admission) if admission is not None else None
+        self.admission: AdmissionRuntime | None = None
+        if admission is not None:  # a cost-model policy handed in runs like a built one (scheduling, feed, plans)
+            measured = admission if isinstance(admission, PolicyBase) else None
+            metrics = AdmissionMetrics(self.metrics.registry) if measured is not None else None
+            self.admission = AdmissionRuntime(admission, measured=measured, metrics=metrics)
         self.api_keys = ApiKeys.load(config.api_keys) if config.api_keys else None  # None: no key needed
         self.positions = PositionLedger(self.store, self.metrics)
         self.writer = StoreWriter(self.store, self.metrics, self._live_record, positions=self.positions)
@@ -120,7 +127,7 @@ class Daemon:
             self.host, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
             idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
-            on_tick=self._tick)
+            on_tick=self._tick, chunk_cost=self._chunk_cost())
         self.scheduler.step_listeners.append(self.admission.observe_step)
         self.scheduler.kv = await self.host.kv_stats()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
@@ -216,7 +223,25 @@ class Daemon:
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
             wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, reserve=self.positions.reserve,
-            metrics=self.metrics)
+            metrics=self.metrics, plan_start=self._plan_start)
+
+    def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
+        """A new segment's start delay by admission's cost model (None without one), at most
+        `director_lead_s` (a director the others leave no room for is still served in turn)."""
+        measured = self.admission.measured if self.admission is not None else None
+        if measured is None:
+            return None
+        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s, lead_in_s)
+        return None if delay is None else min(delay, self.config.director_lead_s)
+
+    def _chunk_cost(self) -> Callable[[int], float] | None:
+        """Seconds of one chunk at batch b by the cost model (steady context), for the scheduler's
+        batching; None for a policy without a model."""
+        measured = self.admission.measured if self.admission is not None else None
+        if measured is None:
+            return None
+        cost = measured.cost
+        return lambda b: cost.predict_chunk(b, cost.steady_context()) if cost.calibrated() else 0.0
 
     def check_ready(self) -> None:
         if self.draining:
@@ -241,8 +266,8 @@ class Daemon:
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
                                       reason=decision.reason).inc()
         if not decision.admitted:
-            retry = decision.retry_after_s if decision.retry_after_s is not None else 5.0
-            raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})", retry)
+            raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
+                          decision.retry_after_s)
 
     def release(self, session_id: str) -> None:
         if self.api_keys is not None:

@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
+from sessiond.admission.build import objectives_of
 from sessiond.daemon import Daemon, Refused
 from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
 from sessiond.session import connect
@@ -146,6 +147,7 @@ async def capacity(request: Request) -> Response:
     if kv is not None:
         body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
                       "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
+    body["objectives"] = objectives_of(daemon.config).describe()
     if daemon.admission is not None:
         body["admission"] = daemon.admission.policy.snapshot(now)
     return JSONResponse(body)

@@ -3,11 +3,17 @@
 Each round: run the engine operations sessions queued (rollbacks after interrupts, resets for
 cuts, prompt changes, delivery marks, offload/restore, snapshots) — so interrupts and closes
 take effect between steps — then pick the session-chunks to advance by deadline (earliest
-first: world = when the viewer's buffer runs dry; director = the segment's own playback
-objective), batch up to `max_batch` of them into ONE engine step (the engine groups them by
-phase), and hand the decoded frames to their sessions. Deadline order is what keeps it fair: a
-long director segment's later chunks have later deadlines than a world session's next chunk or
-a new segment's first one."""
+first, across sessions and modes; every deadline is a playback time: world = when the viewer's
+buffer runs dry; director = the segment's planned start delay + n / fps), batch up to
+`max_batch` of them into ONE engine step (the engine groups them by phase) where the cost model
+says batching helps, and hand the decoded frames to their sessions. Deadline order is what keeps
+it fair: a long director segment's later chunks have later deadlines than a world session's
+next chunk or a new segment's first one.
+
+Batching (`chunk_cost`, seconds of a chunk at batch b, from the cost model): the (b+1)-th
+session-chunk joins a batch of b only when that is cheaper than running it after
+(chunk(b+1) < chunk(b) + chunk(1)) and the earliest deadline in the batch is still met (or was
+lost already); without a cost model every ready chunk up to `max_batch` is batched."""
 
 from __future__ import annotations
 
@@ -37,7 +43,8 @@ class Scheduler:
     def __init__(self, host: EngineHost, sessions: dict[str, Session], *,
                  max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
                  on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None],
-                 order: str = "deadline", on_tick: Callable[[], None] | None = None) -> None:
+                 order: str = "deadline", on_tick: Callable[[], None] | None = None,
+                 chunk_cost: Callable[[int], float] | None = None) -> None:
         self.host = host
         self.sessions = sessions
         self.max_batch = max_batch
@@ -48,6 +55,7 @@ class Scheduler:
         self.on_close = on_close  # (session id, reason): the app closes it
         self.order = order  # "deadline" (earliest first) or "fifo" (request-level: in order of arrival)
         self.on_tick = on_tick
+        self.chunk_cost = chunk_cost
         self.step_listeners: list[Callable[[StepResult], None]] = []
         self.kv: KVStats | None = None
         self.steps = 0
@@ -149,11 +157,29 @@ class Scheduler:
                 next_at = start_by
         ready.sort(key=lambda r: (r[0], r[1]))
         chosen = []
-        for _, _, session, begin, deadline, arrival in ready[: self.max_batch]:
+        for _, _, session, begin, deadline, arrival in ready[: self.batch_size(now, [r[4] for r in ready])]:
             job = session.begin_job(now, deadline, arrival) if begin else session.job
             assert job is not None
             chosen.append((session, job, begin))
         return chosen, next_at
+
+    def batch_size(self, now: float, deadlines: list[float]) -> int:
+        """How many of the ready chunks (in the order they are served, with these deadlines) go
+        into this step."""
+        top = min(self.max_batch, len(deadlines))
+        cost = self.chunk_cost
+        if cost is None or top <= 1:
+            return top
+        single, size = cost(1), 1
+        earliest = deadlines[0]
+        while size < top:
+            now_s, more_s = cost(size), cost(size + 1)
+            if more_s >= now_s + single:
+                break  # no batching gain: the next chunk is better served after
+            if now + more_s > earliest >= now + now_s:
+                break  # batching would make the earliest deadline late
+            size += 1
+        return size
 
     async def _step(self, chosen: list[tuple[Session, ChunkJob, bool]]) -> None:
         entries = tuple(Entry(s.id, job.action if begin else None) for s, job, begin in chosen)

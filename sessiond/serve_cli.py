@@ -37,7 +37,18 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--cpu-threads", type=int, default=None,
                        help="torch threads for the engine (default 1 on CPU: more collapse on a loaded small box)")
     serve.add_argument("--policy", default=None,
-                       help="admission policy: kv (default: KV pool only), duty, one-per-gpu, fifo")
+                       help="admission policy: duty (default: admits what it can serve within the objectives, by "
+                       "the measured cost), kv (KV pool only), one-per-gpu, fifo")
+    serve.add_argument("--admission-margin", type=float, default=None,
+                       help="cost-model policies plan for at most 1 - margin of the engine's time (default 0.15)")
+    serve.add_argument("--objective-world-miss-rate", type=float, default=None,
+                       help="world objective: share of frames allowed after their playback deadline (default 0.01)")
+    serve.add_argument("--objective-world-a2p-p95-ms", type=float, default=None,
+                       help="world objective: action-to-photon p95 in ms (default 1500)")
+    serve.add_argument("--objective-director-start-delay-p95-s", type=float, default=None,
+                       help="director objective: from `direct` until playback may start, p95 (default 1.5)")
+    serve.add_argument("--objective-director-risk", type=float, default=None,
+                       help="director: share of segments allowed to miss their start delay or stall (default 0.05)")
     serve.add_argument("--admission-wait-s", type=float, default=None,
                        help="one-per-gpu: how long a create waits in the FIFO for a slot before its 503 (default 20)")
     serve.add_argument("--calibration-budget-s", type=float, default=None,

@@ -76,7 +76,10 @@ function onMessage(message, send) {
       break;
     case "segment_start": {
       const pending = director.pending.get(message.re);
-      director.segments.push({ segment: message.segment, pts: message.pts, prompt: pending, status: null });
+      // the server's advice: start playing this segment after this long, so that it never stalls
+      const startAfterMs = typeof message.start_after_ms === "number" ? message.start_after_ms : 0;
+      if (startAfterMs > 0) director.player.holdFor(startAfterMs / 1000);
+      director.segments.push({ segment: message.segment, pts: message.pts, prompt: pending, status: null, startAfterMs });
       $("segment").textContent = String(message.segment);
       ending = null;
       $("cue").hidden = true;

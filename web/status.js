@@ -43,11 +43,18 @@ export function serverErrorFrom(response, body) {
 }
 
 // {title, detail, canRetry, retryAfterS} for a person; unknown codes read as a server fault.
+// A `capacity` refusal without Retry-After is final: the server can never serve this kind of
+// session (it says what it needs and has), so there is no Retry button.
 export function describeError(err) {
   const code = err && err.code ? err.code : "internal";
   const known = ERROR_TEXT[code] || { title: `The server refused the request (${code})`, retry: false };
   const retryAfterS = err && typeof err.retryAfterS === "number" ? err.retryAfterS : null;
-  return { code, title: known.title, detail: String((err && err.message) || ""), canRetry: known.retry, retryAfterS };
+  const detail = String((err && err.message) || "");
+  if (code === "capacity" && retryAfterS === null && err && err.status === 503) {
+    return { code, title: "This server cannot serve this kind of session", detail, canRetry: false, retryAfterS,
+      final: "Retrying will not help: this server is too slow for it within its objectives. Try the other mode, or a faster server." };
+  }
+  return { code, title: known.title, detail, canRetry: known.retry, retryAfterS };
 }
 
 // The status line: `set(step, text)`; every step is remembered in `history` (tests read it).
@@ -99,7 +106,7 @@ export function showError(box, described, onRetry) {
   } else {
     const when = document.createElement("p");
     when.className = "when";
-    when.textContent = "Trying again will not help; change what was sent or ask the server's operator.";
+    when.textContent = described.final || "Trying again will not help; change what was sent or ask the server's operator.";
     box.append(when);
   }
   box.stopCountdown = () => clearInterval(timer);

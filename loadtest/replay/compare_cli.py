@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from loadtest.replay.objective_flags import add_objective_flags
+
 __all__ = ["add_parser", "run"]
 
 
@@ -22,9 +24,7 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--max-batch", type=int, default=8, help="largest engine batch (default 8)")
     p.add_argument("--speed", type=float, default=1.0, help="trace time runs this much faster (default 1)")
     p.add_argument("--saturate", action="store_true", help="saturating replay (default paced)")
-    p.add_argument("--ttff-s", type=float, default=2.0, help="director objective: ttff p95 seconds (default 2)")
-    p.add_argument("--miss-rate", type=float, default=0.01, help="world objective: deadline-miss rate")
-    p.add_argument("--playout-ms", type=float, default=100.0, help="client jitter allowance (default 100)")
+    add_objective_flags(p)
     p.add_argument("--priors-from-trace", action="store_true", help="take the duty priors from the trace")
     p.add_argument("--calibration-chunks", type=int, default=3,
                    help="chunks per calibration round (contexts 0..N-1); cover the model's window for steady costs")
@@ -36,8 +36,8 @@ def add_parser(sub: Any, name: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.errors import EngineError
     from loadtest.replay.compare import CompareConfig, run_comparison
+    from loadtest.replay.objective_flags import objectives_from
     from sessiond.admission.build import POLICIES
-    from sessiond.admission.decision import Objectives
     from sessiond.admission.errors import AdmissionConfigError, CostModelError
     from sessiond.traces.errors import TraceError
     from sessiond.traces.format import load_trace
@@ -64,8 +64,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = CompareConfig(model=args.model, device=device, policies=policies, margin=args.margin,
                             max_batch=args.max_batch, speed=args.speed,
                             mode="saturating" if args.saturate else "paced",
-                            objectives=Objectives(world_deadline_miss=args.miss_rate, director_ttff_p95_s=args.ttff_s,
-                                                  playout_ms=args.playout_ms),
+                            objectives=objectives_from(args),
                             priors_from_trace=args.priors_from_trace, out_dir=args.out,
                             calibration_chunks=args.calibration_chunks,
                             kv_budget_bytes=None if args.kv_budget_gib is None else int(args.kv_budget_gib * 2**30))

@@ -1,7 +1,7 @@
 """A daemon with a given admission policy, in a thread of this process, for policy comparisons.
 
-It runs the real app under uvicorn on its own event loop; the policy's cost model is fed by the
-scheduler's measured steps and its duty tracker by polling session states on that loop."""
+It runs the real app under uvicorn on its own event loop; the daemon runs a cost-model policy it is
+handed as it runs one it builds (measured steps correct the cost model, ticks feed the duty tracker)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import httpx
 
 from engine.api import EngineProtocol
-from sessiond.admission.demand import DemandSync
 from sessiond.admission.policy import PolicyBase
-from sessiond.admission.runtime import demand_states
 
 __all__ = ["free_port", "policy_daemon"]
 
@@ -29,13 +26,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-async def _feed(daemon: Any, policy: PolicyBase) -> None:
-    sync = DemandSync(policy.tracker)
-    while True:
-        sync.update(demand_states(daemon.sessions), time.monotonic())
-        await asyncio.sleep(_POLL_S)
 
 
 @contextlib.contextmanager
@@ -57,20 +47,14 @@ def policy_daemon(engine: EngineProtocol, policy: PolicyBase, *, model: str, max
                               daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{config.port}"
-    feeder = None
     try:
         deadline = time.monotonic() + ready_timeout_s
         while not _ready(url):
             if time.monotonic() > deadline or not thread.is_alive():
                 raise RuntimeError(f"the {policy.name} daemon at {url} did not become ready")
             time.sleep(0.1)
-        daemon = app.state.daemon
-        daemon.scheduler.step_listeners.append(policy.cost.observe_step)
-        feeder = asyncio.run_coroutine_threadsafe(_feed(daemon, policy), loop)
         yield url
     finally:
-        if feeder is not None:
-            feeder.cancel()
         server.should_exit = True
         thread.join(60)
         if not thread.is_alive():

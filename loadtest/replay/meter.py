@@ -10,6 +10,13 @@ the playout allowance. It re-anchors on connect, resume, a new segment, a `disc`
 a miss (a stall rebuffers; later frames are not all counted late for it).
 stale: after the `ack` of an interrupt or flush with pts P, a frame with pts > P that arrives before
 the new generation's first frame (`disc: true`), or a frame of the interrupted segment after P.
+start delay (director): `direct` sent -> the moment its segment's playback starts: when the
+server's `segment_start.start_after_ms` advice says (counted from the arrival of `segment_start`),
+or at its first frame's arrival when that is later or there is no advice.
+stall: a frame not there at its playback time, as a player sees it; the player waits for it and
+goes on from there (counted once per gap, its seconds summed). Director: from the segment's
+playback start, frame n of the segment is due at start + its pts offset. World: a deadline miss
+above is a stall (the player rebuffers).
 """
 
 from __future__ import annotations
@@ -44,7 +51,10 @@ class SessionResult:
     interrupt_ms: list[float] = field(default_factory=list)
     segments_done: int = 0
     segments_interrupted: int = 0
-    segments_late: int = 0
+    segments_late: int = 0  # took longer than their own media time (a figure, no longer an objective)
+    start_delay_ms: list[float] = field(default_factory=list)
+    stalls: int = 0
+    stall_s: float = 0.0
     directs_unanswered: int = 0
     actions_unresolved: int = 0
     events_sent: int = 0
@@ -54,17 +64,20 @@ class SessionResult:
     frame_times_s: list[float] = field(default_factory=list)  # arrival times (for load plots)
 
     def within_objective(self, objectives: Objectives) -> bool | None:
-        """None unless admitted. World: deadline-miss rate within its bound. Director: ttff p95
-        within its bound, every finished segment within rtf x its media time, every direct answered."""
+        """None unless admitted. World: deadline-miss rate and action-to-photon p95 within their
+        bounds. Director: start delay p95 within its bound, no stall once a segment started, every
+        direct answered."""
         if self.status != "admitted":
             return None
         if self.mode == "world":
             if self.frames_received == 0:
                 return self.frames_expected == 0
-            return self.deadline_misses / self.frames_received <= objectives.world_deadline_miss
-        p95 = percentile(self.ttff_ms, 95)
-        ttff_ok = p95 is None or p95 <= objectives.director_ttff_p95_s * 1000.0
-        return ttff_ok and self.segments_late == 0 and self.directs_unanswered == 0
+            a2p = percentile(self.action_to_photon_ms, 95)
+            return (self.deadline_misses / self.frames_received <= objectives.world_deadline_miss
+                    and (a2p is None or a2p <= objectives.world_action_to_photon_p95_ms))
+        p95 = percentile(self.start_delay_ms, 95)
+        delay_ok = p95 is None or p95 <= objectives.director_start_delay_p95_s * 1000.0
+        return delay_ok and self.stalls == 0 and self.directs_unanswered == 0
 
     def to_json(self, objectives: Objectives) -> dict[str, Any]:
         from loadtest.replay.percentiles import summarize
@@ -77,6 +90,8 @@ class SessionResult:
                        "deadline_misses": self.deadline_misses,
                        "miss_rate": self.deadline_misses / self.frames_received if self.frames_received else None},
             "ttff_ms": summarize(self.ttff_ms), "segment_ms": summarize(self.segment_ms),
+            "start_delay_ms": summarize(self.start_delay_ms),
+            "stalls": {"count": self.stalls, "seconds": round(self.stall_s, 3)},
             "action_to_photon_ms": summarize(self.action_to_photon_ms),
             "interrupt_ms": summarize(self.interrupt_ms, ("p50", "p95")),
             "stale_frames_after_ack": self.stale_frames_after_ack, "pts_errors": self.pts_errors,
@@ -97,6 +112,9 @@ class _Direct:
     last: float | None = None
     frames: int = 0
     status: str | None = None
+    play_at: float | None = None  # when the player may start the segment (the server's advice)
+    start_pts: int | None = None
+    playing: tuple[float, int] | None = None  # (when, pts) the player's timeline is anchored at
 
 
 class SessionMeter:
@@ -182,12 +200,15 @@ class SessionMeter:
 
     # ---- what arrived -------------------------------------------------------------------------------
 
-    def segment_start(self, segment: int, re: int | None, t: float) -> None:
+    def segment_start(self, segment: int, re: int | None, t: float, pts: int | None = None,
+                      play_at: float | None = None) -> None:
+        """`play_at`: when the client may start playing it (the server's advice; None: at once)."""
         if re is None:
             waiting = [i for i, d in self._directs.items() if d.segment is None]
             re = waiting[0] if waiting else None
         if re is not None and re in self._directs:
-            self._directs[re].segment = segment
+            direct = self._directs[re]
+            direct.segment, direct.play_at, direct.start_pts = segment, play_at, pts
             self._segment_direct[segment] = re
 
     def segment_end(self, segment: int, re: int | None, status: str, t: float) -> None:
@@ -201,7 +222,7 @@ class SessionMeter:
             end = direct.last if direct.last is not None else t
             ms = (end - direct.sent) * 1000.0
             self.result.segment_ms.append(ms)
-            if ms > direct.seconds * 1000.0 * self.objectives.director_rtf:
+            if ms > direct.seconds * 1000.0:
                 self.result.segments_late += 1
         elif status == "interrupted":
             self.result.segments_interrupted += 1
@@ -231,7 +252,7 @@ class SessionMeter:
         if segment != self._segment:
             self._segment = segment
             self._reanchor = True
-        self._director_frame(segment, t)
+        self._director_frame(segment, pts, t)
         self._deadline(pts, disc, t)
         if self._playing_since is None and not self._paused:
             self._playing_since = t
@@ -260,7 +281,7 @@ class SessionMeter:
         else:
             self.result.stale_frames_after_ack += 1
 
-    def _director_frame(self, segment: int, t: float) -> None:
+    def _director_frame(self, segment: int, pts: int, t: float) -> None:
         request = self._segment_direct.get(segment)
         direct = self._directs.get(request) if request is not None else None
         if direct is None:
@@ -268,6 +289,16 @@ class SessionMeter:
         if direct.first is None:
             direct.first = t
             self.result.ttff_ms.append((t - direct.sent) * 1000.0)
+            start = t if direct.play_at is None else max(t, direct.play_at)
+            self.result.start_delay_ms.append((start - direct.sent) * 1000.0)
+            direct.playing = (start, pts if direct.start_pts is None else direct.start_pts)
+        elif direct.playing is not None:
+            anchor_t, anchor_pts = direct.playing
+            due = anchor_t + pts_seconds(pts - anchor_pts)
+            if t > due:  # the player waited for this frame: one stall, then it goes on from here
+                self.result.stalls += 1
+                self.result.stall_s += t - due
+                direct.playing = (t, pts)
         direct.last = t
         direct.frames += 1
 
@@ -280,6 +311,9 @@ class SessionMeter:
         if t > due:
             self.result.deadline_misses += 1
             self._anchor = (t, pts)
+            if self.result.mode == "world":
+                self.result.stalls += 1
+                self.result.stall_s += t - due
 
     def _stop_playing(self, t: float) -> None:
         if self._playing_since is not None:

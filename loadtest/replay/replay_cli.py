@@ -8,6 +8,8 @@ import json
 import sys
 from typing import Any
 
+from loadtest.replay.objective_flags import add_objective_flags
+
 __all__ = ["add_parser", "run"]
 
 
@@ -25,27 +27,23 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("--out", default=None, help="write the JSON report here")
     p.add_argument("--plots", default=None, metavar="DIR", help="write PNG plots into DIR")
     p.add_argument("--policy", default=None, help="label the report with this policy (default: the daemon's)")
-    p.add_argument("--ttff-s", type=float, default=2.0, help="director objective: ttff p95 seconds (default 2)")
-    p.add_argument("--miss-rate", type=float, default=0.01, help="world objective: deadline-miss rate (default 0.01)")
-    p.add_argument("--playout-ms", type=float, default=100.0,
-                   help="client jitter allowance before a frame counts late (default 100)")
+    add_objective_flags(p)
     p.add_argument("--segment-s", type=float, default=5.0,
                    help="the daemon's default segment length, for `direct` without seconds (default 5)")
 
 
 def run(args: argparse.Namespace) -> int:
+    from loadtest.replay.objective_flags import objectives_from
     from loadtest.replay.plots import write_plots
     from loadtest.replay.report import build_report, format_table
     from loadtest.replay.runner import run_replay
-    from sessiond.admission.decision import Objectives
     from sessiond.admission.errors import AdmissionConfigError
     from sessiond.traces.errors import TraceError
     from sessiond.traces.format import load_trace
 
     try:
         trace = load_trace(args.trace)
-        objectives = Objectives(world_deadline_miss=args.miss_rate, director_ttff_p95_s=args.ttff_s,
-                                playout_ms=args.playout_ms)
+        objectives = objectives_from(args)
     except OSError as exc:
         print(f"replay: cannot read {args.trace}: {exc.strerror}", file=sys.stderr)
         return 2

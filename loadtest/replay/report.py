@@ -17,7 +17,9 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "ttff_ms": ("p50", "p95", "max"), "segment_ms": ("p50", "p95", "max"),
     "action_to_photon_ms": ("p50", "p95", "max"), "interrupt_ms": ("p50", "p95"),
     "stale_frames_after_ack": (), "slo": (), "slo_met": (), "per_session": (),
+    "start_delay_ms": ("p50", "p95", "max"), "stalls": ("count", "seconds"),
 }
+REPORT_VERSION = 2  # 2: start_delay_ms and stalls; the director objective is start delay and no stall
 
 
 def _fps_series(outcome: ReplayOutcome, bin_s: float = 1.0) -> dict[str, list[float]]:
@@ -40,6 +42,7 @@ def build_report(outcome: ReplayOutcome, policy: str | None = None) -> dict[str,
     capacity = outcome.capacity or {}
     admission = capacity.get("admission") if isinstance(capacity.get("admission"), dict) else {}
     return {
+        "version": REPORT_VERSION,
         "trace": outcome.trace.header.name,
         "url": outcome.url,
         "speed": outcome.speed,
@@ -56,6 +59,8 @@ def build_report(outcome: ReplayOutcome, policy: str | None = None) -> dict[str,
         "segment_ms": summarize(x for r in results for x in r.segment_ms),
         "action_to_photon_ms": summarize(x for r in results for x in r.action_to_photon_ms),
         "interrupt_ms": summarize((x for r in results for x in r.interrupt_ms), ("p50", "p95")),
+        "start_delay_ms": summarize(x for r in results for x in r.start_delay_ms),
+        "stalls": {"count": sum(r.stalls for r in results), "seconds": round(sum(r.stall_s for r in results), 3)},
         "stale_frames_after_ack": stale,
         "pts_errors": sum(r.pts_errors for r in results),
         "events": {"sent": sum(r.events_sent for r in results), "skipped": sum(r.events_skipped for r in results)},
@@ -85,8 +90,10 @@ def format_table(report: dict[str, Any]) -> str:
         f"frames    received {f['received']}  expected {f['expected']}  deadline misses {f['deadline_misses']} ({miss})",
         f"{'latency ms':<20}{'p50':>8}{'p95':>8}{'max':>8}",
     ]
-    for name in ("ttff_ms", "segment_ms", "action_to_photon_ms", "interrupt_ms"):
+    for name in ("ttff_ms", "start_delay_ms", "segment_ms", "action_to_photon_ms", "interrupt_ms"):
         stat = report[name]
         lines.append(f"{name[:-3]:<20}{_ms(stat, 'p50'):>8}{_ms(stat, 'p95'):>8}{_ms(stat, 'max'):>8}")
-    lines.append(f"stale frames after ack {report['stale_frames_after_ack']}   slo met {report['slo_met']}")
+    stalls = report["stalls"]
+    lines.append(f"stalls {stalls['count']} ({stalls['seconds']:.1f} s)   stale frames after ack "
+                 f"{report['stale_frames_after_ack']}   slo met {report['slo_met']}")
     return "\n".join(lines)

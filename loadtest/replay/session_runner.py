@@ -172,7 +172,7 @@ class SessionRunner:
                 elif isinstance(msg, Ack):
                     m.ack(msg.re, msg.pts, t)
                 elif isinstance(msg, SegmentStart):
-                    m.segment_start(msg.segment, msg.re, t)
+                    m.segment_start(msg.segment, msg.re, t, msg.pts, self.client.play_at(msg.segment))
                 elif isinstance(msg, SegmentEnd):
                     m.segment_end(msg.segment, msg.re, msg.status, t)
                     self._segment_open.set()

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from engine.api import KVStats, ModelInfo
 from sessiond.admission.baselines import FifoPolicy, OnePerGpuPolicy
 from sessiond.admission.costmodel import CostModel
-from sessiond.admission.decision import KvBudget
+from sessiond.admission.decision import KvBudget, Objectives
 from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
 from sessiond.admission.kvpool import KVPoolAdmission
@@ -24,7 +24,7 @@ from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.config import ServeConfig
 
 __all__ = ["POLICIES", "Calibrator", "build_admission", "calibration_batches", "kv_budget_from_pool",
-           "make_policy"]
+           "make_policy", "objectives_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,14 @@ def kv_budget_from_pool(kv: KVStats, per_session_bytes: int, host_bytes: int | N
                     per_session_bytes=max(per_session_bytes, kv.slab_bytes))
 
 
+def objectives_of(config: ServeConfig) -> Objectives:
+    """The objectives the daemon promises, from its configuration."""
+    return Objectives(world_deadline_miss=config.objective_world_miss_rate,
+                      world_action_to_photon_p95_ms=config.objective_world_a2p_p95_ms,
+                      director_start_delay_p95_s=config.objective_director_start_delay_p95_s,
+                      director_tail=config.objective_director_risk)
+
+
 async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
                           kv_now: Callable[[], KVStats | None]) -> AdmissionRuntime:
     """The policy `config.policy` names. `kv_now` is the latest KV pool accounting (for `kv`)."""
@@ -83,5 +91,6 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
                                 time_budget_s=config.calibration_budget_s)
     logger.info("cost model calibrated through %d chunks in %.1f s", chunks, time.monotonic() - started)
     policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
-                         max_batch=config.max_batch)
+                         max_batch=config.max_batch, margin=config.admission_margin, objectives=objectives_of(config),
+                         segment_s=config.default_segment_s)
     return AdmissionRuntime(policy, measured=policy, metrics=AdmissionMetrics(registry))

@@ -12,27 +12,57 @@ __all__ = ["AdmissionPolicy", "AdmissionRequest", "Decision", "KvBudget", "Objec
 
 @dataclass(frozen=True)
 class Objectives:
-    """What every admitted session is promised (docs/traces.md `slo`)."""
+    """What every admitted session is promised, in terms a user recognises (published in
+    /v1/capacity; the replayer's `slo`). World: frames arrive before their playback deadline (at
+    most `world_deadline_miss` late) and an action shows in a frame within
+    `world_action_to_photon_p95_ms` at p95. Director: playback of a segment may start at most
+    `director_start_delay_p95_s` after its `direct` (p95), and once started it never stalls.
+    `director_tail` is the share of director segments allowed to miss (the p95); `playout_ms`
+    the world player's jitter allowance, also the margin added to a director's start delay."""
 
-    world_deadline_miss: float = 0.01  # world: share of frames after their playback deadline
-    director_ttff_p95_s: float = 2.0  # director: time to first frame, p95
-    director_rtf: float = 1.0  # director: a segment completes within rtf x its media duration
-    director_tail: float = 0.05  # director: share of segments that may miss (the p95 objectives)
-    playout_ms: float = 100.0  # client jitter allowance before a frame counts as late
+    world_deadline_miss: float = 0.01
+    world_action_to_photon_p95_ms: float = 1500.0
+    director_start_delay_p95_s: float = 1.5
+    director_tail: float = 0.05
+    playout_ms: float = 100.0
 
     def __post_init__(self) -> None:
         for name in ("world_deadline_miss", "director_tail"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise AdmissionConfigError(name, f"must be in [0, 1], got {getattr(self, name)}")
-        for name in ("director_ttff_p95_s", "director_rtf"):
+        for name in ("world_action_to_photon_p95_ms", "director_start_delay_p95_s"):
             if getattr(self, name) <= 0:
                 raise AdmissionConfigError(name, f"must be > 0, got {getattr(self, name)}")
         if self.playout_ms < 0:
             raise AdmissionConfigError("playout_ms", f"must be >= 0, got {self.playout_ms}")
 
     def to_json(self) -> dict[str, float]:
-        return {"world_deadline_miss": self.world_deadline_miss, "director_ttff_p95_s": self.director_ttff_p95_s,
-                "director_rtf": self.director_rtf, "director_tail": self.director_tail, "playout_ms": self.playout_ms}
+        return {"world_deadline_miss": self.world_deadline_miss,
+                "world_action_to_photon_p95_ms": self.world_action_to_photon_p95_ms,
+                "director_start_delay_p95_s": self.director_start_delay_p95_s, "director_tail": self.director_tail,
+                "playout_ms": self.playout_ms}
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """The objectives as /v1/capacity publishes them: per mode, each figure with its bound
+        and a sentence a user recognises."""
+        return {
+            "world": {
+                "deadline_miss_rate": {"max": self.world_deadline_miss, "says": "frames arrive before their playback "
+                                       f"deadline (at most {self.world_deadline_miss:.0%} late, "
+                                       f"{self.playout_ms:.0f} ms playout buffer)"},
+                "action_to_photon_p95_ms": {"max": self.world_action_to_photon_p95_ms,
+                                            "says": "a control input shows in the picture within "
+                                            f"{self.world_action_to_photon_p95_ms:.0f} ms (p95)"},
+            },
+            "director": {
+                "start_delay_p95_s": {"max": self.director_start_delay_p95_s,
+                                      "says": "playback of a segment may start within "
+                                      f"{self.director_start_delay_p95_s:g} s of its direction (p95)"},
+                "stalls": {"max": 0, "says": "once started, a segment plays to its end without a stall"},
+                "risk": {"max": self.director_tail, "says": f"at most {self.director_tail:.0%} of segments may "
+                         "miss these (admission's stated risk)"},
+            },
+        }
 
     def tolerance(self, mode: str) -> float:
         """The share of a session's time (world) or segments (director) allowed to fall behind."""
@@ -76,10 +106,10 @@ class AdmissionRequest:
 class Decision:
     admitted: bool
     policy: str
-    reason: str  # ok | load | burst | ttff | kv | queued | uncalibrated
+    reason: str  # ok | never | load | burst | kv | queued | uncalibrated | max_sessions
     predicted_load: float  # sum of duty x cost rate with the newcomer
     load_budget: float  # 1 - margin
-    retry_after_s: float | None = None
+    retry_after_s: float | None = None  # None: waiting cannot help (the session can never fit)
     queue_position: int | None = None  # one-per-gpu: 1-based place in the wait list
     detail: str = ""
 

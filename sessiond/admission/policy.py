@@ -1,18 +1,21 @@
 """Duty-cycle admission: admit while every admitted session stays within its objective.
 
-With the newcomer at its prior, four checks, in order:
-1. load: the predicted mean load ``sum(duty_i) x cost_rate(b)`` (GPU seconds per wall second, ``b``
-   the batch the demanding sessions are expected to share: floor of the summed duties, at least 1,
-   at most ``max_batch``) stays <= ``1 - margin``;
-2. burst: for every session, the probability that when it demands, enough others demand with it
-   that the group of k needs ``k x cost_rate(k)`` > ``1 - margin`` stays within its objective's
-   tolerance (world: the deadline-miss rate; director: the 5% beyond p95). The mean alone
-   over-admits bursty directors: four at duty 0.3 on an engine where two together already fall
-   behind real time are within the mean but miss most segments;
-3. ttff: a director's predicted time to first frame (a steady chunk at that batch, slowed by the
-   GPU share the others use) meets its objective;
+With the newcomer at its prior, in order:
+1. never: one session of its mode alone on the engine must meet its objective
+   (`feasibility.GroupModel.alone`); otherwise the refusal says what it needs and what the engine
+   has, with no Retry-After (waiting cannot help);
+2. load: the predicted mean load ``sum(duty_i) x cost_rate(b)`` (engine seconds per wall second,
+   ``b`` the batch the demanding sessions are expected to share: floor of the summed duties, at
+   least 1, at most ``max_batch``) stays <= ``1 - margin``;
+3. risk: for every session, the probability that when it demands, the others demanding with it
+   (a two-type Poisson-binomial over their duties) form a group the EDF schedule cannot serve
+   within objective (`feasibility.GroupModel.feasible`: world sessions in real time, directors at
+   the rate their start-delay objective needs) stays within its objective's tolerance (world: the
+   deadline-miss rate; director: the 5% beyond p95). The mean alone over-admits bursty
+   directors;
 4. kv: the KV budget holds every session (demanding ones on device, idle ones possibly offloaded).
-Otherwise a refusal with Retry-After from the model.
+Otherwise a refusal with Retry-After from the model. docs/admission.md states the method and
+its assumptions.
 """
 
 from __future__ import annotations
@@ -21,11 +24,17 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from sessiond.admission.burst import worst_overload
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import AdmissionRequest, Decision, KvBudget, Objectives, OverrunAction
 from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
+from sessiond.admission.feasibility import (
+    GroupModel,
+    director_rate,
+    required_rate,
+    start_delay,
+    worst_group_risk,
+)
 
 __all__ = ["DutyPolicy", "PolicyBase"]
 
@@ -40,9 +49,11 @@ class PolicyBase(ABC):
     def __init__(self, cost: CostModel, tracker: DutyTracker, *, objectives: Objectives | None = None,
                  kv: KvBudget | None = None, margin: float = 0.15, max_batch: int = 8,
                  retry_min_s: float = 1.0, retry_max_s: float = 60.0, kv_retry_s: float = 30.0,
-                 overrun_tolerance: float = 0.1) -> None:
+                 overrun_tolerance: float = 0.1, segment_s: float = 5.0) -> None:
         if not 0.0 <= margin < 1.0:
             raise AdmissionConfigError("margin", f"must be in [0, 1), got {margin}")
+        if segment_s <= 0:
+            raise AdmissionConfigError("segment_s", f"must be > 0 seconds, got {segment_s}")
         if max_batch < 1:
             raise AdmissionConfigError("max_batch", f"must be >= 1, got {max_batch}")
         if not 0 < retry_min_s <= retry_max_s:
@@ -58,6 +69,7 @@ class PolicyBase(ABC):
         self.retry_max_s = retry_max_s
         self.kv_retry_s = kv_retry_s
         self.overrun_tolerance = overrun_tolerance
+        self.segment_s = segment_s  # a director's segment length when it does not say (the daemon's default)
         self.decisions: dict[str, int] = {}  # reason -> count
 
     @abstractmethod
@@ -78,10 +90,75 @@ class PolicyBase(ABC):
             return 0.0, total
         return total * self.cost.cost_rate(self.expected_batch(total)), total
 
-    def overloaded(self, group: int) -> bool:
-        """A group of `group` sessions generating together needs more than the budget (a session
-        alone over the budget is an engine limit, not a burst)."""
-        return group >= 2 and group * self.cost.cost_rate(min(group, self.max_batch)) > self.load_budget + 1e-12
+    def best_batch(self, group: int) -> int:
+        """The batch a group of `group` sessions is served at: the cheapest per session up to
+        `max_batch` (the scheduler batches only where the cost model says batching helps)."""
+        top = max(1, min(group, self.max_batch))
+        return min(range(1, top + 1), key=lambda b: (self.cost.cost_rate(b) - 1e-12 * b, b))
+
+    def group_cost_rate(self, group: int) -> float:
+        """Engine seconds per media second of one session in a group of `group` generating together."""
+        return self.cost.cost_rate(self.best_batch(group))
+
+    def group_step_s(self, group: int) -> float:
+        """Wall seconds until every session of the group has its next chunk (steps of the best batch)."""
+        b = self.best_batch(group)
+        return self.cost.predict_chunk(b, self.cost.steady_context()) * math.ceil(group / b)
+
+    @property
+    def jitter_s(self) -> float:
+        return self.objectives.playout_ms / 1000.0
+
+    def group_model(self) -> GroupModel:
+        cm = self.cost.chunk_media_s
+        need = required_rate(self.segment_s, cm, self.objectives.director_start_delay_p95_s, self.jitter_s)
+        return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
+                          budget=self.load_budget, director_rate=need,
+                          action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0)
+
+    def plan_start_delay(self, session_id: str, now: float, segment_s: float, lead_in_s: float = 0.0
+                         ) -> float | None:
+        """Seconds from a `direct` until its segment's playback may start without a stall, for the
+        group demanding now plus this director, on `1 - margin` of the engine's time (a director
+        admitted alone is planned within its objective); None without a calibrated cost model."""
+        if not self.cost.calibrated():
+            return None
+        world = directors = 0
+        for sid in self.tracker.sessions():
+            if sid != session_id and self.tracker.demanding(sid, now):
+                if self.tracker.mode(sid) == "world":
+                    world += 1
+                else:
+                    directors += 1
+        # planned on the budget, as admission plans: the margin absorbs what the model does not see
+        rate = director_rate(world, directors + 1, self.group_cost_rate(world + directors + 1), self.load_budget)
+        return start_delay(segment_s, self.cost.chunk_media_s, rate, self.jitter_s, lead_in_s)
+
+    def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
+        """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves
+        within objective by this model: the largest n whose group passes the never, load and risk
+        checks (0 when one does not fit alone or the model is not calibrated). With identical
+        sessions the risk check is a binomial tail: P(at least g - 1 of the n - 1 others demand),
+        g the smallest infeasible group."""
+        if not self.cost.calibrated():
+            return 0
+        model = self.group_model()
+        if not model.alone(mode)[0]:
+            return 0
+        duty = min(1.0, max(0.0, self.tracker.priors.prior(mode) if duty is None else duty))
+        tolerance = self.objectives.tolerance(mode)
+        own = (1, 0) if mode == "world" else (0, 1)
+        smallest_infeasible = next((g for g in range(2, limit + 1)
+                                    if not model.feasible(own[0] * g, own[1] * g)), limit + 1)
+        served = 0
+        for n in range(1, limit + 1):
+            total = n * duty
+            if total * self.cost.cost_rate(self.expected_batch(total)) > self.load_budget + 1e-12:
+                break
+            if _binomial_tail(n - 1, duty, smallest_infeasible - 1) > tolerance + 1e-12:
+                break
+            served = n
+        return served
 
     def release(self, session_id: str, now: float) -> list[str]:
         self.tracker.remove(session_id)
@@ -115,6 +192,8 @@ class PolicyBase(ABC):
                 "expected_batch": self.expected_batch(total), "sessions": len(self.tracker.sessions()),
                 "demanding": demanding, "objectives": self.objectives.to_json(),
                 "kv": self.kv.to_json() if self.kv else None, "priors": self.tracker.priors.to_json(),
+                "segment_s": self.segment_s, "director_required_rate": self.group_model().director_rate,
+                "serves": {"world": self.mode_capacity("world"), "director": self.mode_capacity("director")},
                 "duty_window_s": self.tracker.window_s, "decisions": dict(self.decisions),
                 "per_session": self.tracker.snapshot(now), "cost_model": self.cost.snapshot(self.max_batch)}
 
@@ -147,39 +226,55 @@ class DutyPolicy(PolicyBase):
         if not self.cost.calibrated():
             return self._decision(False, "uncalibrated", 0.0, retry_after_s=self._retry(self.retry_min_s),
                                   detail="the cost model is still calibrating; retry shortly")
+        model = self.group_model()
         prior = self.tracker.priors.prior(request.mode)
+        fits, need = model.alone(request.mode)
+        if not fits:
+            return self._decision(False, "never", need, detail=self._never_detail(request.mode, model, need))
         others_load, _ = self.load(now, exclude=request.session_id)
-        load, total = self.load(now, extra_duty=prior, exclude=request.session_id)
+        load, _ = self.load(now, extra_duty=prior, exclude=request.session_id)
         window = self.tracker.window_s
         if load > self.load_budget + 1e-12:
-            alone = prior * self.cost.cost_rate(1)
-            wait = window * (load - self.load_budget) / others_load if others_load > 0 else self.retry_max_s
+            wait = window * (load - self.load_budget) / others_load if others_load > 0 else window
             return self._decision(False, "load", load, retry_after_s=self._retry(wait),
-                                  detail=f"predicted GPU load {load:.3f} would exceed {self.load_budget:.3f} "
-                                  f"(1 - margin {self.margin}); a new {request.mode} session alone costs {alone:.3f}")
+                                  detail=f"predicted engine load {load:.3f} would exceed {self.load_budget:.3f} "
+                                  f"(1 - margin {self.margin}) with another {request.mode} session")
         others = [sid for sid in self.tracker.sessions() if sid != request.session_id]
-        duties = [self.tracker.duty(sid, now) for sid in others] + [prior]
-        tolerances = [self.objectives.tolerance(self.tracker.mode(sid)) for sid in others]
-        tolerances.append(self.objectives.tolerance(request.mode))
-        index, p_over, tolerance = worst_overload(duties, tolerances, self.overloaded)
+        group = [(self.tracker.mode(sid), self.tracker.duty(sid, now), self.objectives.tolerance(self.tracker.mode(sid)))
+                 for sid in others]
+        group.append((request.mode, prior, self.objectives.tolerance(request.mode)))
+        index, p_over, tolerance = worst_group_risk(group, model.feasible)
         if p_over > tolerance + 1e-12:
             who = "the new session" if index == len(others) else f"session {others[index]}"
+            miss = ("its frame deadlines" if group[index][0] == "world"
+                    else f"its {self.objectives.director_start_delay_p95_s:g} s start delay or play with a stall")
             wait = window * (p_over - tolerance) / p_over
             return self._decision(False, "burst", load, retry_after_s=self._retry(wait),
-                                  detail=f"{who} would find the GPU over {self.load_budget:.3f} with the others "
-                                  f"demanding at once {p_over:.1%} of the time (objective allows {tolerance:.1%})")
-        if request.mode == "director":
-            chunk = self.cost.predict_chunk(self.expected_batch(total), self.cost.steady_context())
-            share = max(0.05, 1.0 - others_load)
-            ttff = chunk / share
-            if ttff > self.objectives.director_ttff_p95_s:
-                allowed = 1.0 - chunk / self.objectives.director_ttff_p95_s
-                wait = window * (others_load - allowed) / others_load if others_load > 0 else self.retry_max_s
-                return self._decision(False, "ttff", load, retry_after_s=self._retry(wait),
-                                      detail=f"predicted time to first frame {ttff:.3f} s would exceed the "
-                                      f"objective {self.objectives.director_ttff_p95_s} s")
+                                  detail=f"{who} would miss {miss} with the others demanding at once "
+                                  f"{p_over:.1%} of the time (objective allows {tolerance:.1%})")
         if not self._kv_fits(request):
             return self._decision(False, "kv", load, retry_after_s=self._retry(self.kv_retry_s),
                                   detail="the KV budget (device plus host offload) cannot hold another session")
         self._register(request)
         return self._decision(True, "ok", load)
+
+    def _never_detail(self, mode: str, model: GroupModel, need: float) -> str:
+        head = f"this server cannot serve one {mode} session within objective"
+        if need > model.budget + 1e-12:
+            per = "media second" if mode == "world" else (
+                f"media second at the {model.director_rate:.2f}x real time a {self.objectives.director_start_delay_p95_s:g} s "
+                "start delay needs")
+            return (f"{head} (needs {need:.2f} s of engine time per {per}, has {model.budget:.2f}); "
+                    "waiting will not help")
+        a2p = model.chunk_media_s + model.chunk_seconds(1)
+        return (f"{head} (an input would show after {a2p:.2f} s, the objective is "
+                f"{model.action_to_photon_s:.2f} s); waiting will not help")
+
+
+def _binomial_tail(n: int, p: float, k: int) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    return sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k, n + 1))

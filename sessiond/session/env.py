@@ -28,3 +28,8 @@ class SessionEnv:
     persist: Callable[[str], None]  # the durable record changed
     reserve: Callable[[str, int], Awaitable[None]]  # (session_id, position): durable before frames below it leave
     metrics: Any
+    # director: (session id, segment seconds, lead-in seconds) -> seconds from `direct` until its
+    # playback may start without a stall, by admission's cost model; None: no model (then
+    # `director_ttff_s`). Lead-in: media generated before the segment's own frames
+    plan_start: Callable[[str, float, float], float | None] = lambda sid, seconds, lead_in: None
+    start_jitter_s: float = 0.1  # added to a start delay measured without a model

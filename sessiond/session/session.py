@@ -213,7 +213,7 @@ class Session:
         seg = self.segment
         if seg is None or seg.complete:
             return None
-        deadline = seg.started_at + self.env.director_ttff_s + seg.frames_generated / self.record.fps
+        deadline = seg.started_at + seg.delay_s + seg.frames_generated / self.record.fps  # its playback time
         return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
 
     def ops_pending_restore(self) -> bool:
@@ -251,7 +251,8 @@ class Session:
                 return
             if not seg.start_sent:
                 seg.start_sent = True
-                self.out.push_marker(start_marker(seg, self.out))
+                self.out.push_marker(start_marker(seg, self.out, self.env.frames_per_chunk,
+                                                  self.env.start_jitter_s))
         self.out.push_frames(chunk_index, frames, job.segment, job.action_seq)
 
     def on_job_done(self, job: ChunkJob) -> float | None:
@@ -273,7 +274,12 @@ class Session:
     def start_segment(self, re: int | None, seconds: float) -> Segment:
         self.record.segment += 1
         frames = max(1, round(seconds * self.record.fps))
-        self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic())
+        # a stream's first chunk may yield fewer frames (a causal decoder): plan a chunk of lead-in
+        lead_in = self.env.frames_per_chunk / self.record.fps if self.chunks_done == 0 else 0.0
+        planned = self.env.plan_start(self.id, frames / self.record.fps, lead_in)
+        delay = self.env.director_ttff_s if planned is None else planned
+        self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic(),
+                               delay_s=delay, planned=planned is not None)
         self.env.persist(self.id)
         return self.segment
 

@@ -67,8 +67,10 @@ def daemon_url(tiny_daemon: Served) -> str:
 @pytest.fixture(scope="session")
 def demo_daemon() -> Iterator[Served]:
     """The embedded default model (what `bash scripts/serve.sh` serves): its example prompts and
-    frames are what a newcomer sees. On this CPU it streams 10-17 frames/s, enough for short takes."""
-    with serve("demo") as served:
+    frames are what a newcomer sees. On this CPU it streams 10-17 frames/s, enough for short takes;
+    the default duty admission refuses a demo director here when the shared box is loaded (the
+    honest answer, tested elsewhere), so these page tests run the KV-pool policy explicitly."""
+    with serve("demo", "--policy", "kv") as served:
         yield served
 
 

@@ -128,7 +128,8 @@ def test_no_webrtc_library_info_lines_in_the_daemons_log_by_default(page: Page, 
 
 
 def test_a_full_server_is_explained_with_a_retry_that_works(page: Page) -> None:
-    with serve("tiny", "--max-sessions", "1", "--log-level", "info") as served:
+    # max_sessions is the KV-pool policy's limit: this test runs that policy explicitly
+    with serve("tiny", "--policy", "kv", "--max-sessions", "1", "--log-level", "info") as served:
         held = httpx.post(f"{served.url}/v1/sessions", json={"mode": "world"}).json()
         page.goto(f"{served.url}/world.html")
         error = page.locator("#error")
@@ -172,3 +173,32 @@ def test_an_error_retrying_cannot_fix_gets_no_retry_button(page: Page, daemon_ur
     assert shown["canRetry"] is False and shown["buttons"] == 0
     assert [line for line in shown["text"].splitlines() if line][:2] == ["The server refused a value sent by this page",
                                               "`fps` must be in [1, 240], got 0"]
+
+
+def test_a_refusal_that_can_never_succeed_has_no_retry_button_and_says_why(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    shown = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const show = (err, id) => {
+        const box = document.createElement("div");
+        box.id = id;
+        document.body.appendChild(box);
+        const described = s.describeError(err);
+        s.showError(box, described, () => {});
+        return { canRetry: described.canRetry, buttons: box.querySelectorAll("button").length, text: box.innerText };
+      };
+      const message = "this server cannot serve one world session within objective (needs 1.04 s of engine " +
+        "time per media second, has 0.85); waiting will not help";
+      return {
+        never: show(new s.ServerError("capacity", message, { status: 503 }), "never"),
+        later: show(new s.ServerError("capacity", "over capacity", { status: 503, retryAfterS: 12 }), "later"),
+      };
+    }""")
+    never, later = shown["never"], shown["later"]
+    assert never["canRetry"] is False and never["buttons"] == 0
+    lines = [line for line in never["text"].splitlines() if line]
+    assert lines[0] == "This server cannot serve this kind of session"
+    assert lines[1].startswith("this server cannot serve one world session within objective (needs 1.04 s")
+    assert lines[2].startswith("Retrying will not help: this server is too slow for it within its objectives.")
+    assert later["canRetry"] is True and later["buttons"] == 1
+    assert "Try again in 12 s." in later["text"]

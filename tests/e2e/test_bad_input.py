@@ -162,7 +162,7 @@ async def test_repeated_bad_messages_are_fatal_to_the_connection_only() -> None:
 
 
 def test_creating_over_capacity_is_503_with_retry_after() -> None:
-    with running_daemon(max_sessions=1) as d:
+    with running_daemon(max_sessions=1, policy="kv") as d:  # the KV pool policy's max_sessions
         first = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
         assert first.status_code == 201
         second = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})

@@ -100,7 +100,7 @@ async def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> N
     sent = next(line for line in metrics.text.splitlines() if line.startswith("sessiond_frames_sent_total"))
     assert float(sent.split()[1]) >= 24
     assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
-    assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "kv"
+    assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "duty"  # the default
     assert cap["store"] == {"kind": "memory", "healthy": True}
     assert cap["prompt_examples"] == []  # the tiny model names none (and the create response leaves them out)
     assert page.status_code == 200 and "<html" in page.text.lower()

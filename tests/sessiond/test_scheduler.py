@@ -170,3 +170,46 @@ def test_idle_sessions_are_offloaded_then_closed() -> None:
     assert s.state.label == "offloaded" and s.ops == [EngineOp(Op.OFFLOAD)]
     sched._check_idle(s.idle_since + 21)
     assert closed == ["idle"]
+
+
+def test_edf_orders_world_and_director_chunks_by_their_playback_deadlines() -> None:
+    # deadlines, all playback times: a director planned to start 0.2 s after its `direct` (0.2 s),
+    # a world viewer dry in 0.5 s (8 frames at 16 fps), a director planned at 1.2 s with 2 s of
+    # media already made (3.2 s), a world viewer dry in 1.0 s
+    now = time.monotonic()
+    soon = _attached("s_soon", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 0.2))
+    later = _attached("s_later", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 1.2))
+    w_half, w_one = _attached("s_w05"), _attached("s_w10")
+    soon.start_segment(re=1, seconds=5.0)
+    later.start_segment(re=2, seconds=5.0)
+    later.segment.frames_generated = 32
+    for world, frames in ((w_half, 8), (w_one, 16)):
+        world.clock.reanchor(now, 0)
+        _buffered(world, frames)
+    soon.segment.started_at = later.segment.started_at = now
+    sessions = {"s_later": later, "s_w10": w_one, "s_soon": soon, "s_w05": w_half}
+    ready = []
+    for sid in ("s_soon", "s_w05", "s_w10", "s_later"):
+        want = sessions[sid].demand(now + 0.4)  # every one ready to begin, none dry yet
+        assert want is not None
+        ready.append((sid, want[0]))
+    assert [sid for sid, _ in sorted(ready, key=lambda r: r[1])] == ["s_soon", "s_w05", "s_w10", "s_later"]
+    assert [round(d - now, 3) for _, d in ready] == [0.2, 0.5, 1.0, 3.2]
+    chosen, _ = _scheduler(FakeEngine(), sessions, max_batch=2)._pick(now + 0.4)
+    assert [s.id for s, _, _ in chosen] == ["s_soon", "s_w05"]
+
+
+def test_a_chunk_joins_the_batch_only_where_batching_helps() -> None:
+    def sched(cost: Any) -> Scheduler:
+        s = _scheduler(FakeEngine(), {}, max_batch=8)
+        s.chunk_cost = cost
+        return s
+
+    far = [100.0] * 6
+    assert sched(lambda b: 0.5 * b).batch_size(0.0, far) == 1  # no gain: one at a time
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, far) == 6  # a gain: all ready ones
+    assert sched(None).batch_size(0.0, far) == 6  # no cost model: as many as max_batch allows
+    # with a gain, but the earliest deadline (0.75 s) holds only up to a batch of 3 (0.7 s)
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.75, *far]) == 3
+    # a deadline lost already: batching for throughput
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, *far]) == 7

@@ -35,6 +35,11 @@ def test_each_policy_serves_the_same_trace_and_reports_a_row(tmp_path: Path) -> 
     assert rows["duty"]["admitted"] >= 1
     assert all(row["stale_frames_after_ack"] == 0 and row["failed"] == 0 for row in rows.values())
     assert (tmp_path / "compare.json").exists()
+    director = result["analytic_capacity"]["per_mode"]["director"]
+    assert director["sessions_in_trace"] == 3 and "world" not in result["analytic_capacity"]["per_mode"]
+    assert director["mean_load_bound"] >= director["at_risk"] >= 1 and director["all_at_once"] >= 1
+    assert rows["duty"]["stalls"] == 0 and rows["duty"]["start_delay_p95_ms"] is not None
+    assert any(line.startswith("analytic capacity, director at duty ") for line in said)
     assert sorted(p.name for p in (tmp_path / "duty").iterdir()) == ["admissions.png", "latency_cdf.png", "load.png",
                                                                      "report.json"]
-    assert "policy" in said[-1] and "in-obj" in said[-1]
+    assert any("policy" in line and "in-obj" in line and "stalls" in line for line in said)

@@ -111,7 +111,7 @@ def test_a_timeline_that_skips_is_a_pts_error() -> None:
 
 
 def _director() -> SessionMeter:
-    meter = SessionMeter("d", "director", Objectives(director_ttff_p95_s=1.0, director_rtf=1.0))
+    meter = SessionMeter("d", "director", Objectives(director_start_delay_p95_s=1.0))
     meter.create_sent(0.0)
     meter.admitted(0.05, FPS)
     meter.connected(0.05)
@@ -132,7 +132,9 @@ def test_a_director_segment_measures_ttff_and_completion_from_its_direct() -> No
     assert r.within_objective(meter.objectives) is True
 
 
-def test_a_segment_slower_than_its_media_time_is_late() -> None:
+def test_a_segment_slower_than_its_media_time_is_late_but_within_objective_without_a_stall() -> None:
+    # 1 s of media whose last frame arrives 1.35 s after the direct: late against its media time
+    # (a figure), but the frames come faster than they play, so the player never stalls
     meter = _director()
     meter.direct_sent(1, 1.0, 0.0)
     meter.segment_start(1, 1, 0.5)
@@ -140,7 +142,42 @@ def test_a_segment_slower_than_its_media_time_is_late() -> None:
     meter.segment_end(1, 1, "done", 1.5)
     meter.ended(2.0)
     assert meter.result.segments_late == 1
-    assert meter.result.within_objective(meter.objectives) is False
+    assert (meter.result.stalls, meter.result.start_delay_ms) == (0, pytest.approx([600.0]))
+    assert meter.result.within_objective(meter.objectives) is True
+
+
+def test_a_player_starting_at_once_stalls_where_one_honouring_the_advice_does_not() -> None:
+    # 32 frames (2 s of media) arriving in 4 chunks of 8, one chunk every 0.7 s (0.5 s of media
+    # each): slower than real time. Started at the first frame, the player waits for chunks 2, 3
+    # and 4 (0.2 s each); started 0.65 s later, as the server advised, it never waits
+    def play(advice_s: float | None) -> SessionMeter:
+        meter = _director()
+        meter.direct_sent(1, 2.0, 0.0)
+        meter.segment_start(1, 1, 0.3, 0, None if advice_s is None else 0.3 + advice_s)
+        for c in range(4):
+            _frames(meter, 8 * c, 8, 0.3 + 0.7 * c, segment=1, spacing=0.0)
+        meter.segment_end(1, 1, "done", 2.5)
+        meter.ended(3.0)
+        return meter
+
+    eager = play(None).result
+    assert (eager.stalls, eager.stall_s) == (3, pytest.approx(0.6))
+    assert eager.start_delay_ms == pytest.approx([300.0])
+    assert eager.within_objective(Objectives(director_start_delay_p95_s=1.0)) is False
+    patient = play(0.65).result
+    assert (patient.stalls, patient.stall_s) == (0, 0.0)
+    assert patient.start_delay_ms == pytest.approx([950.0])
+    assert patient.within_objective(Objectives(director_start_delay_p95_s=1.0)) is True
+    assert patient.within_objective(Objectives(director_start_delay_p95_s=0.8)) is False
+    assert patient.to_json(Objectives())["stalls"] == {"count": 0, "seconds": 0.0}
+
+
+def test_a_world_deadline_miss_is_a_stall_of_the_player() -> None:
+    meter = _meter(playout_ms=0.0)
+    _frames(meter, 0, 8, 0.0, spacing=0.0)  # anchored at 0: frame 8 is due at 0.5 s
+    meter.frame(8 * FRAME, 8, 0, -1, False, 0.75)
+    assert (meter.result.deadline_misses, meter.result.stalls) == (1, 1)
+    assert meter.result.stall_s == pytest.approx(0.25)
 
 
 def test_a_direction_that_never_got_a_frame_is_unanswered() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from engine.api import KVStats, ModelInfo
-from sessiond.admission import CostModel, FifoPolicy, KVPoolAdmission, build_admission
+from sessiond.admission import CostModel, DutyPolicy, FifoPolicy, KVPoolAdmission, build_admission
 from sessiond.config import ServeConfig
 from tests.sessiond.admission.factories import known_cost, model_info
 
@@ -39,9 +39,9 @@ class _Host:
         return known_cost(0.5)
 
 
-async def test_the_default_kv_policy_needs_no_profile() -> None:
+async def test_the_kv_policy_needs_no_profile() -> None:
     host = _Host()
-    runtime = await build_admission(ServeConfig(model="tiny"), host, CollectorRegistry(), lambda: _kv(6))
+    runtime = await build_admission(ServeConfig(model="tiny", policy="kv"), host, CollectorRegistry(), lambda: _kv(6))
     assert isinstance(runtime.policy, KVPoolAdmission) and runtime.measured is None
     assert (host.profiles, runtime.scheduling, runtime.refresh({})) == ([], "deadline", [])
 
@@ -56,3 +56,15 @@ async def test_a_cost_model_policy_is_profiled_within_the_pool_and_the_budget() 
     snapshot = runtime.policy.snapshot(0.0)
     assert (snapshot["policy"], snapshot["kv"]["device_bytes"], snapshot["kv"]["per_session_bytes"]) == (
         "fifo", 4000, 1000)
+
+
+async def test_duty_is_the_default_and_takes_the_configured_objectives() -> None:
+    host = _Host(slabs_free=6)
+    config = ServeConfig(model="tiny", objective_director_start_delay_p95_s=2.5, objective_world_miss_rate=0.02,
+                         admission_margin=0.2, default_segment_s=4.0)
+    runtime = await build_admission(config, host, CollectorRegistry(), lambda: None)
+    assert isinstance(runtime.policy, DutyPolicy) and runtime.measured is runtime.policy
+    assert host.profiles[0]["batches"] == (1, 2, 3)
+    policy = runtime.policy
+    assert (policy.objectives.director_start_delay_p95_s, policy.objectives.world_deadline_miss) == (2.5, 0.02)
+    assert (policy.margin, policy.segment_s) == (0.2, 4.0)

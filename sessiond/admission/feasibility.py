@@ -1,0 +1,126 @@
+"""Whether a group of sessions generating at the same moment can all meet their objectives, and
+the start delay a director's player needs. Pure arithmetic on a cost model's figures.
+
+A director segment of media length L generated at r media seconds per wall second (chunks of
+cm media seconds) plays without a stall when playback starts d after generation starts, with
+
+    d(r) = max(cm / r, cm + L (1/r - 1)) + jitter
+
+(the first chunk must be there when playback starts; when r < 1 the last chunk is the tightest:
+it is ready at L/r and plays at d + L - cm). Inverting it, a director meets a start-delay
+objective D when it is generated at least at ``required_rate = max(cm / (D - jitter),
+L / (L + D - jitter - cm))`` media seconds per wall second; a world session must be generated at
+1 (real time). Under earliest-deadline-first scheduling a group of w world sessions and m
+directors, each costing c GPU seconds per media second at the batch they share, is feasible when
+
+    (w + m x required_rate) x c <= budget       (budget = 1 - margin)
+
+EDF meets every deadline of a set whose demand fits the processor, so this is also the test of
+the schedule: the deadlines are the frames' playback times.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["GroupModel", "director_rate", "joint_demand", "required_rate", "start_delay", "worst_group_risk"]
+
+
+def start_delay(segment_s: float, chunk_media_s: float, rate: float, jitter_s: float = 0.0,
+                lead_in_s: float = 0.0) -> float:
+    """Seconds from the start of generation until playback may start without a stall, for a
+    segment generated at `rate` media seconds per wall second (inf when rate <= 0).
+    `lead_in_s`: media generated before the segment's own (a stream's first chunk that yields
+    fewer frames): every chunk is ready that much later, lead_in_s / rate."""
+    if rate <= 0:
+        return math.inf
+    first = min(chunk_media_s, segment_s)
+    return max(first / rate, first + segment_s * (1.0 / rate - 1.0)) + lead_in_s / rate + jitter_s
+
+
+def required_rate(segment_s: float, chunk_media_s: float, delay_s: float, jitter_s: float = 0.0) -> float:
+    """The slowest generation rate (media s per wall s) whose start delay stays within `delay_s`."""
+    room = delay_s - jitter_s
+    first = min(chunk_media_s, segment_s)
+    if room <= 0 or segment_s + room - first <= 0:
+        return math.inf
+    return max(first / room, segment_s / (segment_s + room - first))
+
+
+def director_rate(world: int, directors: int, cost_rate: float, capacity: float = 1.0) -> float:
+    """The rate one of `directors` directors gets under EDF when `world` world sessions take their
+    real-time share first and the directors share the rest equally (media s per wall s)."""
+    if directors <= 0:
+        raise ValueError("director_rate needs at least one director")
+    left = capacity - world * cost_rate
+    return math.inf if cost_rate <= 0 else max(0.0, left) / (directors * cost_rate)
+
+
+@dataclass(frozen=True)
+class GroupModel:
+    """What decides whether a group is feasible: the per-session cost at the batch a group of k
+    shares (`cost_rate(k)`), the budget, the directors' required rate, and the world
+    action-to-photon bound (an action waits up to one chunk, then the chunk is generated)."""
+
+    cost_rate: Callable[[int], float]
+    chunk_seconds: Callable[[int], float]  # GPU seconds of one step of a group of k (the chunk's wall time)
+    chunk_media_s: float
+    budget: float
+    director_rate: float
+    action_to_photon_s: float
+
+    def need(self, world: int, directors: int) -> float:
+        """GPU seconds per wall second the group needs to stay within objective."""
+        k = world + directors
+        return 0.0 if k == 0 else (world + directors * self.director_rate) * self.cost_rate(k)
+
+    def feasible(self, world: int, directors: int) -> bool:
+        k = world + directors
+        if k == 0:
+            return True
+        if self.need(world, directors) > self.budget + 1e-12:
+            return False
+        return world == 0 or self.chunk_media_s + self.chunk_seconds(k) <= self.action_to_photon_s + 1e-12
+
+    def alone(self, mode: str) -> tuple[bool, float]:
+        """(feasible, need) of one session of `mode` alone on the engine."""
+        world, directors = (1, 0) if mode == "world" else (0, 1)
+        return self.feasible(world, directors), self.need(world, directors)
+
+
+def joint_demand(others: Sequence[tuple[str, float]]) -> dict[tuple[int, int], float]:
+    """P(exactly w world sessions and m directors of `others` demand at once), each (mode, duty)
+    demanding independently with probability its duty (a two-type Poisson-binomial)."""
+    dist: dict[tuple[int, int], float] = {(0, 0): 1.0}
+    for mode, duty in others:
+        p = min(1.0, max(0.0, duty))
+        nxt: dict[tuple[int, int], float] = {}
+        for (w, m), mass in dist.items():
+            on = (w + 1, m) if mode == "world" else (w, m + 1)
+            nxt[(w, m)] = nxt.get((w, m), 0.0) + mass * (1.0 - p)
+            nxt[on] = nxt.get(on, 0.0) + mass * p
+        dist = nxt
+    return dist
+
+
+def worst_group_risk(sessions: Sequence[tuple[str, float, float]], feasible: Callable[[int, int], bool]
+                     ) -> tuple[int, float, float]:
+    """For sessions (mode, duty, tolerance): the one whose chance of finding itself, when it
+    demands, in an infeasible group most exceeds its tolerance, as (index, probability,
+    tolerance); (-1, 0.0, 1.0) with none. A session alone is never counted (whether one fits
+    alone is decided before admission)."""
+    worst = (-1, 0.0, 1.0)
+    cache: dict[tuple[str, tuple[tuple[str, float], ...]], float] = {}
+    for i, (mode, _, tolerance) in enumerate(sessions):
+        others = tuple(sorted((m, d) for j, (m, d, _) in enumerate(sessions) if j != i))
+        key = (mode, others)
+        if key not in cache:
+            own = (1, 0) if mode == "world" else (0, 1)
+            cache[key] = sum(mass for (w, m), mass in joint_demand(others).items()
+                             if w + m > 0 and not feasible(w + own[0], m + own[1]))
+        p = cache[key]
+        if worst[0] < 0 or p / max(tolerance, 1e-12) > worst[1] / max(worst[2], 1e-12):
+            worst = (i, p, tolerance)
+    return worst

@@ -1,0 +1,86 @@
+"""Capacity end to end (tiny engine): the objectives published in /v1/capacity, an honest refusal
+of a session that can never fit, and a live replay of directors generated slower than real time
+whose players, honouring `segment_start.start_after_ms`, never stall."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import httpx
+
+from engine.api import StepPlan, StepResult
+from loadtest.replay.report import build_report
+from loadtest.replay.runner import run_replay
+from sessiond.admission.decision import Objectives
+from sessiond.traces import Trace, TraceEvent, TraceHeader
+from tests.conftest import off_loop, running_daemon, tiny_engine
+
+
+def test_capacity_publishes_the_objectives_and_a_session_that_can_never_fit_gets_no_retry_after() -> None:
+    # an action-to-photon objective of 50 ms: no world session can meet it (a chunk alone is 0.5 s)
+    with running_daemon(objective_world_a2p_p95_ms=50.0, objective_director_start_delay_p95_s=2.0) as d:
+        cap = httpx.get(f"{d.url}/v1/capacity").json()
+        refused = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
+        director = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
+    objectives = cap["objectives"]
+    assert objectives["world"]["action_to_photon_p95_ms"]["max"] == 50.0
+    assert objectives["world"]["deadline_miss_rate"]["max"] == 0.01
+    assert objectives["director"]["start_delay_p95_s"] == {
+        "max": 2.0, "says": "playback of a segment may start within 2 s of its direction (p95)"}
+    assert objectives["director"]["stalls"]["max"] == 0
+    assert cap["admission"]["serves"]["world"] == 0 and cap["admission"]["serves"]["director"] >= 1
+    assert refused.status_code == 503 and "retry-after" not in refused.headers
+    body = refused.json()["error"]
+    assert body["code"] == "capacity" and "retry_after_s" not in body
+    assert body["message"].startswith("this server cannot serve one world session within objective (an input "
+                                      "would show after ")
+    assert body["message"].endswith("the objective is 0.05 s); waiting will not help")
+    assert director.status_code == 201
+
+
+class _SlowEngine:
+    """The real tiny engine, each engine call made `per_call_s` x its batch slower (and measured
+    so: the cost model sees the slow engine), so that a director is generated slower than real time."""
+
+    def __init__(self, engine: Any, per_call_s: float) -> None:
+        self._engine = engine
+        self._per_call_s = per_call_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def step(self, plan: StepPlan) -> StepResult:
+        result: StepResult = self._engine.step(plan)
+        extra = {phase: self._per_call_s * result.batch_sizes.get(phase, 1) for phase in result.seconds}
+        time.sleep(sum(extra.values()))
+        return dataclasses.replace(result, seconds={p: s + extra[p] for p, s in result.seconds.items()})
+
+
+def _one_director(segments: int, seconds: float) -> Trace:
+    events = [TraceEvent(0.0, "d", "create", {"mode": "director", "prompt": "boats at dawn"})]
+    events += [TraceEvent(0.5 + 4.0 * i, "d", "direct", {"prompt": "boats at dawn", "seconds": seconds})
+               for i in range(segments)]
+    events.append(TraceEvent(0.5 + 4.0 * segments, "d", "close", {}))
+    return Trace(TraceHeader("one-slow-director", "synthesized"), tuple(events))
+
+
+async def test_a_director_generated_slower_than_real_time_plays_without_a_stall_after_the_advice() -> None:
+    engine = tiny_engine()
+    steps = engine.info.denoise_steps + 2  # engine calls per chunk: denoise steps, cache, decode
+    chunk_media_s = engine.info.frames_per_chunk / engine.info.fps
+    slow = _SlowEngine(engine, 1.15 * chunk_media_s / steps)  # ~1.2 s of engine time per media second
+    # a 3 s start-delay objective: a director may be generated at 0.68x real time and still fit
+    async with off_loop(running_daemon(slow, max_batch=1, objective_director_start_delay_p95_s=3.0)) as d:
+        outcome = await run_replay(_one_director(3, 2.0), d.url, objectives=Objectives(director_start_delay_p95_s=3.0))
+    report = build_report(outcome)
+    session = report["per_session"][0]
+    assert session["status"] == "admitted" and session["segments"]["done"] == 3
+    # a 2 s segment's last chunk is ready ~2.4 s after its direct but plays ~0.5 + 1.5 s after it
+    # when started at the first frame: a player starting then would stall; this one waited (the
+    # first segment of the stream a chunk longer: its first chunk yields fewer frames)
+    assert report["stalls"] == {"count": 0, "seconds": 0.0}
+    assert report["start_delay_ms"]["p50"] > report["ttff_ms"]["p50"] + 200
+    assert report["start_delay_ms"]["p95"] <= 3000
+    assert report["sessions"]["within_objective"] == 1

@@ -1,0 +1,89 @@
+"""Feasibility of a group under EDF, the start delay a director's player needs, and how often a
+demanding session finds itself in a group the schedule cannot serve."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sessiond.admission.feasibility import (
+    GroupModel,
+    director_rate,
+    joint_demand,
+    required_rate,
+    start_delay,
+    worst_group_risk,
+)
+
+
+def test_the_numbers_demanding_at_once_are_a_two_type_poisson_binomial() -> None:
+    assert joint_demand([("director", 0.5), ("director", 0.5)]) == {(0, 0): 0.25, (0, 1): 0.5, (0, 2): 0.25}
+    dist = joint_demand([("world", 1.0), ("director", 0.0), ("director", 0.25)])
+    assert dist == {(0, 0): 0.0, (1, 0): 0.75, (0, 1): 0.0, (1, 1): 0.25, (0, 2): 0.0, (1, 2): 0.0}
+    assert joint_demand([]) == {(0, 0): 1.0}
+
+
+def test_a_group_counts_the_session_itself_and_never_a_session_alone() -> None:
+    # groups of 3 or more are infeasible; two others at 0.5: both demanding with it 25% of the time
+    three = worst_group_risk([("director", 0.5, 0.05)] * 3, lambda w, m: w + m < 3)
+    assert three[1] == 0.25
+    two = worst_group_risk([("director", 0.5, 0.05)] * 3, lambda w, m: w + m < 2)
+    assert two[1] == 0.75
+    assert worst_group_risk([("director", 1.0, 0.05)], lambda w, m: False) == (0, 0.0, 0.05)
+
+
+def test_the_worst_session_is_the_one_furthest_over_its_tolerance() -> None:
+    group = [("world", 1.0, 0.01), ("director", 0.3, 0.05), ("director", 0.3, 0.05)]
+    index, p, tolerance = worst_group_risk(group, lambda w, m: w + m < 3)
+    assert index == 0  # the world session: both directors at once 9% of the time, tolerance 1%
+    assert p == pytest.approx(0.09)
+    assert tolerance == 0.01
+    assert worst_group_risk([], lambda w, m: True) == (-1, 0.0, 1.0)
+
+
+def test_the_start_delay_covers_the_first_chunk_or_the_last_one() -> None:
+    # 5 s segments in 0.5 s chunks. Faster than real time: the first chunk decides (0.5 / 2)
+    assert start_delay(5.0, 0.5, 2.0) == 0.25
+    # at 0.8x: the last chunk is ready at 5 / 0.8 = 6.25 s and plays at d + 4.5 -> d = 1.75
+    assert start_delay(5.0, 0.5, 0.8) == pytest.approx(1.75)
+    assert start_delay(5.0, 0.5, 0.8, jitter_s=0.1) == pytest.approx(1.85)
+    assert start_delay(5.0, 0.5, 0.0) == math.inf
+    # a stream's short first chunk: half a second of lead-in at 0.8x makes every chunk 0.625 s later
+    assert start_delay(5.0, 0.5, 0.8, lead_in_s=0.5) == pytest.approx(1.75 + 0.625)
+
+
+def test_the_required_rate_inverts_the_start_delay() -> None:
+    rate = required_rate(5.0, 0.5, 1.5, jitter_s=0.1)
+    assert rate == pytest.approx(5.0 / 5.9)
+    assert start_delay(5.0, 0.5, rate, jitter_s=0.1) == pytest.approx(1.5)
+    assert required_rate(5.0, 0.5, 0.1, jitter_s=0.1) == math.inf  # no room left at all
+
+
+def test_directors_share_what_world_sessions_leave() -> None:
+    # two world sessions at 0.3 each take 0.6; two directors share 0.4 at 0.3 each: 0.4 / 0.6
+    assert director_rate(2, 2, 0.3) == pytest.approx(0.4 / 0.6)
+    assert director_rate(4, 1, 0.3) == 0.0
+
+
+def _model(cost: float, *, budget: float = 0.85, director: float = 0.8, a2p: float = 10.0) -> GroupModel:
+    return GroupModel(cost_rate=lambda k: cost, chunk_seconds=lambda k: cost * k, chunk_media_s=1.0,
+                      budget=budget, director_rate=director, action_to_photon_s=a2p)
+
+
+def test_a_group_is_feasible_exactly_up_to_the_budget() -> None:
+    model = _model(0.25, budget=0.85, director=0.8)
+    assert model.need(1, 2) == pytest.approx(0.25 * (1 + 1.6))  # 0.65
+    assert model.feasible(1, 2)
+    assert model.need(1, 3) == pytest.approx(0.85)
+    assert model.feasible(1, 3)  # exactly at the budget
+    assert not model.feasible(2, 3)  # 0.25 x (2 + 2.4) = 1.1
+    assert model.alone("world") == (True, 0.25)
+
+
+def test_world_groups_also_keep_action_to_photon_within_its_bound() -> None:
+    # an input waits up to a chunk (1 s) and the step of k sessions takes 0.25 k: 1 + 0.5 <= 1.5
+    model = _model(0.25, a2p=1.5)
+    assert model.feasible(2, 0)
+    assert not model.feasible(3, 0)  # 1 + 0.75 > 1.5
+    assert model.feasible(0, 3)  # directors are not bound by it
