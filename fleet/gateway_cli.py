@@ -25,6 +25,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-asks", type=int, default=8, help="workers asked per create before refusing")
     p.add_argument("--sweep-s", type=float, default=1.0,
                    help="seconds between failover sweeps (sessions of dead workers are re-placed)")
+    p.add_argument("--orphan-scan-s", type=float, default=30.0,
+                   help="seconds between scans for sessions bound to workers with no live record (also at start)")
+    p.add_argument("--proxy", action="store_true",
+                   help="carry WebSocket media and WebRTC offers through the gateway (one origin for clients); "
+                   "create responses then name the gateway's URLs")
+    p.add_argument("--public-url", default=None,
+                   help="--proxy: the base URL clients reach this gateway at (default: the Host of each request), "
+                   "e.g. https://play.example.com behind a TLS proxy")
     p.add_argument("--web-dir", default=None)
 
 
@@ -39,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     runtime = RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
                             etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
     config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks,
-                           sweep_s=args.sweep_s)
+                           sweep_s=args.sweep_s, orphan_scan_s=args.orphan_scan_s, proxy=args.proxy,
+                           public_url=args.public_url)
     import uvicorn
 
     uvicorn.run(create_gateway_app(config), host=args.host, port=args.port, log_level="warning")
