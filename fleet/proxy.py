@@ -48,10 +48,11 @@ def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 async def refuse_socket(ws: WebSocket, exc: ProtocolError) -> None:
-    """Refuse a connection as a daemon does: an `error` (fatal), then close 4000 + the HTTP status."""
+    """Refuse a connection as a daemon does: an `error` (fatal), then close 4000 + the HTTP status
+    (the message's start as the close reason: a close frame holds 123 bytes)."""
     with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
         await ws.send_bytes(encode(Error(code=exc.code.value, message=exc.message, fatal=True)))
-        await ws.close(ws_close_code_for(exc.code))
+        await ws.close(ws_close_code_for(exc.code), exc.message.encode()[:120].decode(errors="ignore"))
 
 
 async def _to_worker(ws: WebSocket, upstream: ClientConnection) -> int:

@@ -47,10 +47,10 @@ class Fleet:
             "--redis-url", self.redis_url, *self.discovery(), "--rpc-host", "127.0.0.1",
             "--worker-key", key, "--log-level", "warning", "--checkpoint-s", "0.5", *extra)
 
-    def start_gateway(self) -> str:
+    def start_gateway(self, *extra: str) -> str:
         port = find_free_port()
         proc = self.processes.start("-m", "sessiond.cli", "gateway", "--port", str(port), "--redis", self.redis_url,
-                                    *self.discovery(), "--rpc-host", "127.0.0.1")
+                                    *self.discovery(), "--rpc-host", "127.0.0.1", *extra)
         url = f"http://127.0.0.1:{port}"
         self.gateways.append((proc, url))
         return url
