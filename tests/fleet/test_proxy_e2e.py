@@ -2,15 +2,16 @@
 model, CPU), one `sessiond gateway --proxy`, a real redis-server and Dynamo file discovery. Create
 and status name the gateway's URLs; raw and fMP4 WebSocket media and a WebRTC offer go through the
 gateway to the bound worker; a SIGKILLed worker's proxied viewer is closed with 4503, reconnects
-through the gateway and lands on the new worker; a drained worker's `moved` names the gateway (on
-the WebSocket and on WebRTC's control channel) and the viewers following it land on another
-worker, pts going on."""
+through the gateway and lands on the new worker; a worker drained by `sessiond drain` sends `moved` naming the
+gateway (on the WebSocket and on WebRTC's control channel), the viewers following it land on
+another worker, pts going on, and the command prints where each session went."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import signal
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,10 +126,13 @@ async def test_media_through_the_gateway_follows_failover_and_drain(fleet: Fleet
             await rtc.accept(answer.json()["sdp"], "answer")
             assert (await rtc.next_message(FramesInfo, 30)).idx == 0
 
-            # drain that worker: `moved` names the gateway on both; the raw viewer follows it there
+            # `sessiond drain` that worker: `moved` names the gateway on both; the raw viewer follows it there
             reading = asyncio.create_task(_until_moved(stream))
             await asyncio.sleep(0.3)
-            fleet.workers[draining].send_signal(signal.SIGTERM)
+            drain = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "sessiond.cli", "drain", "--redis-url", fleet.redis_url, "--worker", draining,
+                *fleet.discovery(), "--rpc-host", "127.0.0.1", "--wait-s", "30", env=fleet.processes.env,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
             moved = await rtc.next_message(Moved, 30)
             assert (moved.ws_url, moved.webrtc_url) == (made["ws_url"], made["webrtc_url"])
             await asyncio.wait_for(reading, 40)
@@ -137,6 +141,15 @@ async def test_media_through_the_gateway_follows_failover_and_drain(fleet: Fleet
             final = (await bindings(fleet.redis_url, [stream.sid]))[stream.sid]
             assert final is not None and final.worker not in (doomed, draining) and final.epoch == 3
             assert await asyncio.to_thread(fleet.workers[draining].wait, 30) == 0
+            said = (await drain.communicate())[0].decode()
+            assert drain.returncode == 0, said
+            assert said.splitlines()[0] == f"draining {draining}: 2 sessions to move"
+            assert f"{stream.sid} -> {final.worker}" in said and said.splitlines()[-1] == f"{draining} has left the fleet"
+            gone = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "sessiond.cli", "drain", "--redis-url", fleet.redis_url, "--worker", draining,
+                *fleet.discovery(), env=fleet.processes.env, stderr=asyncio.subprocess.PIPE)
+            assert await gone.wait() == 2
+            assert f"no live worker '{draining}'" in (await gone.stderr.read()).decode()  # type: ignore[union-attr]
         finally:
             await rtc.close()
             await raw.aclose()
