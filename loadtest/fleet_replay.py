@@ -140,11 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=3)
     p.add_argument("--speed", type=float, default=1.0)
     p.add_argument("--target", type=float, default=0.9, help="the fleet's share of workers x one worker's count")
-    p.add_argument("serve_args", nargs=argparse.REMAINDER,
-                   help=f"-- then every worker's `sessiond serve` options (default: {' '.join(DEFAULT_SERVE)})")
-    args = p.parse_args(argv)
+    p.epilog = f"Options after `--` go to every worker's `sessiond serve` (default: {' '.join(DEFAULT_SERVE)})."
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = p.parse_args(argv[:cut])
     args.argv = argv
-    serve = [a for a in args.serve_args if a != "--"] or list(DEFAULT_SERVE)
+    serve = argv[cut + 1:] or list(DEFAULT_SERVE)
     if args.workers < 2:
         p.error(f"--workers must be at least 2 (the fleet is compared with one worker), got {args.workers}")
     trace = load_trace(args.trace)
