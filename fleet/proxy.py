@@ -22,6 +22,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from fleet.errors import WorkerUnreachable
 from protocols.codec import encode
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import ws_close_code_for
@@ -116,7 +117,6 @@ async def forward_offer(http: httpx.AsyncClient, webrtc_url: str, body: bytes,
     """POST a WebRTC offer to the worker's signalling endpoint; its answer (or refusal) as it was."""
     try:
         reply = await http.post(webrtc_url, content=body, headers=_forwarded(headers))
-    except httpx.HTTPError as exc:
-        raise ProtocolError(ErrorCode.STORE_UNAVAILABLE, f"the session's worker did not answer ({exc!r}); "
-                            "retry shortly") from exc
+    except httpx.HTTPError as exc:  # the gateway answers 503 store_unavailable with Retry-After
+        raise WorkerUnreachable(f"the session's worker did not answer the offer ({exc!r}); retry shortly") from exc
     return Signalled(reply.status_code, reply.content, reply.headers.get("content-type", "application/json"))
