@@ -13,18 +13,13 @@ import argparse
 import asyncio
 import dataclasses
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from fleet.local import LocalFleet, cpu_seconds, local_fleet
+from fleet.local import LocalFleet, cpu_seconds, local_fleet, provenance
 from fleet.urls import media_urls
 from protocols.client import SessionClient
 from protocols.messages import Frame, Media
@@ -151,22 +146,6 @@ async def _measure(fleet: LocalFleet, media: str, streams: int, seconds: float, 
         added_latency_ms=round(statistics.median(proxied) - statistics.median(direct), 3))
 
 
-def _provenance(argv: list[str]) -> dict[str, Any]:
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10,
-                                  cwd=Path(__file__).resolve().parents[1]).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                      if line.startswith("model name")), platform.processor())
-    return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "cpu": cpu_model, "cpu_count": os.cpu_count(),
-            "load_avg_at_start": os.getloadavg(), "python": platform.python_version(),
-            "command": "python -m fleet.bench_proxy " + " ".join(argv)}
-
-
 async def _run(args: argparse.Namespace) -> list[MediaResult]:
     with local_fleet(Path(args.logs) if args.logs else None) as fleet:
         fleet.start_worker("bench/cpu-0", "--model", args.model, "--device", "cpu", "--max-sessions",
@@ -207,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     results = asyncio.run(_run(args))
     if args.json:
-        report = {"provenance": _provenance(argv), "idle_cpu_ms_per_s": args.idle_cpu_ms_per_s,
+        report = {"provenance": provenance("python -m fleet.bench_proxy " + " ".join(argv)), "idle_cpu_ms_per_s": args.idle_cpu_ms_per_s,
                   "worker": {"model": args.model, "cpu_threads": args.cpu_threads},
                   "results": [asdict(r) for r in results]}
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -14,11 +15,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-__all__ = ["LocalFleet", "cpu_seconds", "free_port", "local_fleet"]
+__all__ = ["LocalFleet", "cpu_seconds", "free_port", "local_fleet", "provenance"]
 
 _ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +36,21 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds a process has used so far (Linux /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def provenance(command: str) -> dict[str, Any]:
+    """Where a benchmark ran: commit (and whether tracked files differed), date, CPU, load, command."""
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=_ROOT).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    cpu_model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), platform.processor())
+    return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "cpu": cpu_model, "cpu_count": os.cpu_count(),
+            "load_avg_at_start": os.getloadavg(), "python": platform.python_version(), "command": command}
 
 
 @dataclass

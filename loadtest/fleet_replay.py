@@ -12,18 +12,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from fleet.local import local_fleet
+from fleet.local import local_fleet, provenance
 from loadtest.replay.plots import write_plots
 from loadtest.replay.report import build_report, format_table
 from loadtest.replay.runner import run_replay
@@ -79,7 +75,7 @@ async def _run(args: argparse.Namespace, trace: Trace, serve: list[str], out: Pa
             sampler.cancel()
     s_within, f_within = single["sessions"]["within_objective"], many["sessions"]["within_objective"]
     ratio = ratio_of(s_within, f_within, args.workers)
-    return {"provenance": _provenance(args.argv), "trace": args.trace, "serve_args": serve, "workers": args.workers,
+    return {"provenance": provenance("python -m loadtest.fleet_replay " + " ".join(args.argv)), "trace": args.trace, "serve_args": serve, "workers": args.workers,
             "single": {k: single["sessions"][k] for k in ("total", "admitted", "rejected", "within_objective")},
             "fleet": {k: many["sessions"][k] for k in ("total", "admitted", "rejected", "within_objective")},
             "fleet_peak_sessions_per_worker": peaks,
@@ -117,19 +113,6 @@ def _plot(summary: dict[str, Any], path: Path) -> None:
     ax.legend(loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-
-
-def _provenance(argv: list[str]) -> dict[str, Any]:
-    def git(*a: str) -> str:
-        try:
-            return subprocess.run(["git", *a], capture_output=True, text=True, timeout=10).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    return {"git_commit": git("rev-parse", "HEAD"), "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "date_utc": datetime.now(UTC).isoformat(timespec="seconds"), "cpu_count": os.cpu_count(),
-            "load_avg_at_start": os.getloadavg(), "python": platform.python_version(),
-            "command": "python -m loadtest.fleet_replay " + " ".join(argv)}
 
 
 def main(argv: list[str] | None = None) -> int:
