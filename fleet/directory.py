@@ -74,6 +74,7 @@ class SessionDirectory(Protocol):
     async def release(self, binding: Binding) -> None: ...
     async def lookup(self, session_id: str) -> Binding | None: ...
     async def owned_by(self, worker: str) -> list[str]: ...
+    async def owners(self) -> list[str]: ...
     async def publish(self, capacity: WorkerCapacity) -> None: ...
     async def withdraw(self, worker: str) -> None: ...
     async def workers(self) -> list[WorkerCapacity]: ...
@@ -166,6 +167,15 @@ class RedisDirectory:
     async def owned_by(self, worker: str) -> list[str]:
         members = await self._call("owned_by", self._r.smembers(self._owned(worker)))
         return sorted(_text(m) for m in members)
+
+    async def owners(self) -> list[str]:
+        """Every worker that owns at least one session (an empty owned set is no key), live or not."""
+        keys = await self._call("owners", self._scan(f"{self._p}:owned:*"))
+        cut = len(f"{self._p}:owned:")
+        return sorted(k[cut:] for k in keys)
+
+    async def _scan(self, pattern: str) -> list[str]:
+        return [_text(k) async for k in self._r.scan_iter(match=pattern, count=1000)]
 
     async def publish(self, capacity: WorkerCapacity) -> None:
         """Publish a worker's capacity record; it expires `ttl_s` after the last publish."""

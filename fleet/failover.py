@@ -1,7 +1,11 @@
 """Failover: a worker whose capacity record expired is dead; each session it owned is re-placed on
 a live worker (which resumes it from its durable record and continuation snapshot) under the
 epoch fence. Any number of gateways may sweep at once: for each session one re-placement wins the
-fence and the others abandon their duplicate."""
+fence and the others abandon their duplicate.
+
+A worker that died before this monitor started (or before it first saw the worker's record) has
+no record to expire: every `orphan_scan_every` sweeps, starting with the first, the monitor also
+asks the directory which workers own sessions and treats those without a live record as dead."""
 
 from __future__ import annotations
 
@@ -30,8 +34,13 @@ class SweepReport:
 class FailoverMonitor:
     """Watches the capacity records through a placer's view and re-places the dead workers' sessions."""
 
-    def __init__(self, directory: SessionDirectory, placement: Placement, resume: Resume, abandon: Abandon) -> None:
+    def __init__(self, directory: SessionDirectory, placement: Placement, resume: Resume, abandon: Abandon,
+                 orphan_scan_every: int = 30) -> None:
+        if orphan_scan_every < 1:
+            raise ValueError(f"orphan_scan_every must be >= 1 sweep, got {orphan_scan_every}")
         self.directory = directory
+        self.orphan_scan_every = orphan_scan_every
+        self.sweeps = 0
         self.placement = placement
         self._resume = resume
         self._abandon = abandon
@@ -42,7 +51,9 @@ class FailoverMonitor:
         """One pass: notice workers that vanished since the last pass and move what they owned."""
         self.placement.invalidate()
         live = {w.worker for w in await self.placement.view()}
-        report = SweepReport(dead=sorted((self.known - live) | (self.pending - live)))
+        orphaned = set(await self.directory.owners()) - live if self.sweeps % self.orphan_scan_every == 0 else set()
+        self.sweeps += 1
+        report = SweepReport(dead=sorted((self.known - live) | (self.pending - live) | orphaned))
         self.known = live
         self.pending = set()
         for dead in report.dead:

@@ -1,8 +1,11 @@
 """The gateway: the public HTTP API of a single daemon in front of a fleet. A create is placed
 (workers by headroom, each one's admission asked, the first that admits bound in the directory)
-and answered with that worker's media URLs: media does not flow through the gateway. Status and
-delete go to the session's bound worker. The gateway holds no session state: any number of them
-can serve one directory."""
+and answered with that worker's media URLs: by default media does not flow through the gateway.
+With `proxy` (single-origin deployments) the answer names the gateway's own URLs instead, the
+binding records that origin (a draining worker's `moved` names it too), and the gateway relays
+each session's WebSocket and WebRTC offer to whichever worker the session is bound to when the
+client connects (`fleet.proxy`). Status and delete go to the session's bound worker. The gateway
+holds no session state: any number of them can serve one directory."""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
+from starlette.websockets import WebSocket
 
 from fleet.control import reply_error, to_admission
 from fleet.directory import RedisDirectory, SessionDirectory
@@ -27,7 +32,9 @@ from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
 from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
+from fleet.proxy import forward_offer, refuse_socket, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
+from fleet.urls import ORIGIN_FIELD, media_urls
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
 
@@ -50,6 +57,9 @@ class GatewayConfig:
     directory_prefix: str = "fleet"
     max_prompt_chars: int = 2000
     sweep_s: float = 1.0  # failover: seconds between sweeps for dead workers (0: no sweeps)
+    orphan_scan_s: float = 30.0  # failover: seconds between scans for sessions of workers no record names
+    proxy: bool = False  # relay media (WebSocket, WebRTC offers) through the gateway: one origin for clients
+    public_url: str | None = None  # proxy: the base URL clients reach the gateway at (default: the request's)
 
 
 class WorkerCalls(Protocol):
@@ -84,7 +94,12 @@ class Gateway:
         self.calls = calls
         self.placement = Placement(directory, max_asks=config.max_asks)
 
-    async def create(self, req: CreateSessionRequest) -> dict[str, Any]:
+    def origin(self, request_base: str) -> str:
+        """The base URL proxied media URLs are built on: --public-url, else the one the request came to."""
+        return (self.config.public_url or request_base).rstrip("/")
+
+    async def create(self, req: CreateSessionRequest, request_base: str = "") -> dict[str, Any]:
+        """Place the session; the worker's create response, with the gateway's media URLs in proxy mode."""
         async def ask(worker: WorkerCapacity) -> Admitted | Refusal:
             return to_admission(worker.worker, await self.calls.call(worker, {"op": "create", "request": req.to_json()}))
 
@@ -92,7 +107,11 @@ class Gateway:
             placed = await self.placement.place(req.mode, ask)
         except NoWorkerAdmits as exc:
             raise Refused(ErrorCode.CAPACITY, str(exc), exc.retry_after_s) from exc
-        return placed.response
+        if not self.config.proxy:
+            return placed.response
+        origin = self.origin(request_base)
+        await self.directory.fenced_set(placed.binding, {ORIGIN_FIELD: origin})
+        return {**placed.response, **media_urls(origin, placed.binding.session_id)}
 
     async def _bound(self, session_id: str) -> tuple[Binding, WorkerCapacity]:
         binding = await self.directory.lookup(session_id)
@@ -118,15 +137,24 @@ class Gateway:
             raise error
         return binding, reply
 
-    async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
+    async def status(self, session_id: str, token: str | None, request_base: str = "") -> dict[str, Any]:
         """The bound worker's status of the session, with where to connect to it now (extension
-        fields `ws_url`, `webrtc_url`: they change when the session moves)."""
+        fields `ws_url`, `webrtc_url`: they change when the session moves; in proxy mode they are
+        the gateway's)."""
         binding, reply = await self._forward(session_id, {"op": "status", "token": token})
-        worker = {w.worker: w for w in await self.placement.view()}.get(binding.worker)
         status = dict(reply["status"])
+        if self.config.proxy:
+            status.update(media_urls(self.origin(request_base), session_id))
+            return status
+        worker = {w.worker: w for w in await self.placement.view()}.get(binding.worker)
         if worker is not None:
             status.update(media_urls(worker.base_url, session_id))
         return status
+
+    async def worker_of(self, session_id: str) -> WorkerCapacity:
+        """The live worker the session is bound to now (proxy mode connects there)."""
+        _, worker = await self._bound(session_id)
+        return worker
 
     async def resume_on(self, worker: WorkerCapacity, session_id: str) -> Admitted | Refusal:
         return to_admission(worker.worker, await self.calls.call(worker, {"op": "resume", "session_id": session_id}))
@@ -136,8 +164,10 @@ class Gateway:
 
     def failover(self) -> FailoverMonitor:
         """A monitor that re-places the sessions of workers whose capacity records expired."""
+        every = max(1, round(self.config.orphan_scan_s / self.config.sweep_s)) if self.config.sweep_s > 0 else 1
         return FailoverMonitor(self.directory, Placement(self.directory, max_asks=self.config.max_asks,
-                                                         view_ttl_s=0.0), self.resume_on, self.abandon_on)
+                                                         view_ttl_s=0.0), self.resume_on, self.abandon_on,
+                               orphan_scan_every=every)
 
     async def close(self, session_id: str, token: str | None) -> None:
         binding, _ = await self._forward(session_id, {"op": "close", "token": token})
@@ -152,13 +182,6 @@ class Gateway:
                            "draining": sum(w.draining for w in workers),
                            "kv_free_sessions": sum(w.kv_free_sessions for w in workers),
                            "headroom": {m: sum(max(0.0, w.headroom.get(m, 0.0)) for w in workers) for m in modes}}}
-
-
-def media_urls(base_url: str, session_id: str) -> dict[str, str]:
-    """A session's WebSocket and WebRTC URLs on the worker at `base_url`."""
-    base = base_url.rstrip("/")
-    ws_base = "ws" + base[4:] if base.startswith("http") else base
-    return {"ws_url": f"{ws_base}/v1/sessions/{session_id}/ws", "webrtc_url": f"{base}/v1/sessions/{session_id}/webrtc"}
 
 
 async def sweep_forever(monitor: FailoverMonitor, every_s: float) -> None:
@@ -213,7 +236,11 @@ async def _create(request: Request) -> Response:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the body is not JSON: {exc}") from exc
     req = CreateSessionRequest.from_json(obj, max_prompt_chars=gateway.config.max_prompt_chars)
-    return JSONResponse(await gateway.create(req), status_code=201)
+    return JSONResponse(await gateway.create(req, _request_base(request)), status_code=201)
+
+
+def _request_base(request: Request) -> str:
+    return f"{request.url.scheme}://{request.headers.get('host') or request.url.netloc}"
 
 
 async def create(request: Request) -> Response:
@@ -222,7 +249,8 @@ async def create(request: Request) -> Response:
 
 async def status(request: Request) -> Response:
     async def work() -> Response:
-        return JSONResponse(await _gateway(request).status(request.path_params["sid"], _token(request)))
+        return JSONResponse(await _gateway(request).status(request.path_params["sid"], _token(request),
+                                                           _request_base(request)))
     return await _answer(work())
 
 
@@ -236,6 +264,39 @@ async def delete(request: Request) -> Response:
 async def capacity(request: Request) -> Response:
     async def work() -> Response:
         return JSONResponse(await _gateway(request).capacity())
+    return await _answer(work())
+
+
+async def proxy_socket(ws: WebSocket) -> None:
+    """Proxy mode: the session's WebSocket, relayed to the worker it is bound to now."""
+    gateway: Gateway = ws.app.state.gateway
+    sid = ws.path_params["sid"]
+    try:
+        worker = await gateway.worker_of(sid)
+    except ProtocolError as exc:
+        await ws.accept()
+        await refuse_socket(ws, exc)
+        return
+    except FleetError as exc:
+        await ws.accept()
+        await refuse_socket(ws, Refused(ErrorCode.STORE_UNAVAILABLE, str(exc), _MOVING_RETRY_S))
+        return
+    upstream = media_urls(worker.base_url, sid)["ws_url"] + (f"?{ws.url.query}" if ws.url.query else "")
+    await relay_socket(ws, upstream, gateway.config.call_timeout_s)
+
+
+async def proxy_webrtc(request: Request) -> Response:
+    """Proxy mode: the session's WebRTC offer, answered by the worker it is bound to now."""
+    async def work() -> Response:
+        gateway = _gateway(request)
+        sid = request.path_params["sid"]
+        worker = await gateway.worker_of(sid)
+        body = await request.body()
+        if len(body) > _MAX_BODY:
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
+        answer = await forward_offer(request.app.state.http, media_urls(worker.base_url, sid)["webrtc_url"], body,
+                                     request.headers)
+        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
     return await _answer(work())
 
 
@@ -266,6 +327,7 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
             runtime = open_runtime(config.runtime)
             c = RuntimeCalls(await ControlClient.open(runtime, config.runtime, config.call_timeout_s))
         gateway = app.state.gateway = Gateway(config, d, c)
+        app.state.http = httpx.AsyncClient(timeout=config.call_timeout_s, trust_env=False)
         sweeper = asyncio.create_task(sweep_forever(gateway.failover(), config.sweep_s)) if config.sweep_s > 0 else None
         try:
             yield
@@ -274,13 +336,19 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
                 sweeper.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await sweeper
+            await app.state.http.aclose()
             if runtime is not None:
                 runtime.shutdown()
             if isinstance(d, RedisDirectory) and directory is None:
                 await d.close()
 
     static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
-    routes: list[Route | Mount] = [
+    proxied: list[Route | WebSocketRoute] = [
+        WebSocketRoute("/v1/sessions/{sid}/ws", proxy_socket),
+        Route("/v1/sessions/{sid}/webrtc", proxy_webrtc, methods=["POST"]),
+    ] if config.proxy else []
+    routes: list[Route | WebSocketRoute | Mount] = [
+        *proxied,
         Route("/v1/sessions", create, methods=["POST"]),
         Route("/v1/sessions/{sid}", status, methods=["GET"]),
         Route("/v1/sessions/{sid}", delete, methods=["DELETE"]),

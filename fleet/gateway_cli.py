@@ -9,12 +9,11 @@ import logging
 from fleet.gateway import GatewayConfig, create_gateway_app
 from fleet.runtime import RuntimeConfig
 
-__all__ = ["add_arguments", "build_parser", "main", "run"]
+__all__ = ["add_arguments", "add_fleet_arguments", "build_parser", "main", "run", "runtime_of"]
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8080)
+def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
+    """How a fleet client (a gateway, `sessiond drain`) finds the directory and the workers."""
     p.add_argument("--redis", "--redis-url", dest="redis", required=True,
                    help="the session directory, e.g. redis://10.0.0.2:6379/0")
     p.add_argument("--discovery", choices=("file", "etcd"), default="file")
@@ -22,9 +21,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="file discovery: the directory the host's workers register in")
     p.add_argument("--etcd", default=None, help="etcd discovery: endpoints, e.g. http://10.0.0.5:2379")
     p.add_argument("--rpc-host", default=None, help="the address the runtime's request plane binds")
+
+
+def runtime_of(args: argparse.Namespace) -> RuntimeConfig:
+    return RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
+                         etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8080)
+    add_fleet_arguments(p)
     p.add_argument("--max-asks", type=int, default=8, help="workers asked per create before refusing")
     p.add_argument("--sweep-s", type=float, default=1.0,
                    help="seconds between failover sweeps (sessions of dead workers are re-placed)")
+    p.add_argument("--orphan-scan-s", type=float, default=30.0,
+                   help="seconds between scans for sessions bound to workers with no live record (also at start)")
+    p.add_argument("--proxy", action="store_true",
+                   help="carry WebSocket media and WebRTC offers through the gateway (one origin for clients); "
+                   "create responses then name the gateway's URLs")
+    p.add_argument("--public-url", default=None,
+                   help="--proxy: the base URL clients reach this gateway at (default: the Host of each request), "
+                   "e.g. https://play.example.com behind a TLS proxy")
     p.add_argument("--web-dir", default=None)
 
 
@@ -36,10 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    runtime = RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
-                            etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
+    runtime = runtime_of(args)
     config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks,
-                           sweep_s=args.sweep_s)
+                           sweep_s=args.sweep_s, orphan_scan_s=args.orphan_scan_s, proxy=args.proxy,
+                           public_url=args.public_url)
     import uvicorn
 
     uvicorn.run(create_gateway_app(config), host=args.host, port=args.port, log_level="warning")

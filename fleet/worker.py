@@ -1,8 +1,9 @@
 """The worker side of the fleet: one session daemon registered with the Dynamo runtime under a
 stable key (host + device). It serves the control calls through the runtime, publishes its
 capacity to the directory every second, and on SIGTERM drains: stops admitting, moves each of its
-sessions to another worker (placement under the epoch fence), withdraws its record and
-deregisters before it exits."""
+sessions to another worker (placement under the epoch fence), tells each viewer where it went
+(`moved`: the new worker's URLs, or the gateway's for a session created through a proxying
+gateway), withdraws its record and deregisters before it exits."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from fleet.errors import FleetError, WorkerUnreachable
 from fleet.messages import WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime, serve_control
+from fleet.urls import ORIGIN_FIELD, media_urls
 
 __all__ = ["FleetWorker", "WorkerConfig", "serve_worker", "worker_key"]
 
@@ -111,7 +113,9 @@ class FleetWorker:
                 logger.error("session %s could not move on drain: %s", sid, exc)
                 continue
             self.moved[sid] = placed.binding.worker
-            await self.daemon.release(sid, placed.response)
+            origin = binding.extra.get(ORIGIN_FIELD)  # a proxied session's viewer reconnects through its gateway
+            await self.daemon.release(sid, {**placed.response, **media_urls(origin, sid)} if origin
+                                      else placed.response)
 
     async def run(self) -> None:
         """Serve until `self.stop` is set (a signal or a `drain` call), then drain: stop admitting,

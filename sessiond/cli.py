@@ -1,7 +1,7 @@
 """`sessiond` command line. Each subcommand lives in its own module, registered below, with
 `add_parser(subparsers, name)` and `run(args) -> int`; those modules import heavy things lazily.
 
-serve, bench and api-key are the daemon's own; gateway and fleet-up run a fleet of daemons (package
+serve, bench and api-key are the daemon's own; gateway, fleet-up and drain run a fleet of daemons (package
 fleet); replay, replay-compare, trace-gen and trace-export are the
 load-test tooling (package loadtest), which the daemon's runtime never imports."""
 
@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from loadtest.replay import compare_cli, replay_cli
 from loadtest.trace_tools import trace_export_cli, trace_gen_cli
-from sessiond import api_key_cli, bench_cli, fleet_up, gateway_cli, serve_cli
+from sessiond import api_key_cli, bench_cli, drain_cli, fleet_up, gateway_cli, serve_cli
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 
@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, Subcommand] = {
     "api-key": api_key_cli,
     "gateway": gateway_cli,
     "fleet-up": fleet_up,
+    "drain": drain_cli,
     "replay": replay_cli,
     "replay-compare": compare_cli,
     "trace-gen": trace_gen_cli,

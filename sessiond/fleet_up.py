@@ -44,7 +44,8 @@ def plan(args: argparse.Namespace, gpus: int, host_name: str) -> FleetPlan:
         key = f"{host_name}/{device}" if args.cpu_workers is None else f"{host_name}/cpu-{i}"
         workers.append([*python, "serve", "--fleet", "--host", args.host, "--port", str(args.worker_port + i),
                         "--model", args.model, "--device", device, "--worker-key", key, *common, *args.serve_args])
-    gateway = [*python, "gateway", "--host", args.host, "--port", str(args.port), *common]
+    gateway = [*python, "gateway", "--host", args.host, "--port", str(args.port), *common,
+               *(["--proxy"] if args.proxy else [])]
     return FleetPlan(workers, gateway)
 
 
@@ -63,6 +64,7 @@ def add_parser(sub: Any, name: str) -> None:
     up.add_argument("--model", default="demo")
     up.add_argument("--cpu-workers", type=int, default=None, help="start N CPU workers instead of one per GPU")
     up.add_argument("--discovery-dir", default="/tmp/sessiond-discovery")
+    up.add_argument("--proxy", action="store_true", help="media through the gateway too (one origin for clients)")
     up.add_argument("serve_args", nargs=argparse.REMAINDER, help="-- then options for every worker")
 
 

@@ -20,8 +20,8 @@ def test_serve_help_names_every_option() -> None:
 def test_every_subcommand_answers_help() -> None:
     from sessiond.cli import SUBCOMMANDS
 
-    assert set(SUBCOMMANDS) == {"serve", "bench", "api-key", "gateway", "fleet-up", "replay", "replay-compare",
-                                "trace-gen", "trace-export"}
+    assert set(SUBCOMMANDS) == {"serve", "bench", "api-key", "gateway", "fleet-up", "drain", "replay",
+                                "replay-compare", "trace-gen", "trace-export"}
     for name in SUBCOMMANDS:
         done = subprocess.run(
             [sys.executable, "-m", "sessiond.cli", name, "--help"], capture_output=True, text=True, check=True

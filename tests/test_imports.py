@@ -11,7 +11,7 @@ ALLOWED = {
     "engine": set(),
     "transports": {"protocols"},
     "sessiond": {"engine", "transports", "protocols"},
-    "loadtest": {"sessiond", "engine", "protocols"},
+    "loadtest": {"sessiond", "engine", "protocols", "fleet"},
     # the fleet speaks the public protocol and declares the daemon interface it needs
     "fleet": {"protocols"},
 }
@@ -20,7 +20,7 @@ ALLOWED = {
 # fleet only through its adapter and the fleet commands (`serve --fleet`, `gateway`), which the
 # single daemon never imports
 DISPATCH = {"sessiond.cli": {"loadtest"}, "sessiond.fleet_daemon": {"fleet"}, "sessiond.fleet_serve": {"fleet"},
-            "sessiond.gateway_cli": {"fleet"}}
+            "sessiond.gateway_cli": {"fleet"}, "sessiond.drain_cli": {"fleet"}}
 
 
 def _layer_violations(graph: dict[str, set[str]]) -> list[str]:

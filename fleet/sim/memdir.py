@@ -72,6 +72,10 @@ class MemoryDirectory:
         self.ops["owned_by"] += 1
         return sorted(self._owned.get(worker, ()))
 
+    async def owners(self) -> list[str]:
+        self.ops["owners"] += 1
+        return sorted(w for w, sids in self._owned.items() if sids)
+
     async def publish(self, capacity: WorkerCapacity) -> None:
         self.ops["publish"] += 2
         self._caps[capacity.worker] = (self._clock() + self.ttl_s, capacity)

@@ -50,10 +50,10 @@ class Fleet:
             # not depend on how each worker's duty calibration went on a shared 2-core machine
             "--policy", "kv", *extra)
 
-    def start_gateway(self) -> str:
+    def start_gateway(self, *extra: str) -> str:
         port = find_free_port()
         proc = self.processes.start("-m", "sessiond.cli", "gateway", "--port", str(port), "--redis", self.redis_url,
-                                    *self.discovery(), "--rpc-host", "127.0.0.1")
+                                    *self.discovery(), "--rpc-host", "127.0.0.1", *extra)
         url = f"http://127.0.0.1:{port}"
         self.gateways.append((proc, url))
         return url

@@ -87,6 +87,7 @@ def test_rebind_bumps_the_epoch_and_fences_the_old_owner(make: Callable[[], Sess
         assert moved == Binding("s1", "b", 2, "director")
         assert await directory.owned_by("a") == []
         assert await directory.owned_by("b") == ["s1"]
+        assert await directory.owners() == ["b"]  # a owns nothing any more: not an owner
         with pytest.raises(FencedOut) as info:
             await directory.fenced_set(old, {"state": "active"})
         assert info.value.current == ("b", 2)
@@ -100,6 +101,7 @@ def test_rebind_bumps_the_epoch_and_fences_the_old_owner(make: Callable[[], Sess
         await directory.release(moved)
         assert await directory.lookup("s1") is None
         assert await directory.owned_by("b") == []
+        assert await directory.owners() == []
     run_with(make, go)
 
 

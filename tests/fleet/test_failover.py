@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
@@ -66,3 +68,39 @@ def test_sessions_of_an_expired_worker_move_once_under_racing_sweepers() -> None
     asyncio.run(scenario())
     assert sorted(resumed) == [("b", "s1"), ("b", "s2"), ("c", "s3"), ("c", "s4")]
     assert abandoned == []
+
+
+def test_a_worker_dead_before_the_monitor_started_is_found_by_the_orphan_scan() -> None:
+    """No record of `gone` was ever seen: the first sweep's scan of the owners finds its sessions,
+    and a later death of a worker this monitor never saw is found on the next scan."""
+    now = [0.0]
+    directory = MemoryDirectory(lambda: now[0], ttl_s=3.0)
+    moved: list[tuple[str, str]] = []
+
+    async def resume(w: WorkerCapacity, sid: str) -> Admitted | Refusal:
+        moved.append((w.worker, sid))
+        return Admitted(sid)
+
+    async def abandon(w: WorkerCapacity, sid: str) -> None:
+        raise AssertionError("nothing races here")
+
+    async def scenario() -> None:
+        for sid in ("s1", "s2"):
+            await directory.bind(sid, "gone", "world")
+        await directory.publish(cap("b", 0.8))
+        monitor = FailoverMonitor(directory, Placement(directory, clock=lambda: now[0]), resume, abandon,
+                                  orphan_scan_every=3)
+        first = await monitor.sweep()
+        assert first.dead == ["gone"] and first.moved == {"s1": "b", "s2": "b"}
+        assert await directory.owners() == ["b"]
+        await directory.bind("s3", "unseen", "world")  # a worker whose record this monitor never read
+        assert (await monitor.sweep()).dead == []  # sweeps 2 and 3 do not scan
+        assert (await monitor.sweep()).dead == []
+        fourth = await monitor.sweep()
+        assert fourth.dead == ["unseen"] and fourth.moved == {"s3": "b"}
+        assert await directory.lookup("s3") == Binding("s3", "b", 2, "world")
+
+    asyncio.run(scenario())
+    assert moved == [("b", "s1"), ("b", "s2"), ("b", "s3")]
+    with pytest.raises(ValueError, match="orphan_scan_every must be >= 1"):
+        FailoverMonitor(directory, Placement(directory), resume, abandon, orphan_scan_every=0)

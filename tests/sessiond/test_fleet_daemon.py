@@ -78,7 +78,7 @@ def test_fleet_options_default_public_url_is_the_bound_address() -> None:
 
 def _up_args(**kw: object) -> argparse.Namespace:
     base = {"redis_url": "redis://127.0.0.1:6379/0", "host": "127.0.0.1", "port": 8000, "worker_port": 8001,
-            "model": "demo", "cpu_workers": None, "discovery_dir": "/run/d", "serve_args": ["--policy", "duty"]}
+            "model": "demo", "cpu_workers": None, "discovery_dir": "/run/d", "serve_args": ["--policy", "duty"], "proxy": False}
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -91,6 +91,12 @@ def test_fleet_up_starts_a_worker_per_gpu_then_the_gateway() -> None:
     assert fleet.gateway[fleet.gateway.index("gateway"):] == [
         "gateway", "--host", "127.0.0.1", "--port", "8000", "--redis-url", "redis://127.0.0.1:6379/0",
         "--discovery-dir", "/run/d"]
+
+
+def test_fleet_up_proxy_is_the_gateways_option() -> None:
+    fleet = plan(_up_args(proxy=True), gpus=1, host_name="node")
+    assert fleet.gateway[-1] == "--proxy"
+    assert all("--proxy" not in w for w in fleet.workers)
 
 
 def test_fleet_up_cpu_workers_get_keys_of_their_own() -> None:
