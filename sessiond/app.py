@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 
@@ -44,6 +46,10 @@ def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, sto
     routes.append(WebSocketRoute("/v1/sessions/{sid}/ws", session_socket))
     static = web_dir(config)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    middleware = [Middleware(
+        CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST", "DELETE"],
+        allow_headers=["Authorization", "Content-Type", "X-API-Key"], max_age=600,
+    )] if config.cors_origins else []  # bearer tokens, no cookies: no credentials mode
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
     app.state.daemon = daemon
     return app

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,9 @@ class ServeConfig:
     abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
+    # origins whose pages may call this daemon's HTTP API from the browser (a fleet gateway's pages
+    # post WebRTC offers to the worker); empty: same origin only
+    cors_origins: tuple[str, ...] = field(default_factory=tuple)
     api_keys: str | None = None  # a file of API keys (sessiond.api_keys): creating a session then needs one
     web_dir: str | None = None  # default: the repository's web/ folder
 
@@ -102,6 +106,9 @@ class ServeConfig:
             raise ServeConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
         if self.log_level is not None and self.log_level not in LOG_LEVELS:
             raise ServeConfigError("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
+        for origin in self.cors_origins:
+            if origin != "*" and not re.fullmatch(r"https?://[^/\s]+", origin):
+                raise ServeConfigError("cors_origins", f"each must be * or scheme://host[:port] with no path, got {origin!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ServeConfigError("model", "must be a model config name such as demo or tiny")
 
@@ -112,13 +119,14 @@ class ServeConfig:
             if key not in known:
                 raise ServeConfigError(key, f"unknown option; valid options: {', '.join(sorted(known))}")
         values = dict(values)
-        if "webrtc_hosts" in values:
-            hosts = values["webrtc_hosts"]
-            if isinstance(hosts, str):
-                hosts = [h for h in hosts.split(",") if h]
-            if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
-                raise ServeConfigError("webrtc_hosts", "must be a list of IP addresses")
-            values["webrtc_hosts"] = tuple(hosts)
+        for name, what in (("webrtc_hosts", "IP addresses"), ("cors_origins", "origins such as http://host:8000")):
+            if name in values:
+                items = values[name]
+                if isinstance(items, str):
+                    items = [h for h in items.split(",") if h]
+                if not isinstance(items, list | tuple) or not all(isinstance(h, str) for h in items):
+                    raise ServeConfigError(name, f"must be a list of {what}")
+                values[name] = tuple(items)
         return cls(**values)
 
     @classmethod

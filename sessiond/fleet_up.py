@@ -43,7 +43,10 @@ def plan(args: argparse.Namespace, gpus: int, host_name: str) -> FleetPlan:
         device = f"cuda:{i}" if args.cpu_workers is None else "cpu"
         key = f"{host_name}/{device}" if args.cpu_workers is None else f"{host_name}/cpu-{i}"
         workers.append([*python, "serve", "--fleet", "--host", args.host, "--port", str(args.worker_port + i),
-                        "--model", args.model, "--device", device, "--worker-key", key, *common, *args.serve_args])
+                        "--model", args.model, "--device", device, "--worker-key", key, *common,
+                        # the gateway's pages post WebRTC offers straight to the worker (not with --proxy)
+                        *([] if args.proxy else ["--cors-origins", f"http://{args.host}:{args.port}"]),
+                        *args.serve_args])
     gateway = [*python, "gateway", "--host", args.host, "--port", str(args.port), *common,
                *(["--proxy"] if args.proxy else [])]
     return FleetPlan(workers, gateway)

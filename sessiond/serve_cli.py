@@ -57,6 +57,9 @@ def add_parser(sub: Any, name: str) -> None:
                        help="write the traffic of this run as a recorded trace (docs/traces.md) at shutdown")
     serve.add_argument("--webrtc-hosts", default=None,
                        help="comma-separated addresses WebRTC may offer as ICE host candidates (e.g. 127.0.0.1)")
+    serve.add_argument("--cors-origins", default=None, metavar="ORIGINS",
+                       help="comma-separated origins whose pages may call this daemon from the browser, e.g. a "
+                       "fleet gateway's http://host:8000 (default: same origin only)")
     serve.add_argument("--api-keys", default=None, metavar="FILE",
                        help="require an API key (X-API-Key) to create sessions; FILE holds their hashes and "
                        "per-key session limits (`sessiond api-key add` writes it; default: no keys needed)")

@@ -191,3 +191,19 @@ def test_webrtc_signalling_checks_token_session_and_offer(daemon) -> None:
     status = httpx.get(f"{daemon.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
     assert status.json()["state"] == "idle"  # a refused offer leaves the session as it was
     httpx.delete(f"{daemon.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
+
+
+async def test_a_gateway_origin_may_post_a_webrtc_offer_when_allowed_and_no_other() -> None:
+    preflight = {"Origin": "http://gw:8000", "Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization,content-type"}
+    async with off_loop(running_daemon(tiny_engine(), cors_origins=("http://gw:8000",))) as d, \
+            httpx.AsyncClient() as http:
+        ok = await http.options(f"{d.url}/v1/sessions/s_x/webrtc", headers=preflight)
+        assert ok.status_code == 200
+        assert ok.headers["access-control-allow-origin"] == "http://gw:8000"
+        assert "authorization" in ok.headers["access-control-allow-headers"].lower()
+        other = await http.options(f"{d.url}/v1/sessions/s_x/webrtc", headers={**preflight, "Origin": "http://evil:1"})
+        assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
+    async with off_loop(running_daemon(tiny_engine())) as d, httpx.AsyncClient() as http:  # default: none
+        plain = await http.options(f"{d.url}/v1/sessions/s_x/webrtc", headers=preflight)
+        assert "access-control-allow-origin" not in plain.headers

@@ -84,3 +84,11 @@ def test_serve_builds_the_cpu_engine_with_the_configured_threads() -> None:
         assert (built.model, torch.get_num_threads()) == ("tiny", 1)
     finally:
         torch.set_num_threads(before)
+
+
+def test_cors_origins_come_from_a_comma_list_and_must_be_bare_origins() -> None:
+    args = build_parser().parse_args(["serve", "--cors-origins", "http://gw:8000,https://a.example"])
+    assert config_from_args(args).cors_origins == ("http://gw:8000", "https://a.example")
+    with pytest.raises(ServeConfigError) as err:
+        ServeConfig.from_mapping({"cors_origins": "http://gw:8000/path"})
+    assert err.value.option == "cors_origins"

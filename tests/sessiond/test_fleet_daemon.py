@@ -87,6 +87,8 @@ def test_fleet_up_starts_a_worker_per_gpu_then_the_gateway() -> None:
     assert [w[w.index("--device") + 1] for w in fleet.workers] == ["cuda:0", "cuda:1"]
     assert [w[w.index("--worker-key") + 1] for w in fleet.workers] == ["node/cuda:0", "node/cuda:1"]
     assert [w[w.index("--port") + 1] for w in fleet.workers] == ["8001", "8002"]
+    # the gateway's pages post WebRTC offers to the workers: the workers allow the gateway's origin
+    assert [w[w.index("--cors-origins") + 1] for w in fleet.workers] == ["http://127.0.0.1:8000"] * 2
     assert all(w[-2:] == ["--policy", "duty"] and "--fleet" in w for w in fleet.workers)
     assert fleet.gateway[fleet.gateway.index("gateway"):] == [
         "gateway", "--host", "127.0.0.1", "--port", "8000", "--redis-url", "redis://127.0.0.1:6379/0",
@@ -96,7 +98,7 @@ def test_fleet_up_starts_a_worker_per_gpu_then_the_gateway() -> None:
 def test_fleet_up_proxy_is_the_gateways_option() -> None:
     fleet = plan(_up_args(proxy=True), gpus=1, host_name="node")
     assert fleet.gateway[-1] == "--proxy"
-    assert all("--proxy" not in w for w in fleet.workers)
+    assert all("--proxy" not in w and "--cors-origins" not in w for w in fleet.workers)  # one origin
 
 
 def test_fleet_up_cpu_workers_get_keys_of_their_own() -> None:
