@@ -1,0 +1,132 @@
+"""Image statistics for long play: is the avatar there, do colours and texture stay those of the
+world, has the picture collapsed into a periodic grid or stripes.
+
+All take uint8 RGB frames (..., H, W, 3) as numpy arrays. Distances between two sets of frames
+are total-variation distances between pooled, normalised histograms (0: the same distribution,
+1: disjoint). The bounds they are held to come from the true world's own variation
+(``self_variation_bound``), never from a fixed number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "AVATAR_RED",
+    "AvatarShape",
+    "avatar_visible",
+    "colour_histogram",
+    "histogram_distance",
+    "self_variation_bound",
+    "spectral_peak",
+    "texture_histogram",
+]
+
+AVATAR_RED = (242.0, 77.0, 51.0)  # the avatar's body colour (engine/demo/world.py render), 0..255
+
+
+@dataclass(frozen=True)
+class AvatarShape:
+    """Where and how the detector looks for the avatar: a red disc centred on the frame, ringed by a
+    darker outline. Radii in pixels (the world draws a body of 4.5 px, an outline to 5.7 px)."""
+
+    core_radius: float = 3.5  # inside the body
+    ring: tuple[float, float] = (4.6, 6.2)  # the outline
+    colour_tolerance: float = 90.0  # RGB distance (0..255) from AVATAR_RED that still counts as red
+    core_share: float = 0.45  # share of core pixels that must be red (the white nose covers up to ~30%)
+    ring_darker: float = 25.0  # the ring's mean grey must be this much under the red pixels' grey
+
+
+def _rings(h: int, w: int) -> np.ndarray:
+    yy, xx = np.mgrid[0:h, 0:w]
+    return np.sqrt((yy - h // 2) ** 2 + (xx - w // 2) ** 2)  # type: ignore[no-any-return]
+
+
+def avatar_visible(frames: np.ndarray, shape: AvatarShape | None = None) -> np.ndarray:
+    """(N,) bool per frame: the avatar is at the centre. It must be a red disc (at least ``core_share``
+    of the core within ``colour_tolerance`` of the avatar's red) AND ringed by an outline darker than
+    that red, so that a red tree crown (autumn) or a red smear without the outline does not count."""
+    s = shape or AvatarShape()
+    f = frames.reshape(-1, *frames.shape[-3:]).astype(np.float64)
+    dist = _rings(f.shape[1], f.shape[2])
+    core, ring = dist <= s.core_radius, (dist >= s.ring[0]) & (dist <= s.ring[1])
+    red = np.linalg.norm(f - np.array(AVATAR_RED), axis=-1) <= s.colour_tolerance  # (N, H, W)
+    grey = f @ np.array([0.299, 0.587, 0.114])
+    core_red = red[:, core]
+    share = core_red.mean(axis=1)
+    red_grey = np.where(core_red, grey[:, core], 0.0).sum(axis=1) / np.maximum(core_red.sum(axis=1), 1)
+    ring_grey = grey[:, ring].mean(axis=1)
+    return (share >= s.core_share) & (ring_grey <= red_grey - s.ring_darker)  # type: ignore[no-any-return]
+
+
+def colour_histogram(frames: np.ndarray, bins: int = 8) -> np.ndarray:
+    """Joint RGB histogram (bins^3,) of all pixels of ``frames``, normalised to sum 1."""
+    q = (frames.reshape(-1, 3).astype(np.int64) * bins) // 256
+    index = (q[:, 0] * bins + q[:, 1]) * bins + q[:, 2]
+    counts = np.bincount(index, minlength=bins**3).astype(np.float64)
+    return counts / counts.sum()  # type: ignore[no-any-return]
+
+
+_PATCH = 8  # px: the texture statistics' patch
+_STD_EDGES = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 11.0, 15.0, 20.0, 27.0, 36.0, 48.0, np.inf])
+_ORIENTATIONS = 8
+
+
+def texture_histogram(frames: np.ndarray) -> np.ndarray:
+    """Patch texture of ``frames``, normalised: the histogram of the grey standard deviation of every
+    8x8 patch (how much detail, log-spaced bins: blur moves it left, noise right), followed by the
+    histogram of gradient orientation weighted by gradient magnitude (8 bins over 180 degrees:
+    stripes pile it into one bin). Each half sums to 0.5."""
+    g = frames.reshape(-1, *frames.shape[-3:]).astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    n, h, w = g.shape
+    patches = g[:, : h - h % _PATCH, : w - w % _PATCH].reshape(n, h // _PATCH, _PATCH, w // _PATCH, _PATCH)
+    std = patches.std(axis=(2, 4)).ravel()
+    std_hist = np.histogram(std, bins=_STD_EDGES)[0].astype(np.float64)
+    gy, gx = g[:, 2:, 1:-1] - g[:, :-2, 1:-1], g[:, 1:-1, 2:] - g[:, 1:-1, :-2]
+    magnitude = np.hypot(gy, gx).ravel()
+    angle = (np.arctan2(gy, gx).ravel() % np.pi) / np.pi  # [0, 1)
+    orient = np.bincount(np.minimum((angle * _ORIENTATIONS).astype(np.int64), _ORIENTATIONS - 1),
+                         weights=magnitude, minlength=_ORIENTATIONS)
+    return np.concatenate([0.5 * std_hist / max(std_hist.sum(), 1e-12),  # type: ignore[no-any-return]
+                           0.5 * orient / max(orient.sum(), 1e-12)])
+
+
+def histogram_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Total variation between two normalised histograms: half the L1 distance, in [0, 1]."""
+    return float(0.5 * np.abs(a - b).sum())
+
+
+def spectral_peak(frame: np.ndarray, min_cycles: int = 4) -> float:
+    """How strongly single spatial frequencies stand out of a frame: the largest ratio of the power of
+    one frequency of its windowed grey spectrum to the median power of all frequencies of the same
+    radius (whole cycles per frame, at least ``min_cycles``: the broad layout of land and water is
+    left out). Dividing by the ring's median takes out the falling 1/f slope of natural images, so a
+    natural scene scores by how much any one frequency beats its neighbours of equal scale, and a
+    periodic grid or stripes, whose power sits in a few peaks, score far higher."""
+    g = frame.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
+    g = g - g.mean()
+    h, w = g.shape
+    power = np.abs(np.fft.fft2(g * np.outer(np.hanning(h), np.hanning(w)))) ** 2
+    fy, fx = np.fft.fftfreq(h) * h, np.fft.fftfreq(w) * w
+    radius = np.rint(np.hypot(fy[:, None], fx[None, :])).astype(np.int64)
+    best = 0.0
+    for r in range(min_cycles, min(h, w) // 2 + 1):
+        ring = power[radius == r]
+        best = max(best, float(ring.max() / max(float(np.median(ring)), 1e-12)))
+    return best
+
+
+def self_variation_bound(per_second: list[np.ndarray], themes: list[str], max_gap: int = 10,
+                         quantile: float = 0.95) -> float:
+    """The bound a model's per-second distance to the truth is held to: the ``quantile`` of the true
+    world's distances between its own seconds s and s' with 1 <= |s - s'| <= ``max_gap`` under the
+    same theme. Seconds apart, the view shows other ground of the same world; a model that makes up
+    plausible ground of its own should sit no further from the truth than that."""
+    values = [histogram_distance(per_second[i], per_second[j])
+              for i in range(len(per_second)) for j in range(i + 1, min(len(per_second), i + max_gap + 1))
+              if themes[i] == themes[j]]
+    if not values:
+        raise ValueError("need at least two seconds under one theme to state a bound")
+    return float(np.quantile(values, quantile))
