@@ -66,17 +66,20 @@ def _sampling(cfg: ModelConfig) -> dict[str, object]:
     return {name: list(v) if isinstance(v := getattr(cfg, name), tuple) else v for name in _SAMPLING}
 
 
-def _demo_engine(model: ModelConfig, device: str, weights: Path) -> Engine:
+def _demo_engine(model: ModelConfig, device: str, weights: Path, dtype: str | None = None,
+                 compile: str = "off") -> Engine:
     return Engine.create(model=model, catalog=catalog_with_demo(), device=device, weights=weights, attention="sdpa",
-                         compile="off")
+                         compile=compile, dtype=dtype)
 
 
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
-             speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None) -> dict[str, object]:
+             speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None,
+             dtype: str | None = None, compile: str = "off") -> dict[str, object]:
     """``model``: the config to run (a demo config, or a variant of its sampling settings).
-    ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s)."""
+    ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s).
+    ``dtype``, ``compile``: the engine's (default fp32 on the CPU, eager)."""
     started = time.monotonic()
-    engine = _demo_engine(model, device, weights)
+    engine = _demo_engine(model, device, weights, dtype, compile)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))

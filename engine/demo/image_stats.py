@@ -30,13 +30,17 @@ AVATAR_RED = (242.0, 77.0, 51.0)  # the avatar's body colour (engine/demo/world.
 @dataclass(frozen=True)
 class AvatarShape:
     """Where and how the detector looks for the avatar: a red disc centred on the frame, ringed by a
-    darker outline. Radii in pixels (the world draws a body of 4.5 px, an outline to 5.7 px)."""
+    darker outline. Radii in pixels (the world draws a body of 4.5 px, an outline to 5.7 px).
+    Calibrated on the true world and on its frames through the demo autoencoder (which blurs the
+    outline into bright ground): see tests/engine/demo/test_demo_image_stats.py."""
 
     core_radius: float = 3.5  # inside the body
     ring: tuple[float, float] = (4.6, 6.2)  # the outline
+    outside: tuple[float, float] = (7.5, 10.0)  # the ground around it
     colour_tolerance: float = 90.0  # RGB distance (0..255) from AVATAR_RED that still counts as red
     core_share: float = 0.45  # share of core pixels that must be red (the white nose covers up to ~30%)
-    ring_darker: float = 25.0  # the ring's mean grey must be this much under the red pixels' grey
+    darker: float = 20.0  # grey levels the outline must sit under the red, or under the ground around it
+    ring_red_share: float = 0.4  # ... in the latter case with at most this share of red in the outline
 
 
 def _rings(h: int, w: int) -> np.ndarray:
@@ -45,20 +49,24 @@ def _rings(h: int, w: int) -> np.ndarray:
 
 
 def avatar_visible(frames: np.ndarray, shape: AvatarShape | None = None) -> np.ndarray:
-    """(N,) bool per frame: the avatar is at the centre. It must be a red disc (at least ``core_share``
-    of the core within ``colour_tolerance`` of the avatar's red) AND ringed by an outline darker than
-    that red, so that a red tree crown (autumn) or a red smear without the outline does not count."""
+    """(N,) bool per frame: the avatar is at the centre. Its core must be red (at least ``core_share``
+    of it within ``colour_tolerance`` of the avatar's red) and ringed by an outline that is darker
+    than that red, or -- where the outline is blurred into bright ground -- darker than the ground
+    around it and itself not red. A red tree crown (autumn) fails both: its rim is as red and as
+    bright as its middle."""
     s = shape or AvatarShape()
     f = frames.reshape(-1, *frames.shape[-3:]).astype(np.float64)
     dist = _rings(f.shape[1], f.shape[2])
     core, ring = dist <= s.core_radius, (dist >= s.ring[0]) & (dist <= s.ring[1])
+    outside = (dist >= s.outside[0]) & (dist <= s.outside[1])
     red = np.linalg.norm(f - np.array(AVATAR_RED), axis=-1) <= s.colour_tolerance  # (N, H, W)
     grey = f @ np.array([0.299, 0.587, 0.114])
     core_red = red[:, core]
-    share = core_red.mean(axis=1)
     red_grey = np.where(core_red, grey[:, core], 0.0).sum(axis=1) / np.maximum(core_red.sum(axis=1), 1)
     ring_grey = grey[:, ring].mean(axis=1)
-    return (share >= s.core_share) & (ring_grey <= red_grey - s.ring_darker)  # type: ignore[no-any-return]
+    under_red = ring_grey <= red_grey - s.darker
+    under_ground = (ring_grey <= grey[:, outside].mean(axis=1) - s.darker) & (red[:, ring].mean(axis=1) <= s.ring_red_share)
+    return (core_red.mean(axis=1) >= s.core_share) & (under_red | under_ground)  # type: ignore[no-any-return]
 
 
 def colour_histogram(frames: np.ndarray, bins: int = 8) -> np.ndarray:
@@ -98,13 +106,16 @@ def histogram_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(0.5 * np.abs(a - b).sum())
 
 
-def spectral_peak(frame: np.ndarray, min_cycles: int = 4) -> float:
+def spectral_peak(frame: np.ndarray, min_cycles: int = 4, max_cycles: int = 28) -> float:
     """How strongly single spatial frequencies stand out of a frame: the largest ratio of the power of
     one frequency of its windowed grey spectrum to the median power of all frequencies of the same
-    radius (whole cycles per frame, at least ``min_cycles``: the broad layout of land and water is
-    left out). Dividing by the ring's median takes out the falling 1/f slope of natural images, so a
-    natural scene scores by how much any one frequency beats its neighbours of equal scale, and a
-    periodic grid or stripes, whose power sits in a few peaks, score far higher."""
+    radius, over radii of ``min_cycles`` to ``max_cycles`` whole cycles per frame (periods of 4.6 to
+    32 px on 128 px). Dividing by the ring's median takes out the falling 1/f slope of natural
+    images: a natural scene scores by how much any one frequency beats its neighbours of equal
+    scale (10-30 here), a periodic grid or stripes far higher (hundreds to tens of thousands). The
+    broad layout of land and water lies below the band; above it lies the demo decoder's own fine
+    pattern (half its 8 px latent cell, 32 cycles), which would otherwise score every decoded frame
+    in the hundreds."""
     g = frame.astype(np.float64) @ np.array([0.299, 0.587, 0.114])
     g = g - g.mean()
     h, w = g.shape
@@ -112,7 +123,7 @@ def spectral_peak(frame: np.ndarray, min_cycles: int = 4) -> float:
     fy, fx = np.fft.fftfreq(h) * h, np.fft.fftfreq(w) * w
     radius = np.rint(np.hypot(fy[:, None], fx[None, :])).astype(np.int64)
     best = 0.0
-    for r in range(min_cycles, min(h, w) // 2 + 1):
+    for r in range(min_cycles, min(max_cycles, min(h, w) // 2) + 1):
         ring = power[radius == r]
         best = max(best, float(ring.max() / max(float(np.median(ring)), 1e-12)))
     return best
