@@ -47,7 +47,7 @@ TRADES: tuple[Trade, ...] = (
           {"kv_from_last_pass": True}),
     Trade("chunk8", "chunks of 8 frames, window 1 chunk (the same 8 frames of context)",
           {"latent_frames_per_chunk": 8, "window_chunks": 1, "max_rollback_chunks": 1}),
-    Trade("bf16", "bf16 weights and activations on the CPU", dtype="bf16"),
+    Trade("bf16", "bf16 weights and activations on the CPU", dtype="bfloat16"),
     Trade("compile", "torch.compile of the block kernels on the CPU", compile="on"),
     Trade("steps2_no_guidance", "combined: 2 steps, no guidance", {"denoise_timesteps": (1000.0, 500.0),
                                                                     "action_guidance": 1.0}),
