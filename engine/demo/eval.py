@@ -59,7 +59,7 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
 
 # the config fields that say how the model is sampled (recorded in every report)
 _SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "action_guidance_rescale",
-             "cache_context_noise")
+             "cache_context_noise", "kv_from_last_pass")
 
 
 def _sampling(cfg: ModelConfig) -> dict[str, object]:
@@ -153,6 +153,9 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--guided-steps", type=int, default=None, help="how many first denoise steps are guided")
     p.add_argument("--context-noise", type=float, default=None, help="std of the seeded noise on each chunk's "
                                                                      "latents for its cache pass")
+    p.add_argument("--kv-from-last-pass", action="store_true",
+                   help="skip the cache pass: the last denoise pass writes each chunk's K/V (an approximation)")
+    p.add_argument("--dtype", default=None, help="engine dtype (default float32 on the CPU; bfloat16 is a speed trade)")
     p.add_argument("--long-play", action="store_true",
                    help="run the long-play evaluation (engine/demo/long_play.py) instead of the short one")
     p.add_argument("--seconds", type=float, default=300.0, help="length of the long play (default 300)")
@@ -183,6 +186,8 @@ def _sampling_variant(args: argparse.Namespace) -> ModelConfig:
         changes["cache_context_noise"] = args.context_noise
     if args.guidance_rescale is not None:
         changes["action_guidance_rescale"] = args.guidance_rescale
+    if args.kv_from_last_pass:
+        changes["kv_from_last_pass"] = True
     config = MODELS[args.model]
     if not changes:
         return config
@@ -204,10 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         model = _sampling_variant(args)
         if args.long_play:
-            return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures),
-                          args.json)
+            return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
+                                        args.dtype), args.json)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
-                          speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip)
+                          speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip,
+                          dtype=args.dtype)
         if args.sheet is not None:
             save_sheet(args.weights, encoder, args.device, args.sheet, model=model)
     except (DemoError, EngineError) as exc:
@@ -226,20 +232,20 @@ def _write(report: dict[str, object], path: Path | None) -> int:
 
 
 def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelConfig, seconds: float,
-                  figures: Path | None) -> dict[str, object]:
+                  figures: Path | None, dtype: str | None = None) -> dict[str, object]:
     """The long-play evaluation of ``weights`` sampled as ``model`` says (see engine.demo.long_play)."""
     from engine.demo.long_play import LongPlayParams, long_play
 
     if seconds < 70.0:
         raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
-    engine = _demo_engine(model, device, weights)
+    engine = _demo_engine(model, device, weights, dtype)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
     report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
     return {"model": engine.config.name, "weights": str(weights),
             "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "device": device,
             "torch": torch.__version__, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "sampling": _sampling(engine.config), "long_play": report}
+            "sampling": _sampling(engine.config), "dtype": str(engine.parts.dtype), "long_play": report}
 
 
 if __name__ == "__main__":
