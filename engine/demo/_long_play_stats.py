@@ -70,7 +70,7 @@ def spectral_report(model: list[np.ndarray], truth: list[np.ndarray], bound: flo
         "truth_by_second": [round(v, 2) for v in t],
         "model_worst": max(m),
         "within_bound_share": float(np.mean(np.asarray(m) <= bound)),
-        # the rise of the strongest peak over the first seconds' level, as in the issue's black-box check
+        # the rise of the strongest peak over the first seconds' level (a black-box check of a player's minute)
         "model_worst_over_first_seconds": max(m) / max(float(np.mean(m[:first])), 1e-12),
         "truth_worst_over_first_seconds": max(t) / max(float(np.mean(t[:first])), 1e-12),
     }

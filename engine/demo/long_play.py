@@ -45,7 +45,7 @@ from engine.engine import Engine
 
 __all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play"]
 
-# what item 1 of the demo model's brief asks; each measured number is compared in the report
+# what the demo model must do over minutes of play; each measured number is compared in the report
 LONG_PLAY_TARGETS = {
     "avatar_visible_share": 0.99,  # >= : frames in which the avatar is there
     "colour_within_bound_share": 0.90,  # >= : seconds whose colour distance is within the world's own bound
