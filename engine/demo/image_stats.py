@@ -55,7 +55,9 @@ def avatar_visible(frames: np.ndarray, shape: AvatarShape | None = None) -> np.n
     around it and itself not red. A red tree crown (autumn) fails both: its rim is as red and as
     bright as its middle."""
     s = shape or AvatarShape()
-    f = frames.reshape(-1, *frames.shape[-3:]).astype(np.float64)
+    f = frames.reshape(-1, *frames.shape[-3:])
+    h, w, reach = f.shape[1], f.shape[2], int(np.ceil(s.outside[1]))
+    f = f[:, h // 2 - reach:h // 2 + reach + 1, w // 2 - reach:w // 2 + reach + 1].astype(np.float64)  # the centre
     dist = _rings(f.shape[1], f.shape[2])
     core, ring = dist <= s.core_radius, (dist >= s.ring[0]) & (dist <= s.ring[1])
     outside = (dist >= s.outside[0]) & (dist <= s.outside[1])
