@@ -15,7 +15,7 @@ from sessiond.config import ServeConfig
 if TYPE_CHECKING:  # the catalog module imports torch: the engine thread loads it
     from engine.catalog import ModelCatalog
 
-__all__ = ["BuiltEngine", "build_engine", "default_device"]
+__all__ = ["BuiltEngine", "build_engine", "default_device", "demo_dtype"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,26 @@ def demo_weights(catalog: ModelCatalog) -> Path | None:
     return Path(str(declared)) if declared else None
 
 
+_NATIVE_BF16_FLAGS = ("amx_bf16", "avx512_bf16")  # /proc/cpuinfo flags of CPUs with bf16 matrix instructions
+
+
+def demo_dtype(device: str, cpuinfo: str | None = None) -> str | None:
+    """The demo model's dtype on ``device``: bfloat16 on a CPU with native bf16 matrix instructions
+    (AMX or AVX512-BF16; ``cpuinfo``: the text of /proc/cpuinfo, read when not given), else the
+    engine's default (float32 on CPUs, where bf16 without them is emulated and several times
+    slower). Measured on the 2-core AMX box, 1 thread: 25.7-26.9 frames/s against 16.4-17.2 for
+    float32, with the same evaluation (direction 0.98, themes 0.96; engine/demo/MODEL_CARD.md)."""
+    if device != "cpu":
+        return None
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    flags = {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split()}
+    return "bfloat16" if any(flag in flags for flag in _NATIVE_BF16_FLAGS) else None
+
+
 def build_engine(config: ServeConfig) -> BuiltEngine:
     from engine.engine import Engine
 
@@ -65,8 +85,11 @@ def build_engine(config: ServeConfig) -> BuiltEngine:
                                    cpu_threads=threads, max_batch=config.max_batch)
             return BuiltEngine(engine, "tiny", why)
     try:
+        dtype = demo_dtype(device) if config.model == "demo" else None
+        if dtype is not None:
+            logger.info("demo model in %s: this CPU has bf16 matrix instructions", dtype)
         engine = Engine.create(model=config.model, catalog=catalog, device=device, kv_budget_bytes=config.kv_budget_bytes,
-                               weights=weights, cpu_threads=threads, max_batch=config.max_batch)
+                               weights=weights, cpu_threads=threads, max_batch=config.max_batch, dtype=dtype)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
     return BuiltEngine(engine, config.model, None)

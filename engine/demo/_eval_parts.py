@@ -39,6 +39,7 @@ __all__ = [
     "fit_classifier",
     "long_rollouts",
     "motion_and_fidelity",
+    "roundtrip",
     "sample_sheet",
     "streaming_speed",
     "theme_switches",
@@ -111,7 +112,7 @@ def fit_classifier(p: EvalParams, worlds: Worlds) -> tuple[ThemeClassifier, floa
 _DIRECTION_KINDS = ("model", "ground_truth", "autoencoder", "chunk_span", "model_phase", "autoencoder_phase")
 
 
-def _roundtrip(engine: Engine, encoder: DemoEncoder, frames: np.ndarray) -> np.ndarray:
+def roundtrip(engine: Engine, encoder: DemoEncoder, frames: np.ndarray) -> np.ndarray:
     """``frames`` through the encoder and the engine's decoder (what a perfect DiT would show)."""
     z = encode_frames(encoder, frames)
     with torch.no_grad():
@@ -123,7 +124,7 @@ def autoencoder_quality(encoder: DemoEncoder, engine: Engine, p: EvalParams, wor
     """Reconstruction through the encoder and the engine's decoder: the ceiling for model PSNR."""
     seed = p.seed_base + 60_000
     frames = np.concatenate([worlds.make(seed, n).rollout(_play(seed, 8)) for n in THEME_NAMES])
-    recon_np = _roundtrip(engine, encoder, frames)
+    recon_np = roundtrip(engine, encoder, frames)
     return {"psnr_db": psnr(recon_np, frames), "ssim": ssim(recon_np, frames)}
 
 
@@ -161,7 +162,7 @@ def motion_and_fidelity(engine: Engine, encoder: DemoEncoder, p: EvalParams, wor
         engine.close_session(f"dir-{name}")
         frames = np.concatenate(model[name])
         truth = gt[name][p.context_chunks * fpc:]
-        recon = _roundtrip(engine, encoder, truth)
+        recon = roundtrip(engine, encoder, truth)
         moved, true_moved = frame_motion(frames), frame_motion(truth)
         accuracy["model"][name] = hits(moved, name)
         accuracy["ground_truth"][name] = hits(true_moved, name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from engine.demo.actions import DEMO_KEYS, ActionBatch, random_play
+from engine.demo.errors import DemoError
 from engine.demo.terrain import Terrain, generate_terrain
 from engine.demo.themes import THEME_NAMES
 from engine.demo.world import (
@@ -52,6 +53,9 @@ class SourceParams:
     # how many whole chunks such an episode rests: 1, 2 or 3 with these weights; 2 puts the first moving
     # chunk on the trainer's first inference-layout target (context = the two resting chunks)
     rest_chunk_weights: tuple[float, float, float] = (0.25, 0.5, 0.25)
+    # chance an episode's actions are a stretch of the source's ``script`` (when it has one): long
+    # held directions, runs and brakes, as the long-play evaluation plays
+    scripted_probability: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,10 @@ class EpisodeSource:
     """Draws batches of episodes; all randomness from one CPU generator seeded at construction."""
 
     def __init__(self, world: WorldParams, device: torch.device, seed: int = 0,
-                 params: SourceParams | None = None) -> None:
+                 params: SourceParams | None = None, script: ActionBatch | None = None) -> None:
+        """``script``: one long action track (batch of one) that scripted episodes take stretches of."""
         self.world = world
+        self.script = script
         self.device = device
         self.params = params or SourceParams()
         self.gen = torch.Generator().manual_seed(seed)
@@ -99,6 +105,8 @@ class EpisodeSource:
         maps = stack_terrains([self._pool[i] for i in picks])
         start = torch.rand(batch, 2, generator=self.gen) * self.world.map_size
         play = self._from_rest(random_play(batch, p.warmup_frames + frames, self.gen), frames_per_chunk)
+        if self.script is not None and p.scripted_probability > 0.0:
+            play = self._scripted(play)
         state: WorldState = initial_state(start.round().to(self.device))
         for t in range(p.warmup_frames):
             state = step_dynamics(state, play.frame(t).to(self.device), self.world)
@@ -149,6 +157,21 @@ class EpisodeSource:
                 keys[b, start:, key] = 1.0
             if bool(running[b]):
                 keys[b, start:, DEMO_KEYS.index("shift")] = 1.0
+        return ActionBatch(keys, mouse, axes)
+
+    def _scripted(self, play: ActionBatch) -> ActionBatch:
+        """Replace some episodes' actions (warm-up included) by a stretch of the script from a random frame."""
+        assert self.script is not None
+        batch, frames = play.keys.shape[:2]
+        length = self.script.keys.shape[1]
+        if length < frames:
+            raise DemoError("short_script", f"the script has {length} frames; episodes need {frames}")
+        chosen = torch.rand(batch, generator=self.gen) < self.params.scripted_probability
+        starts = torch.randint(0, length - frames + 1, (batch,), generator=self.gen)
+        keys, mouse, axes = play.keys.clone(), play.mouse.clone(), play.axes.clone()
+        for b in torch.nonzero(chosen).flatten().tolist():
+            part = slice(int(starts[b]), int(starts[b]) + frames)
+            keys[b], mouse[b], axes[b] = self.script.keys[0, part], self.script.mouse[0, part], self.script.axes[0, part]
         return ActionBatch(keys, mouse, axes)
 
     def _themes(self, batch: int, n_chunks: int) -> torch.Tensor:

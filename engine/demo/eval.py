@@ -1,5 +1,7 @@
 """Evaluate the demo model against its ground-truth world:
-``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``.
+``python -m engine.demo.eval --weights W [--json out.json] [--device cpu] [--quick]``;
+``--long-play [--seconds 300] [--figures DIR]`` runs the long-play evaluation instead
+(``engine.demo.long_play``: minutes of scripted vigorous play, every number of its targets).
 ``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
 evaluate other sampling settings than the ones ``engine/demo/config.py`` serves with (the report
 records the settings it ran).
@@ -57,20 +59,27 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
 
 # the config fields that say how the model is sampled (recorded in every report)
 _SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "action_guidance_rescale",
-             "cache_context_noise")
+             "cache_context_noise", "kv_from_last_pass")
 
 
-def _demo_engine(model: ModelConfig, device: str, weights: Path) -> Engine:
+def _sampling(cfg: ModelConfig) -> dict[str, object]:
+    return {name: list(v) if isinstance(v := getattr(cfg, name), tuple) else v for name in _SAMPLING}
+
+
+def _demo_engine(model: ModelConfig, device: str, weights: Path, dtype: str | None = None,
+                 compile: str = "off") -> Engine:
     return Engine.create(model=model, catalog=catalog_with_demo(), device=device, weights=weights, attention="sdpa",
-                         compile="off")
+                         compile=compile, dtype=dtype)
 
 
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
-             speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None) -> dict[str, object]:
+             speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None,
+             dtype: str | None = None, compile: str = "off") -> dict[str, object]:
     """``model``: the config to run (a demo config, or a variant of its sampling settings).
-    ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s)."""
+    ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s).
+    ``dtype``, ``compile``: the engine's (default fp32 on the CPU, eager)."""
     started = time.monotonic()
-    engine = _demo_engine(model, device, weights)
+    engine = _demo_engine(model, device, weights, dtype, compile)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
@@ -83,7 +92,7 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
         "torch": torch.__version__,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "params": asdict(params),
-        "sampling": {name: list(v) if isinstance(v := getattr(cfg, name), tuple) else v for name in _SAMPLING},
+        "sampling": _sampling(cfg),
         "classifier_ground_truth_accuracy": classifier_accuracy,
         "autoencoder": autoencoder_quality(encoder, engine, params, worlds),
     }
@@ -144,6 +153,14 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--guided-steps", type=int, default=None, help="how many first denoise steps are guided")
     p.add_argument("--context-noise", type=float, default=None, help="std of the seeded noise on each chunk's "
                                                                      "latents for its cache pass")
+    p.add_argument("--kv-from-last-pass", action="store_true",
+                   help="skip the cache pass: the last denoise pass writes each chunk's K/V (an approximation)")
+    p.add_argument("--dtype", default=None, help="engine dtype (default float32 on the CPU; bfloat16 is a speed trade)")
+    p.add_argument("--long-play", action="store_true",
+                   help="run the long-play evaluation (engine/demo/long_play.py) instead of the short one")
+    p.add_argument("--seconds", type=float, default=300.0, help="length of the long play (default 300)")
+    p.add_argument("--figures", type=Path, default=None,
+                   help="with --long-play: write long_play_filmstrip.png and long_play_directions.png here")
     p.add_argument("--guidance-rescale", type=float, default=None, help="share of the guided flow rescaled to "
                                                                         "the plain flow-with-actions std, 0..1")
     return p
@@ -169,6 +186,8 @@ def _sampling_variant(args: argparse.Namespace) -> ModelConfig:
         changes["cache_context_noise"] = args.context_noise
     if args.guidance_rescale is not None:
         changes["action_guidance_rescale"] = args.guidance_rescale
+    if args.kv_from_last_pass:
+        changes["kv_from_last_pass"] = True
     config = MODELS[args.model]
     if not changes:
         return config
@@ -189,19 +208,44 @@ def main(argv: list[str] | None = None) -> int:
     params = replace(QUICK) if args.quick else EvalParams()
     try:
         model = _sampling_variant(args)
+        if args.long_play:
+            return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
+                                        args.dtype), args.json)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
-                          speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip)
+                          speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip,
+                          dtype=args.dtype)
         if args.sheet is not None:
             save_sheet(args.weights, encoder, args.device, args.sheet, model=model)
     except (DemoError, EngineError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return _write(report, args.json)
+
+
+def _write(report: dict[str, object], path: Path | None) -> int:
     text = json.dumps(report, indent=2)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(text + "\n")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
     print(text)
     return 0
+
+
+def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelConfig, seconds: float,
+                  figures: Path | None, dtype: str | None = None) -> dict[str, object]:
+    """The long-play evaluation of ``weights`` sampled as ``model`` says (see engine.demo.long_play)."""
+    from engine.demo.long_play import LongPlayParams, long_play
+
+    if seconds < 70.0:
+        raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
+    engine = _demo_engine(model, device, weights, dtype)
+    encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
+    worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
+    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
+    return {"model": engine.config.name, "weights": str(weights),
+            "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "device": device,
+            "torch": torch.__version__, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "sampling": _sampling(engine.config), "dtype": str(engine.parts.dtype), "long_play": report}
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
+from loadtest.browser_play import CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import daemon_process
 
 # A 2-core machine running a daemon, Chromium and the test at once answers slower than a desk
@@ -20,13 +21,6 @@ from tests.conftest import daemon_process
 expect.set_options(timeout=15_000)
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--allow-loopback-in-peer-connection", "--use-fake-ui-for-media-stream",
-    "--autoplay-policy=no-user-gesture-required",
-]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -30,16 +30,17 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
                                   "action_guidance": CONFIG.action_guidance,
                                   "action_guidance_steps": CONFIG.action_guidance_steps,
                                   "action_guidance_rescale": CONFIG.action_guidance_rescale,
-                                  "cache_context_noise": CONFIG.cache_context_noise}
+                                  "cache_context_noise": CONFIG.cache_context_noise,
+                                  "kv_from_last_pass": CONFIG.kv_from_last_pass}
 
 
 @pytest.mark.slow
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
-                     "--guidance-rescale", "0.25", "--context-noise", "0.5")
+                     "--guidance-rescale", "0.25", "--context-noise", "0.5", "--kv-from-last-pass")
     assert report["sampling"] == {"denoise_timesteps": [1000.0, 500.0], "action_guidance": 2.0,
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
-                                  "cache_context_noise": 0.5}
+                                  "cache_context_noise": 0.5, "kv_from_last_pass": True}
     assert report["model"] == "demo+sampling"
     assert "demo+sampling" not in catalog_with_demo().names()
 
@@ -50,7 +51,8 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                              (["--guidance", "0"], "bad_config"),
                                              (["--guidance-rescale", "1.5"], "bad_config"),
                                              (["--context-noise", "-1"], "bad_config"),
-                                             (["--model", "demo-fine", "--guided-steps", "9"], "bad_config")])
+                                             (["--model", "demo-fine", "--guided-steps", "9"], "bad_config"),
+                                             (["--long-play", "--seconds", "30"], "bad_seconds")])
 def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], code: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2

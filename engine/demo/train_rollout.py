@@ -1,0 +1,158 @@
+"""Train the demo model on its own rollouts (``engine.demo._train_rollout``), from a trained model:
+``python -m engine.demo.train_rollout --resume DIR --out DIR [--minutes M] [--device cuda] [--steps N]``.
+
+``--resume`` takes a directory written by ``python -m engine.demo.train`` (or ``engine/weights``,
+which holds the shipped files) or by this command. From the former it starts a new rollout run
+on those weights (the autoencoder is kept: the DiT's latents must not move); from the latter it
+continues exactly where that run stopped (``rollout_state.pt``: weights, their average, the
+optimizer, the step, the seconds spent). Writes demo.safetensors, demo_encoder.safetensors,
+demo.json (loadable by the engine, the evaluation and ``--resume``), rollout_state.pt (not for
+shipping: it holds the optimizer) and losses.png into ``--out``; checkpoints every 2 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from engine._setup import parse_device
+from engine.attention import AttentionBackend
+from engine.demo._progress import Budget, LossLog, save_loss_plot
+from engine.demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
+from engine.demo.actions import action_batch
+from engine.demo.autoencoder import ae_config_for
+from engine.demo.config import MODELS
+from engine.demo.data import EpisodeSource, SourceParams
+from engine.demo.errors import DemoError
+from engine.demo.export import load_trained, write_model
+from engine.demo.script import scripted_play
+from engine.demo.world import WorldParams
+from engine.errors import ConfigError
+
+__all__ = ["STATE_FILE", "build_parser", "main", "run"]
+
+STATE_FILE = "rollout_state.pt"
+_RESERVE_S = 20.0  # kept back from --minutes for writing the files and the plot
+_SCRIPT_SECONDS = 900.0  # the action track scripted episodes take stretches of
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m engine.demo.train_rollout", description=__doc__.split("\n\n")[0])
+    p.add_argument("--resume", required=True, type=Path, help="a trained model's directory (see above)")
+    p.add_argument("--out", required=True, type=Path, help="directory for weights, state and loss plot")
+    p.add_argument("--model", default="demo", choices=sorted(MODELS))
+    p.add_argument("--minutes", type=float, default=13.0, help="wall-clock budget of this run (default 13)")
+    p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    p.add_argument("--steps", type=int, default=None, help="run exactly this many steps (smoke runs)")
+    p.add_argument("--batch", type=int, default=None, help=f"episodes per step (default {RolloutParams.batch} "
+                                                           "on cuda, 1 on cpu)")
+    p.add_argument("--min-horizon", type=int, default=RolloutParams.min_horizon)
+    p.add_argument("--max-horizon", type=int, default=RolloutParams.max_horizon,
+                   help=f"chunks rolled out per step by the end of the growth (default {RolloutParams.max_horizon})")
+    p.add_argument("--lr", type=float, default=RolloutParams.lr)
+    p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
+    p.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
+    if args.minutes <= 0.5:
+        raise DemoError("bad_minutes", f"--minutes must be more than 0.5, got {args.minutes}")
+    if args.steps is not None and args.steps < 1:
+        raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
+    if not 1 <= args.min_horizon <= args.max_horizon:
+        raise DemoError("bad_horizon", f"need 1 <= --min-horizon <= --max-horizon, got {args.min_horizon}, "
+                                       f"{args.max_horizon}")
+    if not 0.0 < args.lr <= 0.01:
+        raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
+    return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
+                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed)
+
+
+def run(args: argparse.Namespace) -> dict[str, Path]:
+    started = time.monotonic()
+    try:
+        device = parse_device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except ConfigError as exc:
+        raise DemoError(exc.code, f"--device: {exc.message}") from exc
+    cuda = device.type == "cuda"
+    params = _params(args, cuda)
+    config = MODELS[args.model]
+    if cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+    trained = load_trained(args.resume, config, ae_config_for(config))
+    encoder, decoder = trained.encoder.to(device).eval(), trained.decoder.to(device).eval()
+    state = RolloutState.start(trained.dit, trained.text, params, device)
+    saved = args.resume / STATE_FILE
+    if saved.is_file():
+        state.load_state_dict(torch.load(saved, map_location=device, weights_only=True))
+        print(f"[resume] {saved}: step {state.step}, {state.seconds:.0f} s trained", flush=True)
+    else:
+        print(f"[start] rollout training on the weights in {args.resume}", flush=True)
+    fps, fpc = config.fps, config.latent_frames_per_chunk
+    script = action_batch(scripted_play(_SCRIPT_SECONDS, args.seed + 1, fps, fpc).actions)
+    source = EpisodeSource(WorldParams(width=config.width, height=config.height), device, seed=args.seed + 7,
+                           params=SourceParams(pool_size=args.pool or (64 if cuda else 2),
+                                               scripted_probability=params.scripted_share), script=script)
+    attend = AttentionBackend.create("sdpa", device)
+    gen = torch.Generator().manual_seed(params.seed + 31 + state.step)
+    noise = torch.Generator(device=device).manual_seed(params.seed + 97 + state.step)
+    budget = Budget("rollout", args.minutes * 60.0 - _RESERVE_S - (time.monotonic() - started), steps=args.steps,
+                    log_every=10)
+    before, first_step = state.seconds, state.step
+    log = LossLog({"rollout flow-matching loss (true chunk after self-made context)": state.losses})
+
+    def fraction() -> float:  # of the whole run, resumed parts included
+        if args.steps is not None:
+            return budget.fraction()
+        return min(1.0, (before + time.monotonic() - budget.started) / max(1e-9, before + budget.seconds))
+
+    def write(partial: bool) -> dict[str, Path]:
+        state.seconds = before + time.monotonic() - budget.started
+        meta = {"model": config.name, "stage": "rollout", "partial": partial,
+                "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
+                "args": {k: str(v) for k, v in vars(args).items()}, "rollout": {
+                    "steps": state.step, "steps_this_run": state.step - first_step, "seconds": round(state.seconds, 1),
+                    "params": dataclasses.asdict(params), "final_loss": sum(state.losses[-20:]) / max(1, len(state.losses[-20:]))},
+                "resumed_from": trained.meta}
+        paths = write_model(args.out, state.ema_dit, state.ema_text, decoder, encoder, meta)
+        paths["state"] = args.out / STATE_FILE
+        torch.save(state.state_dict(), paths["state"])
+        return paths
+
+    last_checkpoint = time.monotonic()
+    while not budget.done():
+        horizon = horizon_at(params, fraction())
+        episodes = source.sample(params.batch, (config.window_chunks + horizon) * fpc, fpc)
+        loss = rollout_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
+        budget.tick(loss, f"horizon {horizon}")
+        if time.monotonic() - last_checkpoint >= params.checkpoint_every_s:
+            write(partial=True)
+            print(f"[checkpoint] step {state.step} written to {args.out}", flush=True)
+            last_checkpoint = time.monotonic()
+    paths = write(partial=False)
+    paths["plot"] = args.out / "losses.png"
+    save_loss_plot(log, paths["plot"])
+    print(f"[done] step {state.step} ({state.step - first_step} this run), {time.monotonic() - started:.0f} s; "
+          f"wrote " + ", ".join(str(p) for p in paths.values()), flush=True)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        run(build_parser().parse_args(argv))
+    except DemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""Play the World page in Chromium for a while with scripted keys and print what a player gets:
+``python -m loadtest.browser_play [--seconds 60] [--url URL] [--model demo] [-- SERVE ARGS...]``.
+
+Without ``--url`` it starts ``sessiond serve --model MODEL`` on a free loopback port with the
+daemon's defaults (what ``bash scripts/serve.sh`` runs; WebRTC restricted to 127.0.0.1) and stops
+it after. Headless Chromium (/usr/bin/chromium) opens /world.html, waits for the first frames,
+then holds keys in a fixed cycle (every direction, diagonals, runs, brakes, rests). Printed (and
+written as JSON with ``--json``): decoded frames per second over the whole run (the WebRTC
+decoder's own count), the page's per-half-second fps readings, and action-to-photon p50 / p95 /
+max in ms -- for every displayed frame carrying a new action, the time from sending that action
+to the frame's expected display (the page's ``world.a2p``, every sample of the run collected).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "KEY_CYCLE", "main", "play"]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--allow-loopback-in-peer-connection", "--use-fake-ui-for-media-stream",
+    "--autoplay-policy=no-user-gesture-required",
+]
+# (keys held, seconds): every direction, diagonals, a run, a brake and a rest; repeated to fill the run
+KEY_CYCLE: tuple[tuple[tuple[str, ...], float], ...] = (
+    (("KeyW",), 3.0), (("KeyD",), 3.0), (("KeyS",), 3.0), (("KeyA",), 3.0),
+    (("ArrowUp", "ArrowRight"), 2.5), (("ArrowDown", "ArrowLeft"), 2.5), (("Space",), 1.0), ((), 1.5),
+    (("ShiftLeft", "ArrowRight"), 2.5), (("ArrowUp",), 2.0), (("ArrowLeft",), 2.0), (("ArrowDown",), 2.0),
+)
+# collects every action-to-photon sample: the page keeps only its last 64 in world.a2p
+COLLECT_A2P = """
+Object.defineProperty(window, "world", { configurable: true, set(value) {
+  window.a2pAll = [];
+  const push = value.a2p.push.bind(value.a2p);
+  value.a2p.push = (...xs) => { window.a2pAll.push(...xs); return push(...xs); };
+  Object.defineProperty(window, "world", { value, writable: true, configurable: true });
+} });
+"""
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(model: str, extra: list[str], log: Path) -> Iterator[str]:
+    """``sessiond serve`` as a subprocess on a free port until the block ends; its output goes to ``log``."""
+    port = _free_port()
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "sessiond.cli", "serve", "--model", model, "--port", str(port),
+                                 "--host", "127.0.0.1", "--webrtc-hosts", "127.0.0.1", *extra],
+                                stdout=out, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 180.0
+            while True:
+                with contextlib.suppress(httpx.HTTPError):
+                    if httpx.get(f"{url}/readyz", timeout=1.0).status_code == 200:
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the daemon did not become ready at {url}; see {log}")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    return float(np.percentile(values, q)) if values else None
+
+
+def play(url: str, seconds: float) -> dict[str, object]:
+    """Open the World page at ``url``, hold the key cycle for ``seconds``, return the numbers."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix="browser-play-") as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                        args=CHROMIUM_ARGS, viewport={"width": 1100, "height": 700})
+        try:
+            page = context.new_page()
+            page.add_init_script(COLLECT_A2P)
+            opened = time.monotonic()
+            page.goto(f"{url}/world.html")
+            page.wait_for_function("window.world && world.framesDecoded >= 8", timeout=90_000)
+            first_frames_s = time.monotonic() - opened
+            page.locator("body").click(position={"x": 5, "y": 5})
+            start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
+            fps_readings: list[float] = []
+            index = 0
+            while time.monotonic() - started < seconds:
+                keys, hold = KEY_CYCLE[index % len(KEY_CYCLE)]
+                index += 1
+                for key in keys:
+                    page.keyboard.down(key)
+                end = min(time.monotonic() + hold, started + seconds)
+                while time.monotonic() < end:
+                    page.wait_for_timeout(500)
+                    fps_readings.append(float(page.evaluate("world.fps")))
+                for key in reversed(keys):
+                    page.keyboard.up(key)
+            elapsed = time.monotonic() - started
+            decoded = int(page.evaluate("world.framesDecoded")) - int(start_frames)
+            a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
+            errors = page.evaluate("world.errors")
+        finally:
+            context.close()
+    return {
+        "url": url,
+        "seconds": round(elapsed, 1),
+        "first_frames_after_s": round(first_frames_s, 2),
+        "decoded_frames": decoded,
+        "decoded_fps": decoded / elapsed,
+        "page_fps_p50": _percentile(fps_readings[2:], 50),  # the first readings straddle the key press
+        "page_fps_min": min(fps_readings[2:], default=None),
+        "a2p_samples": len(a2p),
+        "a2p_ms_p50": _percentile(a2p, 50),
+        "a2p_ms_p95": _percentile(a2p, 95),
+        "a2p_ms_max": max(a2p, default=None),
+        "errors": errors,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m loadtest.browser_play", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seconds", type=float, default=60.0, help="how long to play (default 60)")
+    p.add_argument("--url", default=None, help="a running daemon; default: start `sessiond serve` for the run")
+    p.add_argument("--model", default="demo", help="the model the started daemon serves (default demo)")
+    p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    p.add_argument("serve_args", nargs="*", help="more `sessiond serve` arguments (after --)")
+    args = p.parse_args(argv)
+    if args.seconds <= 0:
+        print("error: --seconds must be positive", file=sys.stderr)
+        return 2
+    if args.url is not None:
+        report = play(args.url, args.seconds)
+    else:
+        with tempfile.TemporaryDirectory(prefix="browser-play-daemon-") as folder, \
+                serve(args.model, args.serve_args, Path(folder) / "daemon.log") as url:
+            report = play(url, args.seconds)
+    report["model"] = args.model if args.url is None else None
+    report["serve_args"] = args.serve_args
+    report["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    text = json.dumps(report, indent=2)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
