@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.browser._frames import mean_luma, video_picture
 from tests.browser.conftest import ROOT, Served
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
 
 
 @pytest.fixture

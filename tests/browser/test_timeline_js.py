@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
 
 GOLDEN = Path(__file__).resolve().parents[1] / "protocols" / "pts_golden.json"
 

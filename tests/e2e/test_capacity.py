@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from engine.api import StepPlan, StepResult
 from loadtest.replay.report import build_report
@@ -66,6 +67,7 @@ def _one_director(segments: int, seconds: float) -> Trace:
     return Trace(TraceHeader("one-slow-director", "synthesized"), tuple(events))
 
 
+@pytest.mark.slow  # a live replay of a 10 s trace
 async def test_a_director_generated_slower_than_real_time_plays_without_a_stall_after_the_advice() -> None:
     engine = tiny_engine()
     steps = engine.info.denoise_steps + 2  # engine calls per chunk: denoise steps, cache, decode
