@@ -13,7 +13,7 @@ import torch
 
 from engine._execute import PhaseRunner
 from engine._setup import EngineParts
-from engine.api import FrameAction, Phase, StepItem, StepPlan, StepResult
+from engine.api import FrameAction, StepItem, SteppingEngine, StepPlan
 from engine.attention import measure_backends
 from engine.config import ModelConfig
 from engine.session import ChunkRecord
@@ -25,25 +25,13 @@ logger = logging.getLogger(__name__)
 WARMUP_SESSION = "__warmup__"
 
 
-class WarmupTarget(Protocol):
+class WarmupTarget(SteppingEngine, Protocol):
     """What warmup drives: the engine's public stepping API and its parts."""
 
     config: ModelConfig
     device: torch.device
     parts: EngineParts
     runner: PhaseRunner
-
-    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool: ...
-
-    def close_session(self, session_id: str) -> None: ...
-
-    def reset(self, session_id: str, *, seed: int, prompt: str) -> None: ...
-
-    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int: ...
-
-    def next_phase(self, session_id: str) -> Phase | None: ...
-
-    def step(self, plan: StepPlan) -> StepResult: ...
 
     def embed_prompt(self, prompt: str) -> torch.Tensor: ...
 

@@ -28,6 +28,7 @@ __all__ = [
     "StepItem",
     "StepPlan",
     "StepResult",
+    "SteppingEngine",
 ]
 
 
@@ -125,12 +126,9 @@ class KVStats:
     per_session: dict[str, tuple[int, int]]  # session id -> (slabs on device, slabs offloaded)
 
 
-class EngineProtocol(Protocol):
-    """What the daemon relies on. engine.Engine implements it."""
-
-    info: ModelInfo
-
-    def warmup(self) -> None: ...
+class SteppingEngine(Protocol):
+    """Opening, stepping and closing sessions: what the engine's own warm-up and the daemon's
+    start-up cost profile drive. EngineProtocol adds the rest."""
 
     def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool:
         """Allocate the session's KV; False (never an exception) when the pool is full."""
@@ -138,8 +136,8 @@ class EngineProtocol(Protocol):
 
     def close_session(self, session_id: str) -> None: ...
 
-    def set_prompt(self, session_id: str, prompt: str) -> None:
-        """Applies from the next chunk begun."""
+    def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
+        """Start fresh (a director `cut`): empty context, new seed."""
         ...
 
     def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int:
@@ -153,6 +151,18 @@ class EngineProtocol(Protocol):
 
     def step(self, plan: StepPlan) -> StepResult: ...
 
+
+class EngineProtocol(SteppingEngine, Protocol):
+    """What the daemon relies on. engine.Engine implements it."""
+
+    info: ModelInfo
+
+    def warmup(self) -> None: ...
+
+    def set_prompt(self, session_id: str, prompt: str) -> None:
+        """Applies from the next chunk begun."""
+        ...
+
     def mark_delivered(self, session_id: str, chunk_index: int) -> None:
         """Chunks up to chunk_index reached the viewer; rollback can no longer go before it."""
         ...
@@ -160,10 +170,6 @@ class EngineProtocol(Protocol):
     def rollback(self, session_id: str) -> int:
         """Drop chunks generated but not delivered, and any chunk in progress; restore KV,
         decoder cache and latents to the last delivered chunk. Returns the next chunk index."""
-        ...
-
-    def reset(self, session_id: str, *, seed: int, prompt: str) -> None:
-        """Start fresh (a director `cut`): empty context, new seed."""
         ...
 
     def offload(self, session_id: str) -> None: ...

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-__all__ = ["DemoError"]
+import argparse
+import sys
+from collections.abc import Callable
+
+__all__ = ["DemoError", "exit_code"]
 
 
 class DemoError(ValueError):
@@ -11,3 +15,13 @@ class DemoError(ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
+
+
+def exit_code(run: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
+    """A command's exit status: 0 when `run(args)` returns, 2 (with the error on stderr) on a DemoError."""
+    try:
+        run(args)
+    except DemoError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -28,7 +28,7 @@ from engine.demo._train_dit import DiTTrainParams, train_dit
 from engine.demo.autoencoder import ae_config_for
 from engine.demo.config import MODELS, TRAIN_CHUNKS
 from engine.demo.data import EpisodeSource, SourceParams
-from engine.demo.errors import DemoError
+from engine.demo.errors import DemoError, exit_code
 from engine.demo.export import load_trained, write_model
 from engine.demo.world import WorldParams
 from engine.errors import ConfigError, EngineError
@@ -215,13 +215,7 @@ def run_training(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_train_parser().parse_args(argv)
-    try:
-        run_training(args)
-    except DemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_code(run_training, build_train_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

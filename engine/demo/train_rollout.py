@@ -29,7 +29,7 @@ from engine.demo.actions import action_batch
 from engine.demo.autoencoder import ae_config_for
 from engine.demo.config import MODELS
 from engine.demo.data import EpisodeSource, SourceParams
-from engine.demo.errors import DemoError
+from engine.demo.errors import DemoError, exit_code
 from engine.demo.export import load_trained, write_model
 from engine.demo.script import scripted_play
 from engine.demo.world import WorldParams
@@ -146,12 +146,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        run(build_parser().parse_args(argv))
-    except DemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return exit_code(run, build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from engine.api import FrameAction, ModelInfo, Phase, StepItem, StepPlan, StepResult
+from engine.api import FrameAction, ModelInfo, StepItem, SteppingEngine, StepPlan
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.errors import CostModelError
 
@@ -20,17 +20,11 @@ Progress = Callable[[int, int, str], None]  # (done, total, what)
 _PROMPT = "calibration profile"
 
 
-class ProfileEngine(Protocol):
+class ProfileEngine(SteppingEngine, Protocol):
     """The part of engine.api.EngineProtocol the profile drives."""
 
     info: ModelInfo
 
-    def open_session(self, session_id: str, *, seed: int, prompt: str) -> bool: ...
-    def close_session(self, session_id: str) -> None: ...
-    def reset(self, session_id: str, *, seed: int, prompt: str) -> None: ...
-    def begin_chunk(self, session_id: str, actions: list[FrameAction]) -> int: ...
-    def next_phase(self, session_id: str) -> Phase | None: ...
-    def step(self, plan: StepPlan) -> StepResult: ...
     def offload(self, session_id: str) -> None: ...
     def restore(self, session_id: str) -> bool: ...
 
