@@ -29,6 +29,7 @@ def test_every_subcommand_answers_help() -> None:
         assert f"sessiond {name}" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_single_daemon_never_loads_the_fleet_runtime() -> None:
     """`sessiond serve` without --fleet: the command line and the app load neither the Dynamo
     runtime nor the daemon's fleet adapter (the `fleet` extra is optional)."""

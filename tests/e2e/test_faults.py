@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import httpx
+import pytest
 
 from engine.api import StepPlan, StepResult
 from protocols.client import SessionClient
@@ -45,6 +46,7 @@ class _FaultyEngine:
         return getattr(self._engine, name)
 
 
+@pytest.mark.slow
 async def test_an_engine_fault_ends_only_its_session() -> None:
     async with off_loop(running_daemon(_FaultyEngine(tiny_engine()))) as d:
         healthy = SessionClient(timeout_s=20.0)
@@ -74,6 +76,7 @@ async def test_an_engine_fault_ends_only_its_session() -> None:
         assert d.daemon.metrics.engine_faults._value.get() == 2
 
 
+@pytest.mark.slow
 async def test_redis_down_keeps_sessions_running_and_create_is_503_until_it_is_back(
         redis_server: RedisServer) -> None:
     async with off_loop(running_daemon(redis_url=redis_server.url)) as d, \

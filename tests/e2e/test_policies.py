@@ -16,6 +16,7 @@ from tests.conftest import daemon_process, off_loop, running_daemon
 from tests.e2e._util import collect, collect_frames, new_client, session_client
 
 
+@pytest.mark.slow
 async def test_duty_policy_is_fed_each_tick_and_publishes_each_sessions_duty() -> None:
     async with off_loop(running_daemon(policy="duty")) as d, httpx.AsyncClient(base_url=d.url) as http:
         client = await new_client(d.url, "world")

@@ -15,6 +15,8 @@ from tests.conftest import running_daemon
 from tests.e2e._util import assert_timeline, collect_for, collect_frames, session_client
 from tests.e2e.test_interrupts import check_no_stale
 
+pytestmark = pytest.mark.slow  # each test streams a split first chunk through a daemon (~1.6 s)
+
 MODEL = "tiny+wan-vae-split-e2e"
 
 

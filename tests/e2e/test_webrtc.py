@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
 
 from protocols.codec import decode
@@ -23,6 +24,7 @@ async def _create(http: httpx.AsyncClient, url: str, mode: str) -> tuple[dict[st
     return body, {"Authorization": f"Bearer {body['token']}"}
 
 
+@pytest.mark.slow
 async def test_a_world_session_streams_over_webrtc_and_takes_actions() -> None:
     async with off_loop(running_daemon(webrtc_hosts=("127.0.0.1",))) as d, \
             httpx.AsyncClient(timeout=30) as http:
@@ -81,6 +83,7 @@ async def test_frames_metadata_sent_before_control_opens_is_held_not_lost() -> N
                 await http.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=auth)
 
 
+@pytest.mark.slow
 async def test_a_director_segment_over_webrtc_with_a_window_runs_to_its_end() -> None:
     """The client acks each chunk when its `frames` message arrives, before the paced frames have
     all gone out; a window smaller than two chunks must still open (it used to stall the segment

@@ -15,6 +15,8 @@ from engine.attention import AttentionBackend
 from engine.errors import ConfigError
 from tests.engine._helpers import run_interpreted
 
+pytestmark = pytest.mark.slow  # Triton's CPU interpreter takes seconds to start
+
 CHILD = textwrap.dedent(
     """
     import json

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 import torch
 
 from engine.kv.gather import gather_slabs, scatter_slabs
 from tests.engine._helpers import run_interpreted
+
+pytestmark = pytest.mark.slow  # Triton's CPU interpreter takes seconds to start
 
 CHILD = textwrap.dedent(
     """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch
 
 from engine.api import StepItem, StepPlan
@@ -12,6 +13,7 @@ from engine.model._fused import BlockKernels
 from tests.engine._helpers import W, make_engine, run_chunk
 
 
+@pytest.mark.slow
 def test_a_mixed_context_batch_reuses_the_uniform_batch_s_compiled_graphs() -> None:
     compiled: list[str] = []
 

@@ -36,6 +36,7 @@ def frames_by_theme() -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+@pytest.mark.slow
 def test_the_avatar_detector_finds_the_avatar_in_every_true_frame_of_every_theme(frames_by_theme) -> None:
     for theme, (frames, _) in frames_by_theme.items():
         assert avatar_visible(frames).tolist() == [True] * len(frames), theme
@@ -46,6 +47,7 @@ def test_the_avatar_detector_finds_nothing_when_the_world_draws_no_avatar(frames
         assert int(avatar_visible(frames).sum()) == 0, theme
 
 
+@pytest.mark.slow
 def test_red_autumn_crowns_almost_never_pass_for_the_avatar() -> None:
     """300 random places of an autumn map (red crowns everywhere) drawn without the avatar: measured
     2 false finds in 900 over three maps (0.2%); at most 1% here."""

@@ -25,6 +25,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(Path(path).read_text())
 
 
+@pytest.mark.slow
 def test_every_lever_alone_and_stacked_on_every_workload(results: dict) -> None:
     assert list(results["levers"]) == ["base", "graphs", "kv_last_pass", "fp8_ffn", "stacked_all", "stacked_chosen"]
     assert results["stacks"]["stacked_all"] == ["graphs", "fp8_ffn", "kv_last_pass"]
