@@ -8,6 +8,7 @@ import pytest
 
 from protocols.client import SessionClient
 from protocols.messages import Frame
+from tests.conftest import off_loop, running_daemon, tiny_engine
 from tests.e2e._util import collect_for
 
 
@@ -19,17 +20,21 @@ async def _world_frames(url: str, seconds: float, start: asyncio.Event) -> int:
         await start.wait()
         return sum(isinstance(m, Frame) for m in await collect_for(client, seconds))
     finally:
-        await client.close_session()
+        if client.session is not None:
+            await client.close_session()
         await client.aclose()
 
 
 @pytest.mark.slow
-async def test_two_dozen_world_sessions_progress_fairly(daemon) -> None:
-    start = asyncio.Event()
-    tasks = [asyncio.create_task(_world_frames(daemon.url, 4.0, start)) for _ in range(24)]
-    await asyncio.sleep(1.0)  # every session created and connected
-    start.set()
-    counts = list(await asyncio.gather(*tasks))
+async def test_two_dozen_world_sessions_progress_fairly() -> None:
+    # the scheduler's fairness, not admission: admit by KV budget, so the duty policy's calibration
+    # on a loaded machine cannot refuse some of the two dozen
+    async with off_loop(running_daemon(tiny_engine(), policy="kv")) as daemon:
+        start = asyncio.Event()
+        tasks = [asyncio.create_task(_world_frames(daemon.url, 4.0, start)) for _ in range(24)]
+        await asyncio.sleep(1.0)  # every session created and connected
+        start.set()
+        counts = list(await asyncio.gather(*tasks))
     assert len(counts) == 24
     assert min(counts) >= 16  # each saw at least a second of media in 4 s
     assert min(counts) >= 0.5 * max(counts)  # nobody got less than half of the best served
