@@ -52,6 +52,21 @@ class PhaseRunner:
     ) -> torch.Tensor:
         """One batched DiT pass; the blocks reuse each sample's cached prompt K/V when every sample
         has them (ChunkWork.cross), else project them from `contexts`."""
+        out = self._pass(latents, sigmas_t, works, contexts, context_slabs, write_slabs, kv_only=False)
+        assert out is not None
+        return out
+
+    @torch.no_grad()
+    def write_kv(self, latents: torch.Tensor, works: Sequence[ChunkWork | ChunkRecord], contexts: torch.Tensor,
+                 context_slabs: list[list[int]], write_slabs: list[int]) -> None:
+        """A cache pass at t=0: only the K/V it writes are kept, so the eager path stops after the
+        last block's write (its attention, cross-attention, FFN and the head are never used); a
+        captured graph runs whole."""
+        self._pass(latents, [0.0] * latents.shape[0], works, contexts, context_slabs, write_slabs, kv_only=True)
+
+    def _pass(self, latents: torch.Tensor, sigmas_t: list[float], works: Sequence[ChunkWork | ChunkRecord],
+              contexts: torch.Tensor, context_slabs: list[list[int]], write_slabs: list[int] | None,
+              kv_only: bool) -> torch.Tensor | None:
         frames = self.config.latent_frames_per_chunk
         # per-sample timesteps filled on the device (no host-to-device copy in the per-pass path)
         t = torch.stack([torch.full((frames,), value, device=self.device) for value in sigmas_t])
@@ -63,7 +78,7 @@ class PhaseRunner:
                 return self.graphs.run(latents, t, actions, starts, crosses, context_slabs, write_slabs)
         cross = _batched_cross(works)
         ctx = attn_context(self.pool, self.rope, context_slabs, starts, frames, write_slabs)
-        return self.model(latents, t, actions, contexts, ctx, self.attend, cross)  # type: ignore[no-any-return]
+        return self.model(latents, t, actions, contexts, ctx, self.attend, cross, kv_only)  # type: ignore[no-any-return]
 
     def denoise(self, states: list[EngineSession]) -> None:
         works = self._works(states)
@@ -135,8 +150,7 @@ class PhaseRunner:
             writes = [s.handle.slab_for_write(self.pool, w.index) for s, w in pending]
             contexts = torch.stack([w.context for _, w in pending])
             inputs = [self._cache_input(s.seed, w.index, w.clean) for s, w in pending]  # type: ignore[arg-type]
-            self.forward(torch.stack(inputs), [0.0] * len(pending), [w for _, w in pending], contexts, slabs,
-                         writes)
+            self.write_kv(torch.stack(inputs), [w for _, w in pending], contexts, slabs, writes)
         for state, work in zip(states, works, strict=True):
             state.handle.mark_written(self.pool, work.index)
             assert work.clean is not None
@@ -194,7 +208,7 @@ class PhaseRunner:
             write = handle.slab_of(record.index)
             latents = self._cache_input(state.seed, record.index, record.latents.to(self.device))[None]
             ctx_emb = embed[record.prompt][None]
-            self.forward(latents, [0.0], [record], ctx_emb, [context], [write])
+            self.write_kv(latents, [record], ctx_emb, [context], [write])
             handle.written = record.index + 1
 
 

@@ -3,6 +3,7 @@ from a model config or catalog name, a device and optional weights."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from engine._host_memory import keep_freed_host_memory
 from engine._memory import check_cuda_kv_budget, cuda_kv_budget, measure_decode_working_set
 from engine.api import ModelInfo
 from engine.attention import AttentionBackend
@@ -26,6 +28,8 @@ from engine.text import EmbeddingCache, HashTextEncoder, T5TextEncoder, TextEnco
 from engine.weights import Checkpoint, load_checkpoint, load_dit, parse_dtype
 
 __all__ = ["COMPILE_CHOICES", "EngineParts", "build_parts", "expandable_segments", "parse_device"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,6 +119,15 @@ def _prompt_examples(config: ModelConfig) -> tuple[str, ...]:
     return tuple(e for e in examples if isinstance(e, str) and e)
 
 
+def _lead_chunks(config: ModelConfig) -> float:
+    """The world lead a model config advises in `extra["lead_chunks"]` (a positive number), else 2."""
+    lead = config.extra.get("lead_chunks", 2.0)
+    if not isinstance(lead, int | float) or isinstance(lead, bool) or lead <= 0:
+        raise ConfigError("bad_lead_chunks", f"model {config.name!r}: extra['lead_chunks'] must be a positive "
+                          f"number, got {lead!r}")
+    return float(lead)
+
+
 def build_parts(
     config_or_name: str | ModelConfig,
     catalog: ModelCatalog,
@@ -137,6 +150,8 @@ def build_parts(
     device = parse_device(device_name)
     if device.type == "cuda":
         expandable_segments()
+    elif device.type == "cpu":
+        logger.info("host allocator keeps freed memory: %s", keep_freed_host_memory())
     dtype = parse_dtype(dtype_name, device)
     attend = AttentionBackend.create(attention, device)
     checkpoint = load_checkpoint(weights) if weights is not None else None
@@ -179,6 +194,7 @@ def build_parts(
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
         prompt_examples=_prompt_examples(config),
+        lead_chunks=_lead_chunks(config),
     )
     return EngineParts(
         config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,

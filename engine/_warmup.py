@@ -14,7 +14,7 @@ import torch
 from engine._execute import PhaseRunner
 from engine._setup import EngineParts
 from engine.api import FrameAction, StepItem, SteppingEngine, StepPlan
-from engine.attention import measure_backends
+from engine.attention import available_backends, measure_backends
 from engine.config import ModelConfig
 from engine.session import ChunkRecord
 
@@ -39,7 +39,7 @@ class WarmupTarget(SteppingEngine, Protocol):
 def _choose_attention(engine: WarmupTarget) -> None:
     parts = engine.parts
     c = parts.config
-    if parts.attend.name != "sdpa" or engine.device.type != "cuda":
+    if parts.attend.name != "sdpa" or len(available_backends(engine.device, parts.dtype)) < 2:
         return
     timings = measure_backends(
         engine.device, parts.dtype, c.tokens_per_chunk, c.tokens_per_chunk * (c.context_chunks + 1),

@@ -70,6 +70,9 @@ class ModelInfo:
     dtype: str
     # prompts the model renders well, best first (the demo model: one per theme); () when it names none
     prompt_examples: tuple[str, ...] = ()
+    # world mode: chunks a daemon should generate ahead of playback unless told otherwise; a model with
+    # short chunks and CPU-cheap steps (the demo) plays with less lead and so answers keys sooner
+    lead_chunks: float = 2.0
 
 
 class Phase(enum.Enum):

@@ -1,6 +1,6 @@
 """Placement: which worker gets a new session, and which one takes over a session whose worker died
 or drains. Workers are ordered by predicted headroom for the session's mode (their published
-capacity, debited locally for what this placer already put there since the last records); each
+capacity, debited locally for what this placer put there after the record was published); each
 worker's own admission is asked in that order and the first that admits wins the binding. Only
 when every worker asked refuses is the answer a refusal, with the smallest retry-after they gave.
 
@@ -51,6 +51,24 @@ class Placed:
 Ask = Callable[[WorkerCapacity], Awaitable[Admitted | Refusal]]
 
 
+@dataclass(frozen=True)
+class _Debit:
+    """What this placer predicted of a worker after asking it, stamped on the workers' clock."""
+
+    worker: str
+    mode: str
+    refused: bool
+    at: float
+
+
+def _debited(w: WorkerCapacity, mode: str, refused: bool) -> WorkerCapacity:
+    if refused:  # it said no: predict no headroom for this mode until a record published after
+        return replace(w, headroom={**w.headroom, mode: 0.0})
+    take = w.cost.get(mode, 0.0)
+    return replace(w, headroom={m: h - take for m, h in w.headroom.items()},
+                   sessions=w.sessions + 1, kv_free_sessions=w.kv_free_sessions - 1)
+
+
 def order_workers(workers: list[WorkerCapacity], mode: str, exclude: frozenset[str] = frozenset(),
                   limit: int | None = None) -> list[WorkerCapacity]:
     """Non-draining workers, most predicted headroom for `mode` first; those with no KV room or no
@@ -70,22 +88,34 @@ class Placement:
     directory."""
 
     def __init__(self, directory: SessionDirectory, *, max_asks: int = 8, view_ttl_s: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall_clock: Callable[[], float] = time.time,
+                 debit_memory_s: float = 30.0) -> None:
         if max_asks < 1:
             raise ValueError(f"max_asks must be >= 1 (ask at least one worker), got {max_asks}")
         self.directory = directory
         self.max_asks = max_asks
         self.view_ttl_s = view_ttl_s
+        self.debit_memory_s = debit_memory_s
         self._clock = clock
+        self._wall = wall_clock  # the clock the workers stamp `published_at` with
         self._view: dict[str, WorkerCapacity] = {}
         self._view_at = float("-inf")
+        self._debits: list[_Debit] = []
 
     async def view(self) -> list[WorkerCapacity]:
-        """The capacity records, re-read at most once per `view_ttl_s`."""
+        """The capacity records, re-read at most once per `view_ttl_s`. A re-read record keeps the
+        debits this placer made after it was published: a worker publishes once a second, so a
+        record read right after a placement does not count that session yet."""
         now = self._clock()
         if now - self._view_at >= self.view_ttl_s:
             self._view = {w.worker: w for w in await self.directory.workers()}
             self._view_at = now
+            horizon = self._wall() - self.debit_memory_s
+            self._debits = [d for d in self._debits if d.at > horizon]
+            for d in self._debits:
+                w = self._view.get(d.worker)
+                if w is not None and d.at > w.published_at:
+                    self._view[d.worker] = _debited(w, d.mode, d.refused)
         return list(self._view.values())
 
     def invalidate(self) -> None:
@@ -97,15 +127,10 @@ class Placement:
         self._view.pop(worker, None)
 
     def _debit(self, worker: str, mode: str, refused: bool) -> None:
+        self._debits.append(_Debit(worker, mode, refused, self._wall()))
         w = self._view.get(worker)
-        if w is None:
-            return
-        if refused:  # it said no: predict no headroom for this mode until its next record
-            self._view[worker] = replace(w, headroom={**w.headroom, mode: 0.0})
-            return
-        take = w.cost.get(mode, 0.0)
-        self._view[worker] = replace(w, headroom={m: h - take for m, h in w.headroom.items()},
-                                     sessions=w.sessions + 1, kv_free_sessions=w.kv_free_sessions - 1)
+        if w is not None:
+            self._view[worker] = _debited(w, mode, refused)
 
     async def _first_admitting(self, mode: str, ask: Ask, exclude: frozenset[str]) \
             -> tuple[WorkerCapacity, Admitted, int]:

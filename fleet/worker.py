@@ -30,6 +30,8 @@ __all__ = ["FleetWorker", "WorkerConfig", "serve_worker", "worker_key"]
 
 logger = logging.getLogger(__name__)
 
+UNREGISTER_TIMEOUT_S = 5.0  # a drained worker waits this long for the runtime to drop its endpoint
+
 
 def worker_key(device: str, host: str | None = None) -> str:
     """The stable key of the worker driving `device` on this host, e.g. "node-3/cuda:1"."""
@@ -138,7 +140,11 @@ class FleetWorker:
                 await publisher
             with contextlib.suppress(FleetError):
                 await self.directory.withdraw(self.config.key)
-            await endpoint.unregister_endpoint_instance()
+            try:  # the runtime's own call: bounded, so a stuck discovery cannot keep a drained worker alive
+                await asyncio.wait_for(endpoint.unregister_endpoint_instance(), UNREGISTER_TIMEOUT_S)
+            except TimeoutError:
+                logger.warning("worker %s: unregistering took over %.0f s; shutting the runtime down anyway",
+                               self.config.key, UNREGISTER_TIMEOUT_S)
             runtime.shutdown()
             await asyncio.wait({serving}, timeout=5)
             if isinstance(self.directory, RedisDirectory):

@@ -1,5 +1,6 @@
 """Play the World page in Chromium for a while with scripted keys and print what a player gets:
-``python -m loadtest.browser_play [--seconds 60] [--url URL] [--model demo] [-- SERVE ARGS...]``.
+``python -m loadtest.browser_play [--seconds 60] [--url URL] [--model demo] [--screenshots DIR]
+[-- SERVE ARGS...]``.
 
 Without ``--url`` it starts ``sessiond serve --model MODEL`` on a free loopback port with the
 daemon's defaults (what ``bash scripts/serve.sh`` runs; WebRTC restricted to 127.0.0.1) and stops
@@ -9,6 +10,11 @@ written as JSON with ``--json``): decoded frames per second over the whole run (
 decoder's own count), the page's per-half-second fps readings, and action-to-photon p50 / p95 /
 max in ms -- for every displayed frame carrying a new action, the time from sending that action
 to the frame's expected display (the page's ``world.a2p``, every sample of the run collected).
+With ``--screenshots DIR`` the page is also saved as DIR/play_SSSs.png when play starts and every
+``--screenshot-every`` seconds (default 20) after, to look at what the player saw. Shots disturb
+the numbers: each stalls headless Chromium's compositor, and the WebRTC jitter buffer grows after
+a stall (on the 2-core AMD box, 180 s with 6 shots: action-to-photon p50 497 ms; without: 264 ms):
+take numbers from a run without them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+
+from loadtest._process import stop_process
 
 __all__ = ["CHROMIUM", "CHROMIUM_ARGS", "KEY_CYCLE", "main", "play"]
 
@@ -79,20 +87,31 @@ def serve(model: str, extra: list[str], log: Path) -> Iterator[str]:
                 time.sleep(0.2)
             yield url
         finally:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+            stop_process(proc)
 
 
 def _percentile(values: list[float], q: float) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
-def play(url: str, seconds: float) -> dict[str, object]:
-    """Open the World page at ``url``, hold the key cycle for ``seconds``, return the numbers."""
+def _describe(error: object) -> str:
+    """A page error as the page recorded it (a string, or the server's {code, message})."""
+    if isinstance(error, dict):
+        return f"{error.get('code', 'error')}: {error.get('message', '')}"
+    return str(error)
+
+
+class PageFailed(Exception):
+    """The World page reported an error before it played (e.g. the daemon refused the session)."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: float = 20.0) -> dict[str, object]:
+    """Open the World page at ``url``, hold the key cycle for ``seconds``, return the numbers; with
+    ``shots`` a screenshot of the page there at the start and every ``shot_every_s`` seconds."""
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="browser-play-") as profile, sync_playwright() as pw:
@@ -103,11 +122,18 @@ def play(url: str, seconds: float) -> dict[str, object]:
             page.add_init_script(COLLECT_A2P)
             opened = time.monotonic()
             page.goto(f"{url}/world.html")
-            page.wait_for_function("window.world && world.framesDecoded >= 8", timeout=90_000)
+            page.wait_for_function("window.world && (world.framesDecoded >= 8 || world.errors.length > 0)",
+                                   timeout=90_000)
+            if int(page.evaluate("world.framesDecoded")) < 8:
+                raise PageFailed([_describe(e) for e in page.evaluate("world.errors")])
             first_frames_s = time.monotonic() - opened
             page.locator("body").click(position={"x": 5, "y": 5})
             start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
             fps_readings: list[float] = []
+            taken: list[str] = []
+            next_shot = 0.0
+            if shots is not None:
+                shots.mkdir(parents=True, exist_ok=True)
             index = 0
             while time.monotonic() - started < seconds:
                 keys, hold = KEY_CYCLE[index % len(KEY_CYCLE)]
@@ -116,6 +142,11 @@ def play(url: str, seconds: float) -> dict[str, object]:
                     page.keyboard.down(key)
                 end = min(time.monotonic() + hold, started + seconds)
                 while time.monotonic() < end:
+                    if shots is not None and time.monotonic() - started >= next_shot:
+                        path = shots / f"play_{int(next_shot):03d}s.png"
+                        page.screenshot(path=str(path))
+                        taken.append(path.name)
+                        next_shot += shot_every_s
                     page.wait_for_timeout(500)
                     fps_readings.append(float(page.evaluate("world.fps")))
                 for key in reversed(keys):
@@ -139,6 +170,7 @@ def play(url: str, seconds: float) -> dict[str, object]:
         "a2p_ms_p95": _percentile(a2p, 95),
         "a2p_ms_max": max(a2p, default=None),
         "errors": errors,
+        "screenshots": taken,
     }
 
 
@@ -148,17 +180,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--url", default=None, help="a running daemon; default: start `sessiond serve` for the run")
     p.add_argument("--model", default="demo", help="the model the started daemon serves (default demo)")
     p.add_argument("--json", type=Path, default=None, help="also write the numbers here")
+    p.add_argument("--screenshots", type=Path, default=None, help="save the page here as it plays (PNG)")
+    p.add_argument("--screenshot-every", type=float, default=20.0, help="seconds between screenshots (default 20)")
     p.add_argument("serve_args", nargs="*", help="more `sessiond serve` arguments (after --)")
     args = p.parse_args(argv)
-    if args.seconds <= 0:
-        print("error: --seconds must be positive", file=sys.stderr)
+    if args.seconds <= 0 or args.screenshot_every <= 0:
+        print("error: --seconds and --screenshot-every must be positive", file=sys.stderr)
         return 2
-    if args.url is not None:
-        report = play(args.url, args.seconds)
-    else:
-        with tempfile.TemporaryDirectory(prefix="browser-play-daemon-") as folder, \
-                serve(args.model, args.serve_args, Path(folder) / "daemon.log") as url:
-            report = play(url, args.seconds)
+    try:
+        if args.url is not None:
+            report = play(args.url, args.seconds, args.screenshots, args.screenshot_every)
+        else:
+            with tempfile.TemporaryDirectory(prefix="browser-play-daemon-") as folder, \
+                    serve(args.model, args.serve_args, Path(folder) / "daemon.log") as url:
+                report = play(url, args.seconds, args.screenshots, args.screenshot_every)
+    except PageFailed as exc:
+        print(f"error: the World page did not play: {exc}. If the daemon refused the session for capacity, "
+              "it cannot serve one world session within objective on this machine; to measure anyway, let it "
+              "admit by memory alone: python -m loadtest.browser_play ... -- --policy kv", file=sys.stderr)
+        return 3
     report["model"] = args.model if args.url is None else None
     report["serve_args"] = args.serve_args
     report["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -18,7 +18,7 @@ __all__ = ["LOG_LEVELS", "ServeConfig"]
 LOG_LEVELS = ("debug", "info", "warning")
 
 _POSITIVE = (
-    "lead_chunks", "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
+    "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
     "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
 )
@@ -50,7 +50,7 @@ class ServeConfig:
     calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
     # sessions
-    lead_chunks: float = 2.0  # world: chunks generated ahead of the playback clock
+    lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
     idle_close_s: float = 600.0  # idle this long: the session is closed
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
@@ -93,6 +93,9 @@ class ServeConfig:
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value < 1:
                 raise ServeConfigError(name, f"must be a number in [0, 1), got {value!r}")
+        if self.lead_chunks is not None and (not isinstance(self.lead_chunks, int | float)
+                                             or isinstance(self.lead_chunks, bool) or self.lead_chunks <= 0):
+            raise ServeConfigError("lead_chunks", f"must be a positive number, got {self.lead_chunks!r}")
         if not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ServeConfigError("port", f"must be an integer in 0..65535, got {self.port!r}")
         if self.idle_close_s < self.idle_offload_s:

@@ -214,11 +214,16 @@ class Daemon:
         if self.scheduler is not None:
             self.scheduler.wake()
 
+    @property
+    def lead_chunks(self) -> float:
+        """World lead in chunks: --lead-chunks when given, else what the served model advises."""
+        return self.config.lead_chunks if self.config.lead_chunks is not None else self.info.lead_chunks
+
     def new_env(self) -> SessionEnv:
         info = self.info
         c = self.config
         return SessionEnv(
-            frames_per_chunk=info.frames_per_chunk, lead_chunks=c.lead_chunks, outbox_chunks=c.outbox_chunks,
+            frames_per_chunk=info.frames_per_chunk, lead_chunks=self.lead_chunks, outbox_chunks=c.outbox_chunks,
             window_frames=c.window_frames(info.fps), max_actions_per_s=c.max_actions_per_s,
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
@@ -309,7 +314,7 @@ class Daemon:
         self.writer.log(session_id, "close", {"reason": reason})
         self.sessions.pop(session_id, None)
         self._resume_locks.pop(session_id, None)
-        self.positions.forget(session_id)
+        await self.positions.close(session_id)  # a position write in flight lands before the delete
         try:
             await self.store.delete_session(session_id)
         except StoreUnavailable:

@@ -202,6 +202,7 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
     record.state = "created"
     session = Session(record, daemon.new_env(), _public(record, base_url, daemon.info.prompt_examples),
                       restored=True)
+    daemon.positions.reopen(sid)
     daemon.sessions[sid] = session
     log_event("resumed", sid, mode=record.mode, frames_sent=record.frames_sent, snapshot=snapshot is not None)
     session.set_state(SessionState.IDLE)

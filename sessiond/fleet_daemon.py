@@ -66,6 +66,9 @@ def capacity_of(snapshot: dict[str, Any], *, sessions: int, kv: KVStats | None, 
         if isinstance(budget, dict) and "max_total" in budget:
             in_budget = int(budget["max_total"]) - int(snapshot.get("sessions") or 0)
             kv_free = in_budget if kv_free is None else min(kv_free, in_budget)
+        if snapshot.get("max_sessions") is not None:  # --max-sessions caps every policy
+            open_slots = int(snapshot["max_sessions"]) - int(snapshot.get("sessions") or 0)
+            kv_free = open_slots if kv_free is None else min(kv_free, open_slots)
     else:
         most = max(1, int(snapshot.get("max_sessions") or 1))
         admitted = int(snapshot.get("sessions") or 0)

@@ -11,7 +11,11 @@ Store outage, by choice: the sessions go on. The first failed write marks the st
 then on chunks leave without waiting (counted in `sessiond_position_unguarded_frames`), the
 latest mark of each session is kept, and the store writer's loop retries them; once they are
 written the guard is back. A crash during an outage can therefore repeat the pts of at most the
-frames sent while the store was down (the record written before the outage is all there is)."""
+frames sent while the store was down (the record written before the outage is all there is).
+
+Closing: `close` returns once no position write for the session can land any more (it waits for
+the one in flight, and later ones for a closed session write nothing), so the store's delete that
+follows it leaves no position behind."""
 
 from __future__ import annotations
 
@@ -26,6 +30,10 @@ __all__ = ["PositionLedger"]
 
 logger = logging.getLogger(__name__)
 
+# closed sessions remembered (oldest forgotten first): a write still waiting for a session's lock
+# when it closed finds it here and writes nothing; none waits through thousands of later closes
+_CLOSED_KEPT = 4096
+
 
 class PositionLedger:
     def __init__(self, store: Store, metrics: Any) -> None:
@@ -35,6 +43,7 @@ class PositionLedger:
         self._durable: dict[str, int] = {}  # session -> the position the store holds
         self._pending: dict[str, int] = {}  # session -> a position not yet written (store down)
         self._locks: dict[str, asyncio.Lock] = {}
+        self._closed: dict[str, None] = {}  # insertion-ordered set of closed sessions
 
     def durable(self, session_id: str) -> int | None:
         return self._durable.get(session_id)
@@ -42,14 +51,14 @@ class PositionLedger:
     async def reserve(self, session_id: str, frames: int) -> None:
         """Make position `frames` durable before frames below it leave (returns at once while the
         store is down, see the module's note)."""
-        if frames <= self._durable.get(session_id, -1):
+        if session_id in self._closed or frames <= self._durable.get(session_id, -1):
             return
         if not self.healthy:
             self._unguarded(session_id, frames)
             return
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
-            if frames <= self._durable.get(session_id, -1):
+            if session_id in self._closed or frames <= self._durable.get(session_id, -1):
                 return
             try:
                 await self.store.put_position(session_id, frames)
@@ -64,6 +73,8 @@ class PositionLedger:
             self._durable[session_id] = frames
 
     def _unguarded(self, session_id: str, frames: int) -> None:
+        if session_id in self._closed:
+            return
         before = max(self._durable.get(session_id, 0), self._pending.get(session_id, 0))
         self._pending[session_id] = max(before, frames)
         self.metrics.position_unguarded_frames.inc(max(0, frames - before))
@@ -71,8 +82,12 @@ class PositionLedger:
     async def settle(self, session_id: str, frames: int) -> None:
         """At a clean stop: the exact position (frames actually sent), so a clean restart neither
         repeats nor skips. Raises StoreUnavailable."""
+        if session_id in self._closed:
+            return
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
+            if session_id in self._closed:
+                return
             await self.store.put_position(session_id, frames)
             self._durable[session_id] = frames
             self._pending.pop(session_id, None)
@@ -89,13 +104,32 @@ class PositionLedger:
             lock = self._locks.setdefault(session_id, asyncio.Lock())
             async with lock:
                 frames = self._pending.get(session_id)
-                if frames is None:
+                if frames is None or session_id in self._closed:
+                    self._pending.pop(session_id, None)
                     continue
                 await self.store.put_position(session_id, frames)
                 self._durable[session_id] = max(frames, self._durable.get(session_id, 0))
                 self._pending.pop(session_id, None)
         self.healthy = True
         logger.info("store reachable again: chunks wait for their durable position again")
+
+    async def close(self, session_id: str) -> None:
+        """The session is closed: from now on no position is written for it, and this returns
+        after the write in flight for it (if any) has landed, with its marks forgotten. Delete its
+        stored position after this, and the delete is the last word."""
+        self._closed[session_id] = None
+        while len(self._closed) > _CLOSED_KEPT:
+            del self._closed[next(iter(self._closed))]
+        lock = self._locks.get(session_id)
+        if lock is not None:
+            async with lock:  # the write in flight (and any already waiting) see the session closed
+                pass
+        self.forget(session_id)
+
+    def reopen(self, session_id: str) -> None:
+        """A session resumed here after a close whose delete did not reach the store: its
+        positions are written again."""
+        self._closed.pop(session_id, None)
 
     def forget(self, session_id: str) -> None:
         self._durable.pop(session_id, None)

@@ -141,7 +141,7 @@ async def capacity(request: Request) -> Response:
         info = daemon.host.info
         body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
                           "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
-                          "kv_bytes_per_session": info.kv_bytes_per_session}
+                          "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks}
         body["prompt_examples"] = list(info.prompt_examples)  # the served model's example prompts ([] if none)
     kv = daemon.scheduler.kv if daemon.scheduler is not None else None
     if kv is not None:

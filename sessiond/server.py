@@ -16,6 +16,10 @@ __all__ = ["config_from_args", "serve", "uvicorn_config"]
 
 logger = logging.getLogger(__name__)
 
+# on SIGTERM, how long uvicorn waits for open connections (a viewer that never closes its WebSocket,
+# a proxy's idle one) before it cancels them and runs the app's shutdown: a stop must not hang
+GRACEFUL_SHUTDOWN_S = 10
+
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
@@ -42,7 +46,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
     return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
                           ws_max_size=max_ws, log_config=None, lifespan="on",
                           ws_ping_interval=config.viewer_ping_s, ws_ping_timeout=config.viewer_ping_s,
-                          access_log=False, **overrides)  # access lines would carry ?token= query strings
+                          access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **overrides)  # access lines would carry ?token= query strings
 
 
 def serve(args: argparse.Namespace) -> int:

@@ -23,6 +23,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
+from loadtest._process import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 T = TypeVar("T")
 
@@ -208,12 +210,6 @@ def daemon_process(*args: str, port: int | None = None, log: Path | None = None
         wait_ready(url, 120)
         yield url, proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc)
         if log is not None:
             out.close()  # type: ignore[union-attr]

@@ -5,7 +5,7 @@
 
 import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebSocket, createSession, deleteOnPageHide, idCounter, locateSession, waitReady } from "./session.js";
+import { connectWebSocket, createSession, deleteOnPageHide, idCounter, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
@@ -128,7 +128,7 @@ async function start() {
     $("session-id").textContent = director.session.session_id;
     loading("connecting", "Connecting (WebSocket)…");
     onWelcome((await attach(mine)).welcome);
-    loading("ready", "Ready: pick an example or write a direction, then Direct");
+    loading("ready", "Ready: pick an example (it plays at once), or write a direction and press Direct");
   } catch (err) {
     if (mine === attempt) fail(err);
   }
@@ -144,14 +144,26 @@ async function attach(mine) {
     if (mine !== attempt) return;
     const moved = director.moved;
     log(`the WebSocket closed (${e.code})${moved ? "; following the session" : ""}`);
+    // the status line says so at once; what is buffered keeps playing under it
+    status.set("reconnecting", moved ? "The session moved: reconnecting…" : "Lost the connection: reconnecting…");
     try {
-      director.session = await locateSession(director.session, moved);
-      director.player = new MsePlayer($("video")); // the new connection starts with its own init
-      await attach(mine);
+      [director.session] = await reconnectSession(director.session, moved, async (found) => {
+        director.session = found;
+        director.player = new MsePlayer($("video")); // the new connection starts with its own init
+        return attach(mine);
+      }, { onWait: (err) => {
+        if (mine !== attempt) throw err;
+        log(`reconnect: ${err.code}: ${err.message}`);
+        status.set("reconnecting", `Reconnecting (${describeError(err).title.toLowerCase()})…`);
+      } });
       director.reconnects = (director.reconnects || 0) + 1;
       log(`reconnected to ${director.session.ws_url}`);
+      loading("ready", "Reconnected: direct again (a segment under way goes on)");
     } catch (err) {
-      if (mine === attempt) fail({ code: "connection", message: `the WebSocket closed (${e.code}) ${e.reason}; ${err.message || err}` });
+      if (mine !== attempt) return;
+      // a session the server says is gone is said as such; anything else is a lost connection
+      fail(err.code === "not_found" ? err
+        : { code: "connection", message: `the WebSocket closed (${e.code}) ${e.reason}; ${err.message || err}` });
     }
   });
   return conn;

@@ -165,13 +165,18 @@ export function connectWebSocket(session, media, onMessage) {
 // server that lets it go says `moved` (use `moved`'s URLs), or it just closes; then the status on
 // the URL the session was created on names its current ws_url / webrtc_url. While it is being
 // moved the status answers 503 with Retry-After: wait and ask again, up to timeoutMs.
+// GET /v1/sessions/{id} with the session's token (`init`: more fetch options).
+function fetchSession(session, init = {}) {
+  const url = new URL(`v1/sessions/${session.session_id}`, document.baseURI);
+  return fetch(url, { ...init, headers: { authorization: `Bearer ${session.token}` } });
+}
+
 export async function locateSession(session, moved, { timeoutMs = 30_000 } = {}) {
   if (moved) return { ...session, ws_url: moved.ws_url, webrtc_url: moved.webrtc_url };
-  const url = new URL(`v1/sessions/${session.session_id}`, document.baseURI);
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     let response = null;
-    try { response = await fetch(url, { headers: { authorization: `Bearer ${session.token}` } }); } catch { response = null; }
+    try { response = await fetchSession(session); } catch { response = null; }
     if (response && response.ok) {
       const where = await response.json();
       return { ...session, ws_url: where.ws_url || session.ws_url, webrtc_url: where.webrtc_url || session.webrtc_url };
@@ -180,6 +185,41 @@ export async function locateSession(session, moved, { timeoutMs = 30_000 } = {})
     if (performance.now() > deadline) throw new ServerError("connection", "the session could not be found again in time");
     const wait = Number(response && response.headers.get("retry-after")) || 0.5;
     await new Promise((r) => setTimeout(r, wait * 1000));
+  }
+}
+
+// Finds the session again (where it moved, or on a server that came back) and connects to it with
+// `connect(found)`, waiting out a restarting server (silence, then 503 while it warms up) for up to
+// `timeoutMs`. `onWait(err)` hears each passing failure (and may throw to give up). Resolves to
+// [the session as found, what connect returned].
+const PASSING = new Set(["capacity", "not_ready", "network", "connection", "store_unavailable"]);
+export async function reconnectSession(session, moved, connect, { timeoutMs = 60_000, onWait = () => {} } = {}) {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    try {
+      const found = await locateSession(session, moved, { timeoutMs: Math.max(1, deadline - performance.now()) });
+      return [found, await connect(found)];
+    } catch (err) {
+      if (!PASSING.has(err.code) || performance.now() > deadline) throw err;
+      onWait(err);
+      await new Promise((r) => setTimeout(r, 1000 * Math.min(5, err.retryAfterS || 1)));
+    }
+  }
+}
+
+// Is the session still there? "ok" (200 or 503: the server answers), "gone" (it answered that the
+// session is not there; `error` holds its words) or "unreachable" (no answer within `timeoutMs`).
+export async function probeSession(session, { timeoutMs = 1500 } = {}) {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  try {
+    const response = await fetchSession(session, { signal: abort.signal });
+    if (response.ok || response.status === 503) return { state: "ok" };
+    return { state: "gone", error: serverErrorFrom(response, await response.json().catch(() => null)) };
+  } catch {
+    return { state: "unreachable" };
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -50,6 +50,9 @@ export function describeError(err) {
   const known = ERROR_TEXT[code] || { title: `The server refused the request (${code})`, retry: false };
   const retryAfterS = err && typeof err.retryAfterS === "number" ? err.retryAfterS : null;
   const detail = String((err && err.message) || "");
+  if (code === "capacity" && detail.startsWith("not ready")) {  // the server's words while its engine warms up
+    return { code, title: ERROR_TEXT.not_ready.title, detail, canRetry: true, retryAfterS };
+  }
   if (code === "capacity" && retryAfterS === null && err && err.status === 503) {
     return { code, title: "This server cannot serve this kind of session", detail, canRetry: false, retryAfterS,
       final: "Retrying will not help: this server is too slow for it within its objectives. Try the other mode, or a faster server." };

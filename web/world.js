@@ -5,11 +5,12 @@
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebRTC, createSession, deleteOnPageHide, idCounter, locateSession, waitReady } from "./session.js";
+import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
+const STALL_MS = 2000; // no new frame on screen this long while playing: ask the server what is up
 const $ = (id) => document.getElementById(id);
 const log = debugLog($("log"));
 const status = new StatusLine($("status"));
@@ -64,9 +65,12 @@ function onMessage(message) {
 }
 
 let lastShownSeq = -1;
+let lastFrameAt = performance.now();
 function watchFrames(video) {
   if (!video.requestVideoFrameCallback) return;
   const onFrame = (now, meta) => {
+    lastFrameAt = performance.now();
+    if (status.step === "stalled") loading("playing", "Playing");
     const info = meta.rtpTimestamp !== undefined ? framesByPts.get(meta.rtpTimestamp) : undefined;
     if (info) {
       world.frameIdx = info.idx;
@@ -120,6 +124,36 @@ function startActions(controller) {
   }, 1000 / ACTION_HZ);
 }
 
+// Frames stopped while playing. The peer connection takes many seconds to notice a server that
+// vanished (no TCP under WebRTC: it waits for ICE consent to fail), so ask the server at once: no
+// answer -> reconnect (the session may be on a restarted server, or moved); the session gone ->
+// say so; the server answers -> it is slow, say that and keep waiting.
+function watchStalls() {
+  let probing = false;
+  setInterval(async () => {
+    if (document.hidden) { lastFrameAt = performance.now(); return; } // a background tab shows no frames
+    if (probing || !world.session || performance.now() - lastFrameAt < STALL_MS) return;
+    if (status.step !== "playing" && status.step !== "stalled") return;
+    probing = true;
+    const mine = attempt;
+    try {
+      const probe = await probeSession(world.session);
+      if (mine !== attempt || (status.step !== "playing" && status.step !== "stalled")) return;
+      if (probe.state === "unreachable") {
+        log("no frames and no answer from the server: reconnecting");
+        follow(mine);
+      } else if (probe.state === "gone") {
+        fail(probe.error);
+      } else {
+        loading("stalled", "Waiting for frames: the server is slow right now…");
+        $("loading").hidden = true; // the last frame stays visible under the status line
+      }
+    } finally {
+      probing = false;
+    }
+  }, 500);
+}
+
 // A friendly line under the video (the raw message stays in the debug log).
 let noteTimer = null;
 function note(text, kind = "info") {
@@ -170,8 +204,11 @@ function loading(step, text) {
   $("loading").hidden = step === "playing";
 }
 
-// On the first frame on screen: playing.
-function onFirstFrame(video, then) {
+// "Waiting for the first frame…", then "Playing" once one is on screen (if attempt `mine` still holds).
+function awaitFirstFrame(mine) {
+  loading("first-frame", "Waiting for the first frame…");
+  const then = () => { if (mine === attempt && status.step === "first-frame") loading("playing", "Playing"); };
+  const video = $("video");
   if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(() => then());
   else video.addEventListener("playing", then, { once: true });
 }
@@ -183,7 +220,6 @@ function fail(err) {
 
 let attempt = 0;
 async function start() {
-  const video = $("video");
   const mine = ++attempt;
   hideError($("error"));
   try {
@@ -195,8 +231,7 @@ async function start() {
     onSession(world.session);
     loading("connecting", "Connecting (WebRTC)…");
     await attach(mine);
-    loading("first-frame", "Waiting for the first frame…");
-    onFirstFrame(video, () => { if (mine === attempt && status.step === "first-frame") loading("playing", "Playing"); });
+    awaitFirstFrame(mine);
   } catch (err) {
     if (mine === attempt) fail(err);
   }
@@ -228,11 +263,20 @@ async function follow(mine) {
   following = true;
   const moved = world.moved;
   if (rtc) { rtc.pc.close(); rtc = null; }
+  loading("reconnecting", moved ? "The session moved: reconnecting…" : "Lost the connection: reconnecting…");
   try {
-    world.session = await locateSession(world.session, moved);
-    await attach(mine);
+    [world.session] = await reconnectSession(world.session, moved, async (found) => {
+      world.session = found;
+      await attach(mine);
+    }, { onWait: (err) => {
+      if (mine !== attempt) throw err;
+      log(`reconnect: ${err.code}: ${err.message}`);
+      loading("reconnecting", `Reconnecting (${describeError(err).title.toLowerCase()})…`);
+    } });
     world.reconnects = (world.reconnects || 0) + 1;
     log(`reconnected to ${world.session.webrtc_url}`);
+    lastFrameAt = performance.now();
+    awaitFirstFrame(mine);
   } catch (err) {
     if (mine === attempt) fail(err);
   } finally {
@@ -258,6 +302,7 @@ function onSession(session) {
   if (session.action_space && session.action_space.mouse) $("video").onclick = () => $("video").requestPointerLock();
   startActions(new Controller(session.action_space, window));
   watchFrames($("video"));
+  watchStalls();
   pollStats();
 }
 

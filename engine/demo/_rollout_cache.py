@@ -57,25 +57,42 @@ class RolloutCache:
             out = self.dit(x, t, actions, context, ctx, self.attend)
         return out.float()  # type: ignore[no-any-return]
 
-    @torch.no_grad()
-    def _guided_flow(self, x: torch.Tensor, step: int, actions: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
-        c = self.config
-        sigma = torch.full((x.shape[0],), self.schedule.sigmas[step], device=x.device)
-        if c.action_guidance == 1.0 or step >= c.action_guidance_steps:
+    def guided_flow(self, x: torch.Tensor, sigma: torch.Tensor, actions: torch.Tensor, context: torch.Tensor,
+                    guidance: float) -> torch.Tensor:
+        """The flow guided on the actions with weight ``guidance``: flow(no actions) + g * (flow(actions) -
+        flow(no actions)), one pass at double batch; at ``guidance`` 1 the plain flow (one pass)."""
+        if guidance == 1.0:
             return self.flow(x, sigma, actions, context)
         both = self.flow(torch.cat([x, x]), torch.cat([sigma, sigma]), torch.cat([actions, torch.zeros_like(actions)]),
                          torch.cat([context, context]))
         acted, still = both.chunk(2)
-        return still + c.action_guidance * (acted - still)
+        return still + guidance * (acted - still)
+
+    def denoise(self, x: torch.Tensor, step: int, actions: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+        """The served denoise step ``step`` of ``x`` at that step's sigma: its clean estimate, guided on
+        the actions in the first ``action_guidance_steps`` steps; differentiable when grad is enabled."""
+        c = self.config
+        sigma = torch.full((x.shape[0],), self.schedule.sigmas[step], device=x.device)
+        guidance = c.action_guidance if step < c.action_guidance_steps else 1.0
+        return self.schedule.clean_estimate(x, self.guided_flow(x, sigma, actions, context, guidance), step)
 
     @torch.no_grad()
     def write(self, clean: torch.Tensor, actions: torch.Tensor, context: torch.Tensor, gen: torch.Generator) -> None:
         """The cache pass: append the K/V of the chunk ``clean`` (B, C, F, h, w) made under ``actions``."""
-        b, fpc = clean.shape[0], self.config.latent_frames_per_chunk
-        seen = clean + self.config.cache_context_noise * torch.randn(clean.shape, generator=gen, device=clean.device)
+        self.write_seen(self.seen(clean, gen), actions, context)
+
+    def seen(self, clean: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        """What the cache pass reads of ``clean``: plus noise of std ``cache_context_noise``."""
+        return clean + self.config.cache_context_noise * torch.randn(clean.shape, generator=gen, device=clean.device)
+
+    @torch.no_grad()
+    def write_seen(self, seen: torch.Tensor, actions: torch.Tensor, context: torch.Tensor) -> None:
+        """The cache pass over latents already noised (``seen``): several caches of one rollout can
+        then read the very same context."""
+        b, fpc = seen.shape[0], self.config.latent_frames_per_chunk
         written: list[tuple[torch.Tensor, torch.Tensor]] = []
-        t = torch.zeros(b, fpc, device=clean.device)
-        with torch.autocast(clean.device.type, dtype=torch.bfloat16, enabled=clean.device.type == "cuda"):
+        t = torch.zeros(b, fpc, device=seen.device)
+        with torch.autocast(seen.device.type, dtype=torch.bfloat16, enabled=seen.device.type == "cuda"):
             self.dit(seen, t, actions, context, self._context(b, written), self.attend)
         self.chunks.append(written)
         self.chunks = self.chunks[-max(1, self.config.window_chunks):]
@@ -89,7 +106,7 @@ class RolloutCache:
         x = torch.randn(shape, generator=gen, device=actions.device)
         clean = x
         for step in range(self.schedule.steps):
-            clean = self.schedule.clean_estimate(x, self._guided_flow(x, step, actions, context), step)
+            clean = self.denoise(x, step, actions, context)
             if step + 1 < self.schedule.steps:
                 x = self.schedule.renoise(clean, torch.randn(shape, generator=gen, device=x.device), step + 1)
         self.write(clean, actions, context, gen)

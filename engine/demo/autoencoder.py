@@ -162,7 +162,9 @@ class DemoDecoder(nn.Module):
         if len(caches) != b:
             raise ValueError(f"decode needs one cache per sample: {b} samples, {len(caches)} caches")
         flat = latents.transpose(1, 2).reshape(b * t, c, h, w).to(self.conv_in.weight.dtype)
-        frames = self.to_uint8(flat)  # (B*T, H, W, 3)
+        if self.conv_in.weight.is_contiguous(memory_format=torch.channels_last):  # see build_demo_decoder
+            flat = flat.contiguous(memory_format=torch.channels_last)
+        frames = self.to_uint8(flat)  # (B*T, H, W, 3); from channels_last already contiguous
         done = [0 if cache is None else cache.frames for cache in caches]
         return frames.view(b, t, *frames.shape[1:]).contiguous(), [DemoCache(n + t) for n in done]
 
@@ -177,4 +179,11 @@ def build_demo_decoder(config: ModelConfig, device: torch.device, dtype: torch.d
     if config.vae_stride[0] != 1 or config.vae_stride[1] not in (4, 8) or config.vae_stride[2] != config.vae_stride[1]:
         raise ConfigError("bad_config", f"the demo_ae decoder upsamples (1, 8, 8) or (1, 4, 4); model "
                           f"{config.name!r} asks vae_stride {config.vae_stride}")
-    return DemoDecoder(ae_config_for(config)).to(device=device, dtype=dtype).eval()
+    decoder = DemoDecoder(ae_config_for(config)).to(device=device, dtype=dtype).eval()
+    if device.type == "cpu":
+        # channels-last convolutions: measured on the 2-core box (1 thread, a 4-frame chunk) 17.4 -> 10.9 ms
+        # in bf16 and 27.9 -> 19.6 ms in fp32 for the decoder alone; the served demo chunk 195.7 -> 191.6 ms
+        # (medians of 12 alternating rounds in one process). The same sums in another order (bf16: 1% of
+        # the uint8 values differ by one level, fp32: 8e-6 of them)
+        decoder = decoder.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+    return decoder

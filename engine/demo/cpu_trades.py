@@ -6,7 +6,9 @@ capacity for one session (frames/s of the served rollout, DiT and decoder, over 
 steady chunks after two warm-up chunks, at ``--threads`` torch threads: the daemon's default on a
 2-core box is 1) and the quick evaluation's direction and theme accuracy under the same settings
 (``engine.demo.eval --quick``). Trades that change what is sampled (steps, guidance, the cache
-pass, chunk size) are config overrides; dtype and torch.compile are engine options.
+pass, chunk size) are config overrides; dtype, torch.compile and the attention backend are engine
+options. The daemon serves bf16 on a CPU with AVX512-BF16 or AMX and picks the attention backend by
+measurement at warmup: the ``bf16_matmul_attention`` row is what it runs on such a CPU.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class Trade:
     overrides: dict[str, object] = field(default_factory=dict)  # ModelConfig fields
     dtype: str | None = None  # engine dtype (None: fp32 on the CPU)
     compile: str = "off"
+    attention: str = "sdpa"
 
 
 TRADES: tuple[Trade, ...] = (
@@ -49,6 +52,8 @@ TRADES: tuple[Trade, ...] = (
           {"latent_frames_per_chunk": 8, "window_chunks": 1, "max_rollback_chunks": 1}),
     Trade("bf16", "bf16 weights and activations on the CPU", dtype="bfloat16"),
     Trade("compile", "torch.compile of the block kernels on the CPU", compile="on"),
+    Trade("matmul_attention", "self-attention as two batched GEMMs around a softmax (exact)", attention="matmul"),
+    Trade("bf16_matmul_attention", "bf16 and the matmul attention", dtype="bfloat16", attention="matmul"),
     Trade("steps2_no_guidance", "combined: 2 steps, no guidance", {"denoise_timesteps": (1000.0, 500.0),
                                                                     "action_guidance": 1.0}),
     Trade("steps2_no_guidance_kv_last", "combined: 2 steps, no guidance, no cache pass",
@@ -60,7 +65,7 @@ def measure(trade: Trade, weights: Path, chunks: int, quick_eval: bool) -> dict[
     """Capacity (frames/s) and, with ``quick_eval``, the quick evaluation's accuracies for one trade."""
     model = CONFIG.with_overrides(name=f"demo+{trade.name}", **trade.overrides) if trade.overrides else CONFIG
     started = time.perf_counter()
-    engine = _demo_engine(model, "cpu", weights, trade.dtype, trade.compile)
+    engine = _demo_engine(model, "cpu", weights, trade.dtype, trade.compile, trade.attention)
     with torch.inference_mode():
         speed = streaming_speed(engine, EvalParams(speed_chunks=chunks))
     row: dict[str, object] = {"trade": trade.name, "what": trade.what, "frames_per_second": speed["frames_per_second"],
@@ -68,7 +73,7 @@ def measure(trade: Trade, weights: Path, chunks: int, quick_eval: bool) -> dict[
                               "threads": torch.get_num_threads()}
     if quick_eval:
         report = evaluate(weights, weights.parent / ENCODER_FILE, "cpu", QUICK, long=False, speed=False, model=model,
-                          dtype=trade.dtype, compile=trade.compile)
+                          dtype=trade.dtype, compile=trade.compile, attention=trade.attention)
         motion, theme = report["motion"], report["theme"]
         assert isinstance(motion, dict) and isinstance(theme, dict)
         row |= {"direction_accuracy": motion["direction_accuracy"], "speed_ratio": motion["speed_ratio"],

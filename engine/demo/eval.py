@@ -67,19 +67,19 @@ def _sampling(cfg: ModelConfig) -> dict[str, object]:
 
 
 def _demo_engine(model: ModelConfig, device: str, weights: Path, dtype: str | None = None,
-                 compile: str = "off") -> Engine:
-    return Engine.create(model=model, catalog=catalog_with_demo(), device=device, weights=weights, attention="sdpa",
-                         compile=compile, dtype=dtype)
+                 compile: str = "off", attention: str = "sdpa") -> Engine:
+    return Engine.create(model=model, catalog=catalog_with_demo(), device=device, weights=weights,
+                         attention=attention, compile=compile, dtype=dtype)
 
 
 def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams, *, long: bool = True,
              speed: bool = True, model: ModelConfig = CONFIG, strip: Path | None = None,
-             dtype: str | None = None, compile: str = "off") -> dict[str, object]:
+             dtype: str | None = None, compile: str = "off", attention: str = "sdpa") -> dict[str, object]:
     """``model``: the config to run (a demo config, or a variant of its sampling settings).
     ``strip``: with the long rollouts, save them as a PNG here (ground truth above model, every 5 s).
-    ``dtype``, ``compile``: the engine's (default fp32 on the CPU, eager)."""
+    ``dtype``, ``compile``, ``attention``: the engine's (default fp32 on the CPU, eager, SDPA)."""
     started = time.monotonic()
-    engine = _demo_engine(model, device, weights, dtype, compile)
+    engine = _demo_engine(model, device, weights, dtype, compile, attention)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     cfg = engine.config
     worlds = Worlds(WorldParams(width=cfg.width, height=cfg.height))
@@ -93,6 +93,8 @@ def evaluate(weights: Path, encoder_path: Path, device: str, params: EvalParams,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "params": asdict(params),
         "sampling": _sampling(cfg),
+        "dtype": str(engine.parts.dtype),
+        "attention": engine.parts.attend.name,
         "classifier_ground_truth_accuracy": classifier_accuracy,
         "autoencoder": autoencoder_quality(encoder, engine, params, worlds),
     }
@@ -156,6 +158,8 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-from-last-pass", action="store_true",
                    help="skip the cache pass: the last denoise pass writes each chunk's K/V (an approximation)")
     p.add_argument("--dtype", default=None, help="engine dtype (default float32 on the CPU; bfloat16 is a speed trade)")
+    p.add_argument("--attention", default="sdpa", choices=["sdpa", "matmul"],
+                   help="self-attention backend (default sdpa; the daemon picks the faster at warmup)")
     p.add_argument("--long-play", action="store_true",
                    help="run the long-play evaluation (engine/demo/long_play.py) instead of the short one")
     p.add_argument("--seconds", type=float, default=300.0, help="length of the long play (default 300)")
@@ -210,10 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         model = _sampling_variant(args)
         if args.long_play:
             return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
-                                        args.dtype), args.json)
+                                        args.dtype, args.attention), args.json)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
                           speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip,
-                          dtype=args.dtype)
+                          dtype=args.dtype, attention=args.attention)
         if args.sheet is not None:
             save_sheet(args.weights, encoder, args.device, args.sheet, model=model)
     except (DemoError, EngineError) as exc:
@@ -232,20 +236,21 @@ def _write(report: dict[str, object], path: Path | None) -> int:
 
 
 def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelConfig, seconds: float,
-                  figures: Path | None, dtype: str | None = None) -> dict[str, object]:
+                  figures: Path | None, dtype: str | None = None, attention: str = "sdpa") -> dict[str, object]:
     """The long-play evaluation of ``weights`` sampled as ``model`` says (see engine.demo.long_play)."""
     from engine.demo.long_play import LongPlayParams, long_play
 
     if seconds < 70.0:
         raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
-    engine = _demo_engine(model, device, weights, dtype)
+    engine = _demo_engine(model, device, weights, dtype, attention=attention)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
     worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
     report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
     return {"model": engine.config.name, "weights": str(weights),
             "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "device": device,
             "torch": torch.__version__, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "sampling": _sampling(engine.config), "dtype": str(engine.parts.dtype), "long_play": report}
+            "sampling": _sampling(engine.config), "dtype": str(engine.parts.dtype),
+            "attention": engine.parts.attend.name, "long_play": report}
 
 
 if __name__ == "__main__":

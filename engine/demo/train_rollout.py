@@ -8,6 +8,12 @@ continues exactly where that run stopped (``rollout_state.pt``: weights, their a
 optimizer, the step, the seconds spent). Writes demo.safetensors, demo_encoder.safetensors,
 demo.json (loadable by the engine, the evaluation and ``--resume``), rollout_state.pt (not for
 shipping: it holds the optimizer) and losses.png into ``--out``; checkpoints every 2 minutes.
+
+``--objective regress`` (``engine.demo._train_rollout``) regresses each rolled-out chunk to the
+true world's; ``--objective dmd`` (``engine.demo._train_dmd``) matches the starting model's
+distribution given the self-made context (real score: the starting DiT, frozen; fake score: a
+trained copy, ``--fake-lr``, ``--fake-steps``; ``--real-guidance``, ``--regress-weight``). A new
+run takes DEFAULT_OBJECTIVE, a resumed one the objective it was started with.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import torch
 from engine._setup import parse_device
 from engine.attention import AttentionBackend
 from engine.demo._progress import Budget, LossLog, save_loss_plot
+from engine.demo._rollout_critics import OBJECTIVES, DmdParams
+from engine.demo._train_dmd import dmd_step
 from engine.demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
 from engine.demo.actions import action_batch
 from engine.demo.autoencoder import ae_config_for
@@ -35,9 +43,10 @@ from engine.demo.script import scripted_play
 from engine.demo.world import WorldParams
 from engine.errors import ConfigError
 
-__all__ = ["STATE_FILE", "build_parser", "main", "run"]
+__all__ = ["DEFAULT_OBJECTIVE", "STATE_FILE", "build_parser", "main", "run"]
 
 STATE_FILE = "rollout_state.pt"
+DEFAULT_OBJECTIVE = "regress"  # of a new run; a resumed run keeps its own
 _RESERVE_S = 20.0  # kept back from --minutes for writing the files and the plot
 _SCRIPT_SECONDS = 900.0  # the action track scripted episodes take stretches of
 
@@ -58,7 +67,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=RolloutParams.lr)
     p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--objective", default=None, help=f"{' or '.join(OBJECTIVES)} (default: a resumed run's own, "
+                                                     f"else {DEFAULT_OBJECTIVE})")
+    p.add_argument("--fake-lr", type=float, default=None, help="dmd: the fake score's learning rate (default --lr)")
+    p.add_argument("--fake-steps", type=int, default=DmdParams.fake_steps,
+                   help="dmd: fake-score updates per generator update, each a rollout (0: F stays the start)")
+    p.add_argument("--real-guidance", type=float, default=None,
+                   help="dmd: the real score's guidance on the actions (default the config's action_guidance)")
+    p.add_argument("--regress-weight", type=float, default=DmdParams.regress_weight,
+                   help="dmd: weight of the true-world regression term added (default 0)")
     return p
+
+
+def _saved_objective(resume: Path) -> str | None:
+    saved = resume / STATE_FILE
+    if not saved.is_file():
+        return None
+    return str(torch.load(saved, map_location="cpu", weights_only=True).get("objective", "regress"))
+
+
+def _dmd(args: argparse.Namespace) -> DmdParams:
+    if args.fake_steps < 0:
+        raise DemoError("bad_fake_steps", f"--fake-steps must be 0 or more, got {args.fake_steps}")
+    if args.fake_lr is not None and not 0.0 < args.fake_lr <= 0.01:
+        raise DemoError("bad_lr", f"--fake-lr must lie in (0, 0.01], got {args.fake_lr}")
+    if args.real_guidance is not None and not 0.0 < args.real_guidance <= 20.0:
+        raise DemoError("bad_guidance", f"--real-guidance must lie in (0, 20], got {args.real_guidance}")
+    if not 0.0 <= args.regress_weight <= 100.0:
+        raise DemoError("bad_regress_weight", f"--regress-weight must lie in [0, 100], got {args.regress_weight}")
+    return DmdParams(fake_lr=args.fake_lr, fake_steps=args.fake_steps, real_guidance=args.real_guidance,
+                     regress_weight=args.regress_weight)
 
 
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
@@ -71,8 +109,16 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
                                        f"{args.max_horizon}")
     if not 0.0 < args.lr <= 0.01:
         raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
+    if args.objective is not None and args.objective not in OBJECTIVES:
+        raise DemoError("bad_objective", f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
+    dmd = _dmd(args)
+    objective = args.objective or _saved_objective(args.resume) or DEFAULT_OBJECTIVE
     return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
-                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed)
+                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed, objective=objective, dmd=dmd)
+
+
+def _tail_mean(values: list[float]) -> float:
+    return sum(values[-20:]) / max(1, len(values[-20:]))
 
 
 def run(args: argparse.Namespace) -> dict[str, Path]:
@@ -94,7 +140,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
         state.load_state_dict(torch.load(saved, map_location=device, weights_only=True))
         print(f"[resume] {saved}: step {state.step}, {state.seconds:.0f} s trained", flush=True)
     else:
-        print(f"[start] rollout training on the weights in {args.resume}", flush=True)
+        print(f"[start] rollout training ({params.objective}) on the weights in {args.resume}", flush=True)
     fps, fpc = config.fps, config.latent_frames_per_chunk
     script = action_batch(scripted_play(_SCRIPT_SECONDS, args.seed + 1, fps, fpc).actions)
     source = EpisodeSource(WorldParams(width=config.width, height=config.height), device, seed=args.seed + 7,
@@ -106,7 +152,11 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     budget = Budget("rollout", args.minutes * 60.0 - _RESERVE_S - (time.monotonic() - started), steps=args.steps,
                     log_every=10)
     before, first_step = state.seconds, state.step
-    log = LossLog({"rollout flow-matching loss (true chunk after self-made context)": state.losses})
+    if state.critics is None:
+        log = LossLog({"rollout flow-matching loss (true chunk after self-made context)": state.losses})
+    else:
+        log = LossLog({"generator: DMD loss (self-made context)": state.losses,
+                       "fake score: flow-matching loss on the generator's chunks": state.critics.losses})
 
     def fraction() -> float:  # of the whole run, resumed parts included
         if args.steps is not None:
@@ -120,7 +170,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
                 "device": torch.cuda.get_device_name(device) if cuda else "cpu", "torch": torch.__version__,
                 "args": {k: str(v) for k, v in vars(args).items()}, "rollout": {
                     "steps": state.step, "steps_this_run": state.step - first_step, "seconds": round(state.seconds, 1),
-                    "params": dataclasses.asdict(params), "final_loss": sum(state.losses[-20:]) / max(1, len(state.losses[-20:]))},
+                    "params": dataclasses.asdict(params), "final_loss": _tail_mean(state.losses),
+                    "final_fake_loss": None if state.critics is None else _tail_mean(state.critics.losses)},
                 "resumed_from": trained.meta}
         paths = write_model(args.out, state.ema_dit, state.ema_text, decoder, encoder, meta)
         paths["state"] = args.out / STATE_FILE
@@ -131,8 +182,13 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     while not budget.done():
         horizon = horizon_at(params, fraction())
         episodes = source.sample(params.batch, (config.window_chunks + horizon) * fpc, fpc)
-        loss = rollout_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
-        budget.tick(loss, f"horizon {horizon}")
+        if state.critics is None:
+            loss = rollout_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
+            budget.tick(loss, f"horizon {horizon}")
+        else:
+            losses = dmd_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
+            loss = losses.generator
+            budget.tick(loss, f"fake {losses.fake:.5f} horizon {horizon}")
         if time.monotonic() - last_checkpoint >= params.checkpoint_every_s:
             write(partial=True)
             print(f"[checkpoint] step {state.step} written to {args.out}", flush=True)

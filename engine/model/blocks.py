@@ -132,6 +132,22 @@ class Block(nn.Module):
         v = ca.v(context).view(b, length, self.num_heads, -1)
         return k, v
 
+    def _qkv(self, x: torch.Tensor, e: torch.Tensor, ctx: AttnContext, kernels: BlockKernels
+             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        """The block modulation (B, frames, 6, dim) and q, k, v (B, L, heads, d) after RMS norm and RoPE."""
+        sa = self.self_attn
+        mod = self.modulation.float().unsqueeze(1) + e
+        return mod, kernels.pre(
+            x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
+            sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
+        )
+
+    def write_kv(self, x: torch.Tensor, e: torch.Tensor, layer: int, ctx: AttnContext, kernels: BlockKernels) -> None:
+        """Only what a cache pass keeps of this block: its K and V, written through `ctx.write`."""
+        assert ctx.write is not None, "write_kv needs a KV write target"
+        _, (_, k, v) = self._qkv(x, e, ctx, kernels)
+        ctx.write(layer, k, v)
+
     def forward(
         self,
         x: torch.Tensor,  # (B, L, dim) fp32 residual stream
@@ -144,11 +160,7 @@ class Block(nn.Module):
         cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,  # this block's prompt K, V if known
     ) -> torch.Tensor:
         sa, ca, ffn = self.self_attn, self.cross_attn, self.ffn
-        mod = self.modulation.float().unsqueeze(1) + e  # (B, frames, 6, dim)
-        q, k, v = kernels.pre(
-            x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
-            sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
-        )
+        mod, (q, k, v) = self._qkv(x, e, ctx, kernels)
         out = _self_attention(q, k, v, layer, ctx, attend)  # (B, Lq, heads, d); reads before the write
         if ctx.write is not None:
             ctx.write(layer, k, v)

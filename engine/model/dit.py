@@ -113,15 +113,22 @@ class CausalDiT(nn.Module):
         ctx: AttnContext,
         attend: AttentionBackend,
         cross: tuple[torch.Tensor, torch.Tensor] | None = None,  # K, V (layers, B, ...) from cross_kv_all
-    ) -> torch.Tensor:
+        kv_only: bool = False,
+    ) -> torch.Tensor | None:
         """Predicted flow (noise - clean) for `latents`, fp32, same shape. Without `cross` every
-        block projects the prompt's K and V itself."""
+        block projects the prompt's K and V itself. With `kv_only` (a cache pass: only the K/V
+        that `ctx.write` stores are wanted) the last block stops once its K/V are written, the head
+        is skipped, and the result is None."""
         b, _, frames, h, w = latents.shape
         ph, pw = self.config.patch_size[1:]
         x = self.patch_embedding(latents.to(self.dtype))  # (B, dim, frames, h/ph, w/pw)
         x = x.flatten(2).transpose(1, 2).float()  # (B, L, dim), frame-major tokens
         e, e0 = self.modulation(t, actions)
+        last = len(self.blocks) - 1
         for layer, block in enumerate(self.blocks):
+            if kv_only and layer == last:
+                cast(Block, block).write_kv(x, e0, layer, ctx, self.kernels)
+                return None
             kv = None if cross is None else (cross[0][layer], cross[1][layer])
             x = block(x, e0, context, layer, ctx, attend, self.kernels, kv)
         out = self.head(x, e, self.dtype)  # (B, L, ph*pw*C)
@@ -148,7 +155,9 @@ class CausalDiT(nn.Module):
         mask = block_causal_mask(chunks, c.tokens_per_chunk, c.sink_chunks, c.window_chunks, latents.device)
         cos, sin = rope.for_frames([0] * b, frames)
         ctx = AttnContext(cos=cos, sin=sin, mask=mask[None, None])
-        return self(latents, t, actions, context, ctx, attend)  # type: ignore[no-any-return]
+        out = self(latents, t, actions, context, ctx, attend)
+        assert out is not None
+        return out  # type: ignore[no-any-return]
 
     def new_rope(self, device: torch.device) -> RopeTable:
         c = self.config

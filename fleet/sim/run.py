@@ -126,7 +126,7 @@ async def _run(config: SimConfig, progress: Callable[[str], None]) -> SimResult:
     now = [0.0]
     directory = MemoryDirectory(lambda: now[0], ttl_s=config.ttl_s)
     fleet = _Fleet(config)
-    placements = [Placement(directory, max_asks=config.max_asks, clock=lambda: now[0]) for _ in range(config.gateways)]
+    placements = [Placement(directory, max_asks=config.max_asks, clock=lambda: now[0], wall_clock=lambda: now[0]) for _ in range(config.gateways)]
     monitors = [FailoverMonitor(directory, p, fleet.resume, fleet.abandon) for p in placements]
     sessions = draw_sessions(config.sessions, config.arrival_s, config.world_share, config.cost, config.seed)
     fleet.by_id = {s.session_id: s for s in sessions}

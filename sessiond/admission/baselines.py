@@ -27,6 +27,8 @@ class FifoPolicy(PolicyBase):
     def decide(self, request: AdmissionRequest) -> Decision:
         load, _ = self.load(request.now, extra_duty=self.tracker.priors.prior(request.mode),
                             exclude=request.session_id)
+        if (capped := self._at_max_sessions(request, load)) is not None:
+            return capped
         if not self._kv_fits(request):
             return self._decision(False, "kv", load, retry_after_s=self._retry(self.kv_retry_s),
                                   detail="the KV budget (device plus host offload) cannot hold another session")
@@ -37,7 +39,8 @@ class FifoPolicy(PolicyBase):
 class OnePerGpuPolicy(PolicyBase):
     """``gpus`` slots. A request finding them taken is refused as ``queued`` with its place; a daemon
     that keeps the request open awaits :meth:`wait`, which joins the FIFO wait list and returns
-    once a release hands it a slot. Requests nobody waits for never hold a place."""
+    once a release hands it a slot. Requests nobody waits for never hold a place. A free slot is
+    still refused as ``max_sessions`` while that many are open (binds only below ``gpus``)."""
 
     name = "one-per-gpu"
     scheduling = "fifo"
@@ -54,6 +57,8 @@ class OnePerGpuPolicy(PolicyBase):
         if request.session_id in self.tracker:
             return self._decision(True, "ok", load)
         if len(self.tracker.sessions()) < self.gpus and not self._waiting:
+            if (capped := self._at_max_sessions(request, load)) is not None:
+                return capped
             self._register(request)
             return self._decision(True, "ok", load)
         position = len(self._waiting) + (0 if request.session_id in self._waiting else 1)
@@ -66,7 +71,8 @@ class OnePerGpuPolicy(PolicyBase):
         self._waiting.pop(session_id, None)
         self._events.pop(session_id, None)
         admitted: list[str] = []
-        while self._waiting and len(self.tracker.sessions()) < self.gpus:
+        most = self.gpus if self.max_sessions is None else min(self.gpus, self.max_sessions)
+        while self._waiting and len(self.tracker.sessions()) < most:
             sid, request = self._waiting.popitem(last=False)
             self.tracker.add(sid, request.mode, now)
             admitted.append(sid)

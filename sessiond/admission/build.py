@@ -86,11 +86,13 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     kv = await host.kv_stats()
     per_session = host.info.kv_bytes_per_session
     fit = max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
-    chunks = host.context_chunks()
+    # contexts 0 .. sink + window: a chunk reaches the steady cost only once sink + window chunks
+    # precede it, and admission plans every session at that steady cost
+    chunks = host.context_chunks() + 1
     cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
                                 time_budget_s=config.calibration_budget_s)
     logger.info("cost model calibrated through %d chunks in %.1f s", chunks, time.monotonic() - started)
     policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                          max_batch=config.max_batch, margin=config.admission_margin, objectives=objectives_of(config),
-                         segment_s=config.default_segment_s)
+                         segment_s=config.default_segment_s, max_sessions=config.max_sessions)
     return AdmissionRuntime(policy, measured=policy, metrics=AdmissionMetrics(registry))

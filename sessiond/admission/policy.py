@@ -14,6 +14,7 @@ With the newcomer at its prior, in order:
    deadline-miss rate; director: the 5% beyond p95). The mean alone over-admits bursty
    directors;
 4. kv: the KV budget holds every session (demanding ones on device, idle ones possibly offloaded).
+Every policy also refuses a new session while `max_sessions` are open (checked before load).
 Otherwise a refusal with Retry-After from the model. docs/admission.md states the method and
 its assumptions.
 """
@@ -49,13 +50,15 @@ class PolicyBase(ABC):
     def __init__(self, cost: CostModel, tracker: DutyTracker, *, objectives: Objectives | None = None,
                  kv: KvBudget | None = None, margin: float = 0.15, max_batch: int = 8,
                  retry_min_s: float = 1.0, retry_max_s: float = 60.0, kv_retry_s: float = 30.0,
-                 overrun_tolerance: float = 0.1, segment_s: float = 5.0) -> None:
+                 overrun_tolerance: float = 0.1, segment_s: float = 5.0, max_sessions: int | None = None) -> None:
         if not 0.0 <= margin < 1.0:
             raise AdmissionConfigError("margin", f"must be in [0, 1), got {margin}")
         if segment_s <= 0:
             raise AdmissionConfigError("segment_s", f"must be > 0 seconds, got {segment_s}")
         if max_batch < 1:
             raise AdmissionConfigError("max_batch", f"must be >= 1, got {max_batch}")
+        if max_sessions is not None and max_sessions < 1:
+            raise AdmissionConfigError("max_sessions", f"must be >= 1 when given, got {max_sessions}")
         if not 0 < retry_min_s <= retry_max_s:
             raise AdmissionConfigError("retry_min_s", f"need 0 < retry_min_s <= retry_max_s, got {retry_min_s}, "
                                        f"{retry_max_s}")
@@ -70,6 +73,7 @@ class PolicyBase(ABC):
         self.kv_retry_s = kv_retry_s
         self.overrun_tolerance = overrun_tolerance
         self.segment_s = segment_s  # a director's segment length when it does not say (the daemon's default)
+        self.max_sessions = max_sessions  # open sessions at most (None: no limit)
         self.decisions: dict[str, int] = {}  # reason -> count
 
     @abstractmethod
@@ -162,6 +166,8 @@ class PolicyBase(ABC):
 
     def release(self, session_id: str, now: float) -> list[str]:
         self.tracker.remove(session_id)
+        if not self.tracker.sessions():
+            self.cost.settle()  # nothing open: plan the next session as the start-up profile measured
         return []
 
     async def wait(self, request: AdmissionRequest, timeout_s: float) -> bool:
@@ -190,7 +196,7 @@ class PolicyBase(ABC):
         return {"policy": self.name, "scheduling": self.scheduling, "margin": self.margin,
                 "load_budget": self.load_budget, "predicted_load": load, "summed_duty": total,
                 "expected_batch": self.expected_batch(total), "sessions": len(self.tracker.sessions()),
-                "demanding": demanding, "objectives": self.objectives.to_json(),
+                "max_sessions": self.max_sessions, "demanding": demanding, "objectives": self.objectives.to_json(),
                 "kv": self.kv.to_json() if self.kv else None, "priors": self.tracker.priors.to_json(),
                 "segment_s": self.segment_s, "director_required_rate": self.group_model().director_rate,
                 "serves": {"world": self.mode_capacity("world"), "director": self.mode_capacity("director")},
@@ -200,6 +206,18 @@ class PolicyBase(ABC):
     def _decision(self, admitted: bool, reason: str, load: float, **kw: Any) -> Decision:
         self.decisions[reason] = self.decisions.get(reason, 0) + 1
         return Decision(admitted, self.name, reason, load, self.load_budget, **kw)
+
+    def _at_max_sessions(self, request: AdmissionRequest, load: float) -> Decision | None:
+        """The `max_sessions` refusal of a new session (one the tracker does not hold) while
+        `max_sessions` are open; None when the limit allows it. A session closing makes room."""
+        if self.max_sessions is None or request.session_id in self.tracker:
+            return None
+        open_now = len(self.tracker.sessions())
+        if open_now < self.max_sessions:
+            return None
+        return self._decision(False, "max_sessions", load, retry_after_s=self._retry(self.kv_retry_s),
+                              detail=f"{open_now} sessions are open (max_sessions); raise --max-sessions or "
+                              "close one")
 
     def _kv_fits(self, request: AdmissionRequest) -> bool:
         if self.kv is None:
@@ -228,35 +246,64 @@ class DutyPolicy(PolicyBase):
                                   detail="the cost model is still calibrating; retry shortly")
         model = self.group_model()
         prior = self.tracker.priors.prior(request.mode)
+        others = [sid for sid in self.tracker.sessions() if sid != request.session_id]
+        if not others:
+            # nothing open: plan as the start-up profile measured, also when a closed session's
+            # last step reported in after its release (seen: a step slowed by a browser tab
+            # closing on the same cores moved the model far enough to refuse a lone director for good)
+            self.cost.settle()
         fits, need = model.alone(request.mode)
+        if not fits and others:
+            # the cost model follows the engine's measured steps, and those ran beside the open
+            # sessions (and whatever else shares the machine): not a verdict on one session alone
+            n = len(others)
+            return self._decision(False, "load", need, retry_after_s=self._retry(self.retry_max_s),
+                                  detail=f"a {request.mode} session needs {need:.2f} s of engine time per media "
+                                  f"second as the engine measures now, with {n} other session{'s' if n != 1 else ''} "
+                                  f"open (budget {model.budget:.2f}){_close_hint(n, 'it' if n == 1 else 'they')}")
         if not fits:
             return self._decision(False, "never", need, detail=self._never_detail(request.mode, model, need))
         others_load, _ = self.load(now, exclude=request.session_id)
         load, _ = self.load(now, extra_duty=prior, exclude=request.session_id)
         window = self.tracker.window_s
-        if load > self.load_budget + 1e-12:
-            wait = window * (load - self.load_budget) / others_load if others_load > 0 else window
-            return self._decision(False, "load", load, retry_after_s=self._retry(wait),
-                                  detail=f"predicted engine load {load:.3f} would exceed {self.load_budget:.3f} "
-                                  f"(1 - margin {self.margin}) with another {request.mode} session")
-        others = [sid for sid in self.tracker.sessions() if sid != request.session_id]
+        if (capped := self._at_max_sessions(request, load)) is not None:
+            return capped
         group = [(self.tracker.mode(sid), self.tracker.duty(sid, now), self.objectives.tolerance(self.tracker.mode(sid)))
                  for sid in others]
         group.append((request.mode, prior, self.objectives.tolerance(request.mode)))
+        if load > self.load_budget + 1e-12:
+            wait = window * (load - self.load_budget) / others_load if others_load > 0 else window
+            return self._refuse("load", load, wait, group, model,
+                                f"predicted engine load {load:.3f} would exceed {self.load_budget:.3f} "
+                                f"(1 - margin {self.margin}) with another {request.mode} session")
         index, p_over, tolerance = worst_group_risk(group, model.feasible)
         if p_over > tolerance + 1e-12:
             who = "the new session" if index == len(others) else f"session {others[index]}"
             miss = ("its frame deadlines" if group[index][0] == "world"
                     else f"its {self.objectives.director_start_delay_p95_s:g} s start delay or play with a stall")
-            wait = window * (p_over - tolerance) / p_over
-            return self._decision(False, "burst", load, retry_after_s=self._retry(wait),
-                                  detail=f"{who} would miss {miss} with the others demanding at once "
-                                  f"{p_over:.1%} of the time (objective allows {tolerance:.1%})")
+            return self._refuse("burst", load, window * (p_over - tolerance) / p_over, group, model,
+                                f"{who} would miss {miss} with the others demanding at once {p_over:.1%} of the "
+                                f"time (objective allows {tolerance:.1%})")
         if not self._kv_fits(request):
             return self._decision(False, "kv", load, retry_after_s=self._retry(self.kv_retry_s),
                                   detail="the KV budget (device plus host offload) cannot hold another session")
         self._register(request)
         return self._decision(True, "ok", load)
+
+    def _refuse(self, reason: str, load: float, wait: float, group: list[tuple[str, float, float]],
+                model: GroupModel, detail: str) -> Decision:
+        """A refusal by load or risk: Retry-After is `wait` (the others' duty falling), unless the risk
+        check would refuse even with every open session idle (duty 0, the most waiting can bring):
+        then the newcomer's own demand (a playing world session's prior is 1) puts an open session
+        in a group the schedule cannot serve too often, only a close helps, and the refusal says so
+        with the longest Retry-After."""
+        idle = [(mode, 0.0, tolerance) for mode, _, tolerance in group[:-1]] + group[-1:]
+        _, p_idle, tolerance = worst_group_risk(idle, model.feasible)
+        if p_idle <= tolerance + 1e-12:
+            return self._decision(False, reason, load, retry_after_s=self._retry(wait), detail=detail)
+        n = len(group) - 1
+        return self._decision(False, reason, load, retry_after_s=self._retry(self.retry_max_s),
+                              detail=detail + _close_hint(n, f"the other {n} session{'s' if n != 1 else ''}"))
 
     def _never_detail(self, mode: str, model: GroupModel, need: float) -> str:
         head = f"this server cannot serve one {mode} session within objective"
@@ -269,6 +316,11 @@ class DutyPolicy(PolicyBase):
         a2p = model.chunk_media_s + model.chunk_seconds(1)
         return (f"{head} (an input would show after {a2p:.2f} s, the objective is "
                 f"{model.action_to_photon_s:.2f} s); waiting will not help")
+
+
+def _close_hint(n: int, who: str) -> str:
+    """The end of a refusal only a close can lift: `who` names the `n` open sessions."""
+    return f"; waiting will not help while {who} {'stays' if n == 1 else 'stay'} open: retry once one closes"
 
 
 def _binomial_tail(n: int, p: float, k: int) -> float:

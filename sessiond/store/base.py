@@ -85,7 +85,9 @@ class Store(Protocol):
     async def put_position(self, session_id: str, frames: int) -> None:
         """The session's timeline position: every frame with idx < `frames` may have left the
         daemon. Written before a chunk is handed to its transport (one write per chunk), so a
-        daemon restarted after a crash resumes at or after it, never before."""
+        daemon restarted after a crash resumes at or after it, never before. Written only while the
+        session's record exists: a write that lands after `delete_session` (a client timed out on
+        it, the server ran it later) writes nothing."""
         ...
 
     async def get_position(self, session_id: str) -> int | None: ...

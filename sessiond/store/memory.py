@@ -38,7 +38,8 @@ class MemoryStore:
         return sorted(self._records)
 
     async def put_position(self, session_id: str, frames: int) -> None:
-        self._positions[session_id] = int(frames)
+        if session_id in self._records:
+            self._positions[session_id] = int(frames)
 
     async def get_position(self, session_id: str) -> int | None:
         return self._positions.get(session_id)

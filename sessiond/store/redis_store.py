@@ -2,7 +2,9 @@
   {p}:sessions            set of session ids (the directory)
   {p}:session:{sid}       JSON of the SessionRecord
   {p}:snapshot:{sid}      continuation snapshot bytes (safetensors)
-  {p}:position:{sid}      the timeline position (frames that may have left), one integer
+  {p}:position:{sid}      the timeline position (frames that may have left), one integer; written
+                          only while {p}:session:{sid} exists (one script), so a write the client
+                          gave up on that lands after the session's delete cannot bring it back
   {p}:events              stream of events, field `e` = JSON of the event
 Connection failures raise StoreUnavailable; the daemon keeps running without the store."""
 
@@ -24,6 +26,15 @@ __all__ = ["RedisStore"]
 
 _PAGE = 500
 
+# KEYS[1] the position, KEYS[2] the session's record: set the position only while the record exists
+_PUT_POSITION = """
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+"""
+
 
 class RedisStore:
     kind = "redis"
@@ -36,6 +47,7 @@ class RedisStore:
         self._r: Any = redis_asyncio.Redis.from_url(
             url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry_on_timeout=False,
         )
+        self._put_position = self._r.register_script(_PUT_POSITION)
 
     async def _call(self, coro: Any) -> Any:
         try:
@@ -73,7 +85,8 @@ class RedisStore:
         return sorted(m.decode() if isinstance(m, bytes) else str(m) for m in members)
 
     async def put_position(self, session_id: str, frames: int) -> None:
-        await self._call(self._r.set(f"{self._p}:position:{session_id}", int(frames)))
+        await self._call(self._put_position(keys=[f"{self._p}:position:{session_id}", f"{self._p}:session:{session_id}"],
+                                            args=[int(frames)]))
 
     async def get_position(self, session_id: str) -> int | None:
         raw = await self._call(self._r.get(f"{self._p}:position:{session_id}"))

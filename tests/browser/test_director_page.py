@@ -69,7 +69,7 @@ def test_the_status_line_walks_through_the_loading_steps_to_ready(page: Page, da
         ("server", "Waiting for the server to be ready…"),
         ("admission", "Creating your session…"),
         ("connecting", "Connecting (WebSocket)…"),
-        ("ready", "Ready: pick an example or write a direction, then Direct"),
+        ("ready", "Ready: pick an example (it plays at once), or write a direction and press Direct"),
     ]
     expect(page.locator("#loading")).to_be_hidden()
 

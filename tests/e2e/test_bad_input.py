@@ -176,6 +176,25 @@ def test_creating_over_capacity_is_503_with_retry_after() -> None:
         assert httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"}).status_code == 201
 
 
+def test_the_duty_policy_refuses_creates_over_max_sessions_until_one_closes() -> None:
+    with running_daemon(max_sessions=1, policy="duty") as d:
+        first = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
+        assert first.status_code == 201
+        second = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
+        assert second.status_code == 503
+        assert second.json()["error"] == {"code": "capacity", "retry_after_s": 30.0, "message": "1 sessions are "
+                                          "open (max_sessions); raise --max-sessions or close one"}
+        assert second.headers["retry-after"] == "30"
+        assert httpx.get(f"{d.url}/v1/capacity").json()["admission"]["max_sessions"] == 1
+        sid, token = first.json()["session_id"], first.json()["token"]
+        gone = httpx.delete(f"{d.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+        assert gone.status_code == 204
+        third = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
+        assert third.status_code == 201
+        sid, token = third.json()["session_id"], third.json()["token"]
+        httpx.delete(f"{d.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+
+
 async def test_the_token_may_come_in_the_query_string_as_browsers_send_it(world: SessionClient) -> None:
     url = f"{world.session.ws_url}?media=raw&token={world.session.token}"
     async with connect(url, compression=None, proxy=None, max_size=2**20) as ws:

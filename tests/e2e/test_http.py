@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -11,6 +12,7 @@ import pytest
 
 from protocols.client import SessionClient
 from protocols.http import CreateSessionResponse
+from sessiond.store import MemoryStore
 from tests.conftest import off_loop, running_daemon, tiny_engine
 from tests.e2e._util import collect_frames, session_client
 
@@ -51,6 +53,38 @@ def test_status_then_delete_then_404(daemon) -> None:
     gone = httpx.get(url, headers=_auth(body["token"]))
     assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
     assert httpx.delete(url, headers=_auth(body["token"])).status_code == 404
+
+
+async def test_a_delete_while_a_position_write_is_in_flight_leaves_no_position_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    async with off_loop(running_daemon(policy="kv")) as d, httpx.AsyncClient(base_url=d.url) as http:
+        store = d.daemon.store
+        assert isinstance(store, MemoryStore)
+        write = store.put_position
+        held, release = threading.Event(), threading.Event()
+
+        async def held_write(session_id: str, frames: int) -> None:
+            if not held.is_set():  # the first position write waits until the test lets it land
+                held.set()
+                await asyncio.to_thread(release.wait, 20)
+            await write(session_id, frames)
+
+        monkeypatch.setattr(store, "put_position", held_write)
+        client = SessionClient(timeout_s=20.0)
+        try:
+            await client.create(d.url, "world")
+            await client.connect()
+            assert await asyncio.to_thread(held.wait, 20)
+            sid, token = client.session.session_id, client.session.token
+            deleting = asyncio.ensure_future(http.delete(f"/v1/sessions/{sid}", headers=_auth(token)))
+            await asyncio.sleep(0.3)
+            assert not deleting.done()  # the close waits for the write in flight
+            release.set()
+            assert (await asyncio.wait_for(deleting, 20)).status_code == 204
+            assert await store.get_position(sid) is None and await store.get_session(sid) is None
+        finally:
+            release.set()
+            await client.aclose()
 
 
 def test_a_wrong_or_missing_token_is_401_and_reveals_nothing(daemon) -> None:
@@ -158,6 +192,26 @@ async def test_the_models_example_prompts_are_in_create_welcome_and_capacity() -
         assert session["prompt_examples"] == ["a snowy day", "desert dunes"]
         assert session == {k: v for k, v in body.items() if k != "token"}
         assert (await http.get(f"{d.url}/v1/capacity")).json()["prompt_examples"] == ["a snowy day", "desert dunes"]
+        await http.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
+
+
+class _LeadEngine:
+    """The real tiny engine, advising one chunk of world lead in its info (as the demo model does)."""
+
+    def __init__(self, engine: object) -> None:
+        self._engine = engine
+        self.info = dataclasses.replace(engine.info, lead_chunks=1.0)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._engine, name)
+
+
+@pytest.mark.parametrize(("flag", "expected"), [(None, 1.0), (3.0, 3.0)])
+async def test_world_lead_is_the_models_advice_unless_the_flag_sets_it(flag: float | None, expected: float) -> None:
+    async with off_loop(running_daemon(_LeadEngine(tiny_engine()), lead_chunks=flag)) as d, httpx.AsyncClient() as http:
+        assert (await http.get(f"{d.url}/v1/capacity")).json()["engine"]["lead_chunks"] == expected
+        body = (await http.post(f"{d.url}/v1/sessions", json={"mode": "world"})).json()
+        assert d.daemon.sessions[body["session_id"]].env.lead_chunks == expected
         await http.delete(f"{d.url}/v1/sessions/{body['session_id']}", headers=_auth(body["token"]))
 
 

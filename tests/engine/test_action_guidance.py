@@ -47,12 +47,19 @@ def test_guided_steps_double_the_batch_and_later_steps_do_not(guided: Engine) ->
         calls.append(latents.shape[0])
         return forward(latents, *args, **kwargs)
 
+    write_kv = guided.runner.write_kv
+
+    def counting_kv(latents, *args, **kwargs):  # type: ignore[no-untyped-def]
+        calls.append(-latents.shape[0])
+        return write_kv(latents, *args, **kwargs)
+
     guided.runner.forward = counting  # type: ignore[method-assign]
+    guided.runner.write_kv = counting_kv  # type: ignore[method-assign]
     assert guided.open_session("s", seed=4, prompt="a canyon")
     guided.begin_chunk("s", MOVE)
     while (phase := guided.next_phase("s")) is not None:
         assert guided.step(StepPlan((StepItem("s", phase),))).results[0].error is None
-    assert calls == [2, 2, 1, 1, 1]  # 2 guided denoise steps, 2 plain ones, the cache pass
+    assert calls == [2, 2, 1, 1, -1]  # 2 guided denoise steps, 2 plain ones, the cache pass (K/V only)
 
 
 def _step_alone(engine: Engine, sid: str, steps: int) -> None:

@@ -64,14 +64,20 @@ def test_graph_buckets_skip_mixed_context_batches_and_missing_prompt_kv() -> Non
 
 
 def _count_forwards(engine) -> list[int]:
+    """Every DiT pass the runner makes: its forwards and its K/V-only cache passes."""
     calls: list[int] = []
-    original = engine.runner.forward
+    original, original_kv = engine.runner.forward, engine.runner.write_kv
 
     def counted(*args, **kwargs):
         calls.append(args[0].shape[0])
         return original(*args, **kwargs)
 
+    def counted_kv(*args, **kwargs):
+        calls.append(args[0].shape[0])
+        return original_kv(*args, **kwargs)
+
     engine.runner.forward = counted
+    engine.runner.write_kv = counted_kv
     return calls
 
 
@@ -82,7 +88,7 @@ def test_kv_from_last_pass_skips_the_cache_forward_and_is_an_approximation() -> 
     _, latents_exact = _rollout(exact)
     _, latents_approx = _rollout(approx)
     steps = len(approx.config.denoise_timesteps)
-    assert len(calls) == CHUNKS * steps  # no cache-pass forward
+    assert len(calls) == CHUNKS * steps  # no cache pass
     torch.testing.assert_close(latents_approx[0], latents_exact[0])  # chunk 0 sees no context
     assert not torch.allclose(latents_approx[-1], latents_exact[-1], atol=1e-4)  # later chunks do
     assert all(torch.isfinite(x).all() for x in latents_approx)

@@ -34,15 +34,17 @@ def test_passes_with_cached_prompt_k_v_equal_passes_that_project_them() -> None:
     for engine in (cached, plain):
         assert engine.open_session("s", seed=3, prompt="a canyon at noon")
     frames_cached = [run_chunk(cached, "s", [FrameAction(keys=("d",))]).frames for _ in range(3)]
-    original = plain.runner.forward
 
-    def without_cache(*args, **kwargs):  # type: ignore[no-untyped-def]
-        for work in args[2]:
-            if hasattr(work, "cross"):
-                work.cross = None
-        return original(*args, **kwargs)
+    def without_cache(run, works_at: int):  # type: ignore[no-untyped-def]
+        def wrapped(*args, **kwargs):  # type: ignore[no-untyped-def]
+            for work in args[works_at]:
+                if hasattr(work, "cross"):
+                    work.cross = None
+            return run(*args, **kwargs)
+        return wrapped
 
-    plain.runner.forward = without_cache  # type: ignore[method-assign]
+    plain.runner.forward = without_cache(plain.runner.forward, 2)  # type: ignore[method-assign]
+    plain.runner.write_kv = without_cache(plain.runner.write_kv, 1)  # type: ignore[method-assign]
     frames_plain = [run_chunk(plain, "s", [FrameAction(keys=("d",))]).frames for _ in range(3)]
     for a, b in zip(frames_cached, frames_plain, strict=True):
         assert a.tobytes() == b.tobytes()

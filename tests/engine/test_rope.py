@@ -34,3 +34,17 @@ def test_rope_tables_are_float32() -> None:
     table = RopeTable(16, (2, 2), 1, 10000.0, 8, torch.device("cpu"))
     cos, sin = table.for_frames([0, 3], frames=1)
     assert (cos.dtype, sin.dtype, tuple(cos.shape)) == (torch.float32, torch.float32, (2, 4, 1, 8))
+
+
+def test_the_cpu_complex_product_is_the_real_rotation_bit_for_bit() -> None:
+    gen = torch.Generator().manual_seed(3)
+    angles = torch.rand(2, 24, 1, 8, generator=gen) * 6
+    cos, sin = angles.cos(), angles.sin()
+    for dtype in (torch.float32, torch.bfloat16):
+        base = torch.randn(2, 24, 3, 20, generator=gen).to(dtype)
+        x = base[..., 2:18]  # a strided view, as the q/k projections' outputs may be
+        pairs = x.float().unflatten(-1, (-1, 2))
+        x0, x1 = pairs[..., 0], pairs[..., 1]
+        expected = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1).flatten(-2).to(dtype)
+        out = apply_rope(x, cos, sin)
+        assert out.dtype == dtype and torch.equal(out, expected)

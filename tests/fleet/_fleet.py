@@ -5,6 +5,7 @@ the client-side checks the tests share (streams with their pts, the shared store
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ class Fleet:
         self.workers[key] = self.processes.start(
             "-m", "sessiond.cli", "serve", "--fleet", "--model", "tiny", "--device", "cpu", "--port", str(port),
             "--redis-url", self.redis_url, *self.discovery(), "--rpc-host", "127.0.0.1",
-            "--worker-key", key, "--log-level", "warning", "--checkpoint-s", "0.5",
+            "--worker-key", key, "--log-level", "info", "--checkpoint-s", "0.5",
             # KV admission: every worker has the same headroom, so the spread the tests assert does
             # not depend on how each worker's duty calibration went on a shared 2-core machine
             "--policy", "kv", *extra)
@@ -57,6 +58,17 @@ class Fleet:
         url = f"http://127.0.0.1:{port}"
         self.gateways.append((proc, url))
         return url
+
+    async def exit_status(self, key: str, within_s: float) -> int:
+        """Worker `key`'s exit status once it exits; a failure naming the tail of its log if it is
+        still running after `within_s`."""
+        proc = self.workers[key]
+        try:
+            return int(await asyncio.to_thread(proc.wait, within_s))
+        except subprocess.TimeoutExpired:
+            log = self.processes.log(self.processes.procs.index(proc))
+            raise AssertionError(f"worker {key} still running {within_s} s later; its log ends:\n{log[-3000:]}") \
+                from None
 
     def key_of(self, ws_url: str) -> str:
         port = int(ws_url.split("/")[2].split(":")[1])

@@ -156,7 +156,7 @@ async def test_drain_moves_every_session_viewers_follow_and_bindings_survive_red
         await asyncio.sleep(0.3)
         fleet.workers[draining].send_signal(signal.SIGTERM)
         await asyncio.wait_for(asyncio.gather(*reading), 30)
-        assert await asyncio.to_thread(fleet.workers[draining].wait, 30) == 0
+        assert await fleet.exit_status(draining, 30) == 0
         for s in streams:
             s.check_timeline()
         for s in leaving:  # told where to go, followed without help, pts going on with disc

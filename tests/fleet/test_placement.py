@@ -4,6 +4,7 @@ that admits is bound; a refusal only when every worker refuses, with the smalles
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ def setup(*caps: WorkerCapacity) -> tuple[Placement, MemoryDirectory, Clock]:
     directory = MemoryDirectory(clock, ttl_s=3.0)
     for c in caps:
         asyncio.run(directory.publish(c))
-    return Placement(directory, clock=clock), directory, clock
+    return Placement(directory, clock=clock, wall_clock=clock), directory, clock
 
 
 class Workers:
@@ -100,6 +101,35 @@ def test_local_debits_spread_creates_between_records() -> None:
     ask = Workers({"a": "ok", "b": "ok"})
     bound = [asyncio.run(placement.place("world", ask)).binding.worker for _ in range(4)]
     assert bound == ["b", "b", "a", "b"]  # b 0.8 -> 0.6 -> 0.4 < a 0.5 -> a 0.3 < b 0.4
+
+
+def test_a_re_read_record_keeps_the_debits_made_after_it_was_published() -> None:
+    # records are re-read every second, workers publish every second: a record read right after a
+    # placement does not count that session yet, so the placer keeps its own debit on top of it
+    placement, directory, clock = setup(cap("a", 0.5), cap("b", 0.5), cap("c", 0.5))  # published at 0
+    ask = Workers({"a": "ok", "b": "ok", "c": "ok"})
+    clock.now = 0.1
+    first = [asyncio.run(placement.place("world", ask)).binding.worker for _ in range(3)]
+    assert first == ["a", "b", "c"]
+    clock.now = 1.2  # a fresh view of the same records: each keeps its debit of 0.2
+    assert {w.worker: w.headroom["world"] for w in asyncio.run(placement.view())} == pytest.approx(
+        {"a": 0.3, "b": 0.3, "c": 0.3})
+    asyncio.run(directory.publish(replace(cap("a", 0.3, sessions=1), published_at=1.5)))  # a's record counts it
+    clock.now = 2.3
+    view = {w.worker: w for w in asyncio.run(placement.view())}
+    assert {k: w.headroom["world"] for k, w in view.items()} == pytest.approx({"a": 0.3, "b": 0.3, "c": 0.3})
+    assert {k: w.sessions for k, w in view.items()} == {"a": 1, "b": 1, "c": 1}  # a's not counted twice
+    second = [asyncio.run(placement.place("world", ask)).binding.worker for _ in range(3)]
+    assert second == ["a", "b", "c"]  # two by two, as with records that were never stale
+
+
+def test_debits_older_than_the_memory_are_dropped() -> None:
+    placement, _, clock = setup(cap("a", 0.5))
+    placement.debit_memory_s = 2.0
+    clock.now = 0.1
+    asyncio.run(placement.place("world", Workers({"a": "ok"})))
+    clock.now = 2.5  # the record (published at 0) was not renewed, and the debit is 2.4 s old
+    assert [w.headroom["world"] for w in asyncio.run(placement.view())] == [0.5]
 
 
 def test_a_refusing_worker_is_not_asked_first_again_until_its_next_record() -> None:

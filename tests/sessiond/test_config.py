@@ -16,7 +16,7 @@ from sessiond.server import config_from_args
 
 def test_defaults_match_the_protocol_limits() -> None:
     c = ServeConfig()
-    assert (c.max_message_bytes, c.max_actions_per_s, c.max_prompt_chars, c.lead_chunks) == (65536, 240, 2000, 2.0)
+    assert (c.max_message_bytes, c.max_actions_per_s, c.max_prompt_chars, c.lead_chunks) == (65536, 240, 2000, None)
     assert (c.model, c.host, c.port, c.redis_url) == ("demo", "127.0.0.1", 8000, None)
     assert c.window_frames(16) == 16 and c.window_frames(30) == 30
 
@@ -38,6 +38,7 @@ def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
 
 @pytest.mark.parametrize(("options", "name"), [
     ({"lead_chunks": 0}, "lead_chunks"),
+    ({"lead_chunks": "1"}, "lead_chunks"),
     ({"max_batch": 1.5}, "max_batch"),
     ({"port": 70000}, "port"),
     ({"idle_offload_s": 10, "idle_close_s": 5}, "idle_close_s"),

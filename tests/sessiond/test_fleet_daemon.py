@@ -46,6 +46,13 @@ def test_duty_policy_headroom_is_the_load_budget_left_and_cost_the_prior_times_t
     assert cap.kv_free_sessions == 7
 
 
+def test_max_sessions_caps_a_cost_policys_free_sessions() -> None:
+    snapshot = {"policy": "duty", "load_budget": 0.85, "predicted_load": 0.35, "expected_batch": 2, "sessions": 3,
+                "priors": {}, "cost_model": {"cost_rate": {"1": 0.4}}, "kv": {"max_total": 10}, "max_sessions": 5}
+    cap = capacity_of(snapshot, sessions=3, kv=None, kv_bytes_per_session=200, draining=False)
+    assert cap.kv_free_sessions == 2  # 5 - 3 open, under the KV budget's 7
+
+
 def test_one_per_gpu_headroom_counts_its_slots() -> None:
     snapshot = {"policy": "one-per-gpu", "load_budget": 0.85, "predicted_load": 0.1, "expected_batch": 1,
                 "sessions": 1, "gpus": 2, "priors": {}, "cost_model": {"cost_rate": {"1": 1.0}}, "kv": None}

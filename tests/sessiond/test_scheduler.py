@@ -52,6 +52,34 @@ def test_a_world_session_ahead_by_its_lead_waits_until_start_by() -> None:
     assert chosen == [] and next_at == pytest.approx(s.clock.anchor_t + 0.5, abs=1e-6)
 
 
+def test_the_world_clock_follows_the_wire_when_playback_starts_late() -> None:
+    # the clock is anchored when the connection attaches; a WebRTC handshake then takes 0.75 s
+    # before the first frame goes out. The clock follows the wire: 24 frames buffered (1.5 s)
+    # against the 2-chunk lead (1 s) wait 0.5 s from the first send, instead of starting at once
+    # and staying 0.75 s ahead of the viewer for the rest of the session
+    s = _attached("s_a")
+    now = time.monotonic()
+    s.clock.reanchor(now - 0.75, 0)
+    _buffered(s, 24)
+    chunk = s.out.take()
+    s.on_sent(chunk.frames[0])
+    assert s.clock.anchor_i == 0 and s.clock.anchor_t >= now
+    assert s.demand(time.monotonic()) == pytest.approx((s.clock.anchor_t + 1.5, s.clock.anchor_t + 0.5), abs=1e-9)
+
+
+@pytest.mark.parametrize(("mode", "ago"), [
+    ("world", 0.03),  # half a frame ago: the first frame goes out on time
+    ("director", 0.75),  # a director's chunks keep their segment's own deadlines, however late the wire
+])
+def test_a_send_the_clock_expected_or_a_directors_leaves_the_clock_alone(mode: str, ago: float) -> None:
+    s = _attached("s_a", mode)
+    anchored = time.monotonic() - ago
+    s.clock.reanchor(anchored, 0)
+    _buffered(s, 8)
+    s.on_sent(s.out.take().frames[0])
+    assert (s.clock.anchor_t, s.clock.anchor_i) == (anchored, 0)
+
+
 def test_a_long_director_segment_does_not_starve_a_world_deadline() -> None:
     director = _attached("s_dir", "director")
     director.start_segment(re=1, seconds=60.0)

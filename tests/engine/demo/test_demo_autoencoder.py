@@ -22,6 +22,24 @@ def test_the_engine_builds_the_demo_decoder_for_kind_demo_ae() -> None:
 
 
 @torch.no_grad()
+def test_on_a_cpu_the_engine_decoder_runs_channels_last_and_decodes_what_the_plain_layout_does() -> None:
+    plain = DemoDecoder(AE_CONFIG).to(torch.bfloat16).eval()
+    served = build_demo_decoder(CONFIG, torch.device("cpu"), torch.bfloat16)
+    served.load_state_dict(plain.state_dict())
+    assert served.conv_in.weight.is_contiguous(memory_format=torch.channels_last)
+    assert served.up3.weight.is_contiguous(memory_format=torch.channels_last)  # kept through the load
+    z = torch.randn(2, 8, 4, 16, 16, generator=torch.Generator().manual_seed(1))
+    fast, caches = served.decode(z, [None, DemoCache(4)])
+    slow, _ = plain.decode(z, [None, DemoCache(4)])
+    assert fast.shape == slow.shape == (2, 4, 128, 128, 3) and fast.is_contiguous()
+    assert caches == [DemoCache(4), DemoCache(8)]
+    # the same sums in another order: bf16 roundings flip some uint8 values by one level, never more
+    diff = (fast.int() - slow.int()).abs()
+    assert int(diff.max()) <= 1
+    assert float((diff > 0).float().mean()) < 0.05
+
+
+@torch.no_grad()
 def test_decode_gives_one_uint8_frame_per_latent_frame_and_counts_them_in_the_cache() -> None:
     decoder = DemoDecoder(AE_CONFIG).eval()
     frames, caches = decoder.decode(torch.randn(2, 8, 4, 16, 16), [None, DemoCache(8)])

@@ -37,13 +37,18 @@ def _model(config: ModelConfig = TINY) -> tuple[CausalDiT, HashTextEncoder]:
     return dit, text
 
 
-@pytest.fixture(scope="module")
-def batch() -> tuple[Episodes, DemoEncoder]:
+def tiny_batch(chunks: int) -> tuple[Episodes, DemoEncoder]:
+    """Two scripted episodes of `chunks` chunks from a one-terrain pool, and an untrained encoder."""
     encoder = DemoEncoder(AEConfig(latent_channels=8, downsample=8)).eval()
     script = action_batch(scripted_play(30, seed=2).actions)
     source = EpisodeSource(WORLD, CPU, seed=1, params=SourceParams(pool_size=1, scripted_probability=0.5),
                            script=script)
-    return source.sample(2, 5 * TINY.latent_frames_per_chunk, TINY.latent_frames_per_chunk), encoder
+    return source.sample(2, chunks * TINY.latent_frames_per_chunk, TINY.latent_frames_per_chunk), encoder
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[Episodes, DemoEncoder]:
+    return tiny_batch(5)
 
 
 def test_the_rollout_cache_reads_the_window_as_the_full_sequence_forward_does() -> None:

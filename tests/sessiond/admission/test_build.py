@@ -8,7 +8,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from engine.api import KVStats, ModelInfo
-from sessiond.admission import CostModel, DutyPolicy, FifoPolicy, KVPoolAdmission, build_admission
+from sessiond.admission import CostModel, DutyPolicy, FifoPolicy, KVPoolAdmission, PolicyBase, build_admission
 from sessiond.config import ServeConfig
 from tests.sessiond.admission.factories import known_cost, model_info
 
@@ -50,7 +50,8 @@ async def test_a_cost_model_policy_is_profiled_within_the_pool_and_the_budget() 
     host = _Host(slabs_free=6)  # 3 sessions fit: batches 1, 2 and 3 (max_batch 8)
     config = ServeConfig(model="tiny", policy="fifo", calibration_budget_s=12.0)
     runtime = await build_admission(config, host, CollectorRegistry(), lambda: None)
-    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 3, "rounds": 1, "time_budget_s": 12.0}]
+    # 3 context chunks: the profile runs 4 chunks, so the last one attends to a full context (the steady cost)
+    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 4, "rounds": 1, "time_budget_s": 12.0}]
     assert isinstance(runtime.policy, FifoPolicy) and runtime.measured is runtime.policy
     assert runtime.scheduling == "fifo"
     snapshot = runtime.policy.snapshot(0.0)
@@ -68,3 +69,13 @@ async def test_duty_is_the_default_and_takes_the_configured_objectives() -> None
     policy = runtime.policy
     assert (policy.objectives.director_start_delay_p95_s, policy.objectives.world_deadline_miss) == (2.5, 0.02)
     assert (policy.margin, policy.segment_s) == (0.2, 4.0)
+
+
+async def test_a_cost_model_policy_takes_the_configured_max_sessions() -> None:
+    for name in ("duty", "fifo", "one-per-gpu"):
+        runtime = await build_admission(ServeConfig(model="tiny", policy=name, max_sessions=3), _Host(),
+                                        CollectorRegistry(), lambda: None)
+        assert isinstance(runtime.policy, PolicyBase)
+        assert (runtime.policy.max_sessions, runtime.policy.snapshot(0.0)["max_sessions"]) == (3, 3)
+    default = await build_admission(ServeConfig(model="tiny"), _Host(), CollectorRegistry(), lambda: None)
+    assert isinstance(default.policy, PolicyBase) and default.policy.max_sessions == 64

@@ -140,6 +140,20 @@ def test_online_measurements_move_a_bucket_by_ewma_and_track_the_error() -> None
     assert cost.error("decode") == pytest.approx(0.0, abs=1e-4)
 
 
+def test_settling_returns_every_profiled_bucket_to_its_profile_median() -> None:
+    cost = known_cost(0.8)  # decode at batch 1: 0.2 s
+    for seconds in (0.011, 0.010, 0.500):
+        cost.record("cache", 2, 0, seconds)
+    for _ in range(30):
+        cost.observe("decode", 1, 0, 0.4)
+        cost.observe("cache", 2, 0, 0.05)
+    cost.observe("decode", 1, 8, 0.9)  # a bucket only the online corrections ever measured
+    assert cost.settle() == 2
+    assert (cost.predict("decode", 1), cost.predict("cache", 2)) == pytest.approx((0.2, 0.011), abs=1e-12)
+    assert cost.predict("decode", 1, 8) == 0.9  # nothing to go back to: kept
+    assert cost.settle() == 0
+
+
 def test_engine_step_results_feed_the_model_per_phase() -> None:
     cost = known_cost(0.8)
     result = StepResult((ItemResult("a", Phase.DECODE, 5), ItemResult("b", Phase.DECODE, 2)),

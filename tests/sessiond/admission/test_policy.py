@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -25,9 +26,10 @@ from tests.sessiond.admission.factories import known_cost, model_info
 
 
 def _duty(cost: CostModel, *, director: float = 0.25, margin: float = 0.25, kv: KvBudget | None = None,
-          kv_retry_s: float = 30.0) -> DutyPolicy:
+          kv_retry_s: float = 30.0, max_sessions: int | None = None) -> DutyPolicy:
     tracker = DutyTracker(DutyPriors(director=director), window_s=60)
-    return DutyPolicy(cost, tracker, margin=margin, max_batch=8, kv=kv, kv_retry_s=kv_retry_s)
+    return DutyPolicy(cost, tracker, margin=margin, max_batch=8, kv=kv, kv_retry_s=kv_retry_s,
+                      max_sessions=max_sessions)
 
 
 def _batched(chunk_seconds: float) -> CostModel:
@@ -102,8 +104,60 @@ def test_directors_who_would_fall_behind_together_are_refused_when_bursts_are_li
     refused = _ask(policy, "d2")
     assert (refused.admitted, refused.reason) == (False, "burst")
     assert refused.predicted_load == 0.25
-    assert refused.retry_after_s == 48.0  # 60 s x (0.25 - 0.05) / 0.25
-    assert "25.0% of the time (objective allows 5.0%)" in refused.detail
+    # d1 would share with the newcomer a quarter of the time whatever d1 itself does: the newcomer's
+    # prior does not decay, so only a close helps, and the refusal says so with the longest retry
+    assert refused.retry_after_s == 60.0
+    assert "25.0% of the time (objective allows 5.0%); waiting will not help while the other 1 session " \
+           "stays open" in refused.detail
+
+
+def _director_admitted(margin: float) -> DutyPolicy:
+    """No batching gain, 0.6 per media s: a world session (prior 1: it always demands while playing)
+    and a director cannot generate together (0.6 x (1 + 5 / 5.4) = 1.16 > 1.0). Director "d" is in."""
+    tracker = DutyTracker(DutyPriors(world_playing=1.0, director=0.3), window_s=60)
+    policy = DutyPolicy(known_cost(0.6), tracker, margin=margin, max_batch=8, objectives=_LOOSE_A2P, retry_max_s=45.0)
+    assert _ask(policy, "d", "director").admitted
+    return policy
+
+
+_CLOSE_HINT = "; waiting will not help while the other 1 session stays open: retry once one closes"
+
+
+@pytest.mark.parametrize(("margin", "generating", "now", "reason", "detail"), [
+    # idle a whole window, the director's duty is 0, yet the world newcomer is still refused: the
+    # director would share with it every time it directs
+    (0.0, False, 120.0, "burst", "session d would miss its 1.5 s start delay or play with a stall with the others "
+                                 "demanding at once 100.0% of the time (objective allows 5.0%)" + _CLOSE_HINT),
+    # on a 0.9 budget while the director generates, load refuses first: once its duty has fallen the
+    # risk check would still refuse (found by hand: "Try again in 14 s", then refused again). Load: the
+    # world at 1.0 x 0.6 plus the director at duty (0.3 x 30 + 1.0 x 30) / 60 = 0.65 x 0.6
+    (0.1, True, 30.0, "load", "predicted engine load 0.990 would exceed 0.900 (1 - margin 0.1) with another world "
+                              "session" + _CLOSE_HINT),
+])
+def test_a_refusal_that_only_a_close_can_lift_says_so_and_asks_for_the_longest_retry(
+        margin: float, generating: bool, now: float, reason: str, detail: str) -> None:
+    policy = _director_admitted(margin)
+    (policy.tracker.begin if generating else policy.tracker.end)("d", 0.0)
+    refused = _ask(policy, "w", "world", now=now)
+    assert (refused.admitted, refused.reason, refused.retry_after_s, refused.detail) == (False, reason, 45.0, detail)
+    assert refused.error_body()["error"]["retry_after_s"] == 45.0
+    policy.release("d", now + 1.0)
+    assert _ask(policy, "w", "world", now=now + 1.0).admitted
+
+
+def test_a_burst_refusal_that_waiting_can_lift_keeps_the_wait_from_the_model() -> None:
+    # two directors at prior 0.04, no batching gain. d1 has generated for all of its 30 s: duty
+    # (0.04 x 30 + 1.0 x 30) / 60 = 0.52, so the newcomer would share with it 52% of the time. That
+    # falls as d1's busy half-minute leaves the window, so waiting helps: the wait from the model,
+    # 60 s x (0.52 - 0.05) / 0.52, and no close hint
+    policy = _duty(known_cost(0.5), director=0.04)
+    assert _ask(policy, "d1").admitted
+    policy.tracker.begin("d1", 0.0)
+    refused = _ask(policy, "d2", now=30.0)
+    assert (refused.admitted, refused.reason) == (False, "burst")
+    assert refused.detail == ("the new session would miss its 1.5 s start delay or play with a stall with the others "
+                              "demanding at once 52.0% of the time (objective allows 5.0%)")
+    assert refused.retry_after_s == 54.231
 
 
 def test_rare_bursts_are_tolerated_up_to_the_objective() -> None:
@@ -128,6 +182,31 @@ def test_a_session_that_cannot_fit_even_alone_is_refused_for_good_without_retry_
     assert world.detail.startswith("this server cannot serve one world session within objective (needs 0.90 s of "
                                    "engine time per media second, has 0.75)")
     assert policy.tracker.sessions() == []
+
+
+def test_a_session_that_does_not_fit_alone_beside_open_ones_is_not_refused_for_good() -> None:
+    # the measured cost rose while a session ran (its steps shared the machine): a newcomer no longer
+    # fits even alone by the model, but that is a measurement beside the open session, so the
+    # refusal is a load refusal with the longest Retry-After and the close hint, not "never"
+    cost = known_cost(0.5)
+    policy = _duty(cost)
+    assert _ask(policy, "w1", "world").admitted
+    for _ in range(100):  # the online correction, as the engine's steps report 0.9 s per 1 s chunk
+        for item, share in (("denoise", 1 / 8), ("cache", 1 / 4), ("decode", 1 / 4)):
+            cost.observe(item, 1, 0, 0.9 * share)
+    refused = _ask(policy, "w2", "world")
+    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "load", 60.0)
+    assert refused.detail == ("a world session needs 0.90 s of engine time per media second as the engine measures "
+                              "now, with 1 other session open (budget 0.75); waiting will not help while it stays "
+                              "open: retry once one closes")
+    # the last one closes: nothing open, the model is back at its start-up profile (0.5), and the
+    # next lone session is planned as at start-up (before: refused for good at 0.90, until a restart)
+    policy.release("w1", 0.0)
+    assert policy.cost.predict_chunk(1, 0) == pytest.approx(0.5)
+    # w1's last step reports in after its release, slowed by whatever shared the machine then
+    for item, share in (("denoise", 1 / 8), ("cache", 1 / 4), ("decode", 1 / 4)):
+        cost.observe(item, 1, 0, 5.0 * share)
+    assert _ask(policy, "w3", "world").admitted
 
 
 def test_a_session_that_fits_alone_is_admitted_at_the_boundary() -> None:
@@ -194,7 +273,8 @@ def test_a_director_is_refused_when_its_start_delay_would_miss_the_objective_too
     refused = _ask(policy, "d", "director")
     assert (refused.admitted, refused.reason) == (False, "burst")
     assert refused.detail == ("session w would miss its frame deadlines with the others demanding at once 30.0% of "
-                              "the time (objective allows 1.0%)")
+                              "the time (objective allows 1.0%); waiting will not help while the other 1 session "
+                              "stays open: retry once one closes")
     relaxed = DutyPolicy(known_cost(0.6), DutyTracker(DutyPriors(world_playing=0.1, director=0.3), window_s=60),
                          margin=0.0, max_batch=8,
                          objectives=Objectives(director_start_delay_p95_s=4.0, world_action_to_photon_p95_ms=10_000.0))
@@ -295,3 +375,52 @@ def test_the_capacity_of_one_mode_is_what_the_checks_admit_one_by_one() -> None:
         assert fresh.mode_capacity("director") == admitted
     assert _duty(known_cost(0.5), director=0.04).mode_capacity("director") == 2
     assert _duty(known_cost(0.9)).mode_capacity("director") == 0  # not even one
+
+
+_CAPPED_AT_2: dict[str, Callable[[], PolicyBase]] = {
+    "duty": lambda: _duty(_batched(0.5), max_sessions=2),  # the load check alone would admit 6
+    "fifo": lambda: make_policy("fifo", known_cost(0.5), DutyTracker(window_s=60), margin=0.25, max_sessions=2),
+    "one-per-gpu": lambda: make_policy("one-per-gpu", known_cost(0.1), gpus=4, max_sessions=2),
+}
+
+
+@pytest.mark.parametrize("name", list(_CAPPED_AT_2))
+def test_every_policy_refuses_a_new_session_at_max_sessions_until_one_closes(name: str) -> None:
+    policy = _CAPPED_AT_2[name]()
+    assert [_ask(policy, "a").admitted, _ask(policy, "b").admitted] == [True, True]
+    refused = _ask(policy, "c")
+    assert (refused.admitted, refused.policy, refused.reason, refused.retry_after_s) == (
+        False, name, "max_sessions", 30.0)
+    assert refused.detail == "2 sessions are open (max_sessions); raise --max-sessions or close one"
+    assert refused.error_body()["error"] == {"code": "capacity", "retry_after_s": 30.0, "message": refused.detail}
+    resumed = policy.decide(AdmissionRequest("a", "director", "resume", 1.0))  # tracked: not new
+    assert (resumed.admitted, resumed.reason) == (True, "ok")
+    assert policy.release("a", 2.0) == []
+    assert _ask(policy, "c", now=2.0).admitted
+    assert sorted(policy.tracker.sessions()) == ["b", "c"]
+    snap = policy.snapshot(2.0)
+    assert (snap["max_sessions"], snap["sessions"], snap["decisions"]) == (2, 2, {"ok": 4, "max_sessions": 1})
+
+
+def test_max_sessions_is_checked_before_the_load() -> None:
+    policy = DutyPolicy(known_cost(0.5), DutyTracker(DutyPriors(world_playing=1.0), window_s=60), margin=0.25,
+                        objectives=_LOOSE_A2P, max_sessions=1)
+    assert _ask(policy, "w1", "world").admitted
+    # a second world session is over the load budget too (2 x 0.5 > 0.75): the refusal names the limit
+    refused = _ask(policy, "w2", "world")
+    assert (refused.reason, refused.predicted_load, refused.retry_after_s) == ("max_sessions", 1.0, 30.0)
+
+
+def test_one_per_gpu_with_every_slot_taken_still_queues_at_max_sessions() -> None:
+    policy = make_policy("one-per-gpu", known_cost(0.1), gpus=1, max_sessions=1)
+    assert _ask(policy, "a").admitted
+    refused = _ask(policy, "b")
+    assert (refused.reason, refused.queue_position) == ("queued", 1)
+
+
+def test_without_max_sessions_the_limit_is_off_and_a_bad_one_names_the_option() -> None:
+    policy = make_policy("fifo", known_cost(0.5), DutyTracker(window_s=60))
+    assert all(_ask(policy, f"w{i}", "world").admitted for i in range(100))
+    assert policy.snapshot(0.0)["max_sessions"] is None
+    with pytest.raises(AdmissionConfigError, match="`max_sessions`: must be >= 1 when given, got 0"):
+        make_policy("duty", known_cost(0.1), max_sessions=0)

@@ -78,6 +78,18 @@ async def test_a_position_is_kept_replaced_and_deleted_with_its_session(store: A
     assert await store.get_position("s_1") is None
 
 
+async def test_a_position_write_after_the_delete_writes_nothing(store: Any) -> None:
+    # a write the client gave up on (a timeout) may reach the server after the close's delete
+    await store.put_session(_record())
+    await store.put_position("s_1", 48)
+    await store.delete_session("s_1")
+    await store.put_position("s_1", 52)
+    assert await store.get_position("s_1") is None
+    assert await store.list_sessions() == []
+    await store.put_position("s_never", 4)  # nor for a session that never had a record
+    assert await store.get_position("s_never") is None
+
+
 async def test_snapshots_are_bytes_exactly(store: Any) -> None:
     blob = bytes(range(256)) * 1000
     await store.put_snapshot("s_1", blob)
