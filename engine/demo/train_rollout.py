@@ -43,7 +43,7 @@ from engine.demo.script import scripted_play
 from engine.demo.world import WorldParams
 from engine.errors import ConfigError
 
-__all__ = ["DEFAULT_OBJECTIVE", "STATE_FILE", "build_parser", "main", "run"]
+__all__ = ["DEFAULT_OBJECTIVE", "STATE_FILE", "build_parser", "main", "run", "schedule_fraction"]
 
 STATE_FILE = "rollout_state.pt"
 DEFAULT_OBJECTIVE = "regress"  # of a new run; a resumed run keeps its own
@@ -59,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=13.0, help="wall-clock budget of this run (default 13)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     p.add_argument("--steps", type=int, default=None, help="run exactly this many steps (smoke runs)")
+    p.add_argument("--schedule-minutes", type=float, default=None,
+                   help="the whole run's training minutes over all its calls, which the horizon growth and the "
+                        "learning-rate decay are spread over (default: the minutes trained before plus this call's)")
     p.add_argument("--batch", type=int, default=None, help=f"episodes per step (default {RolloutParams.batch} "
                                                            "on cuda, 1 on cpu)")
     p.add_argument("--min-horizon", type=int, default=RolloutParams.min_horizon)
@@ -102,6 +105,8 @@ def _dmd(args: argparse.Namespace) -> DmdParams:
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
     if args.minutes <= 0.5:
         raise DemoError("bad_minutes", f"--minutes must be more than 0.5, got {args.minutes}")
+    if args.schedule_minutes is not None and args.schedule_minutes <= 0:
+        raise DemoError("bad_schedule_minutes", f"--schedule-minutes must be positive, got {args.schedule_minutes}")
     if args.steps is not None and args.steps < 1:
         raise DemoError("bad_steps", f"--steps must be at least 1, got {args.steps}")
     if not 1 <= args.min_horizon <= args.max_horizon:
@@ -119,6 +124,14 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
 
 def _tail_mean(values: list[float]) -> float:
     return sum(values[-20:]) / max(1, len(values[-20:]))
+
+
+def schedule_fraction(before_s: float, elapsed_s: float, budget_s: float, schedule_s: float | None) -> float:
+    """How far through its schedule a run is: trained seconds (earlier calls' and this one's) over the
+    whole run's planned seconds (``--schedule-minutes``; by default what came before plus this call's
+    budget, so a run in one call ends its schedule as its budget ends)."""
+    planned = schedule_s if schedule_s is not None else before_s + budget_s
+    return min(1.0, (before_s + elapsed_s) / max(1e-9, planned))
 
 
 def run(args: argparse.Namespace) -> dict[str, Path]:
@@ -161,7 +174,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     def fraction() -> float:  # of the whole run, resumed parts included
         if args.steps is not None:
             return budget.fraction()
-        return min(1.0, (before + time.monotonic() - budget.started) / max(1e-9, before + budget.seconds))
+        schedule_s = None if args.schedule_minutes is None else args.schedule_minutes * 60.0
+        return schedule_fraction(before, time.monotonic() - budget.started, budget.seconds, schedule_s)
 
     def write(partial: bool) -> dict[str, Path]:
         state.seconds = before + time.monotonic() - budget.started

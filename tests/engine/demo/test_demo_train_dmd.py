@@ -124,7 +124,8 @@ def test_a_state_resumes_only_under_its_own_objective() -> None:
                                              (["--fake-steps", "-1"], "bad_fake_steps"),
                                              (["--fake-lr", "0"], "bad_lr"),
                                              (["--real-guidance", "0"], "bad_guidance"),
-                                             (["--regress-weight", "-0.5"], "bad_regress_weight")])
+                                             (["--regress-weight", "-0.5"], "bad_regress_weight"),
+                                             (["--schedule-minutes", "0"], "bad_schedule_minutes")])
 def test_the_cli_rejects_bad_dmd_settings(tmp_path: object, flags: list[str], code: str) -> None:
     args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
                                       "--objective", "dmd", *flags])

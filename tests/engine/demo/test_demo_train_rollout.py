@@ -19,6 +19,7 @@ from engine.demo.autoencoder import AEConfig, DemoEncoder
 from engine.demo.config import CONFIG
 from engine.demo.data import Episodes, EpisodeSource, SourceParams
 from engine.demo.script import scripted_play
+from engine.demo.train_rollout import schedule_fraction
 from engine.demo.world import WorldParams
 from engine.model import CausalDiT
 from engine.text import HashTextEncoder
@@ -123,6 +124,17 @@ def test_a_saved_state_resumes_the_step_and_the_optimizer(batch: tuple[Episodes,
 def test_the_horizon_grows_from_the_minimum_to_the_maximum_by_half_the_budget() -> None:
     params = RolloutParams(min_horizon=4, max_horizon=24)
     assert [horizon_at(params, f) for f in (0.0, 0.25, 0.5, 0.9)] == [4, 14, 24, 24]
+
+
+def test_a_run_over_several_calls_spreads_its_schedule_over_the_planned_minutes() -> None:
+    # one call alone: its own budget is the whole schedule
+    assert schedule_fraction(0.0, 270.0, 540.0, None) == 0.5
+    # the second of two 9-minute calls planned as 18 minutes: half-way at its start, not back at 0.5 of 9
+    assert schedule_fraction(540.0, 0.0, 540.0, 1080.0) == 0.5
+    assert schedule_fraction(540.0, 270.0, 540.0, 1080.0) == 0.75
+    assert schedule_fraction(540.0, 900.0, 540.0, 1080.0) == 1.0  # past the plan: the schedule's end
+    params = RolloutParams(min_horizon=4, max_horizon=24)
+    assert horizon_at(params, schedule_fraction(0.0, 270.0, 540.0, 1080.0)) == 14  # still growing in call one
 
 
 def test_scripted_episodes_hold_the_scripts_directions(batch: tuple[Episodes, DemoEncoder]) -> None:
