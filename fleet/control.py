@@ -26,9 +26,7 @@ OPS = ("create", "resume", "status", "close", "release", "capacity", "drain")
 
 
 def error_reply(exc: ProtocolError) -> dict[str, Any]:
-    retry = getattr(exc, "retry_after_s", None)
-    body = ErrorBody(exc.code.value, exc.message, exc.field, float(retry) if retry is not None else None)
-    return {"ok": False, **body.to_json()}
+    return {"ok": False, **ErrorBody.of(exc).to_json()}
 
 
 def _sid(request: dict[str, Any]) -> str:
@@ -99,7 +97,7 @@ def to_admission(worker: str, reply: dict[str, Any]) -> Admitted | Refusal:
     body = _error_body(reply, worker)
     if body.retry_after_s is None:
         raise _as_error(body)
-    return Refusal(worker, body.retry_after_s, body.message)
+    return Refusal(worker, body.retry_after_s, body.message, body.reason)
 
 
 def reply_error(reply: dict[str, Any], worker: str) -> ProtocolError | None:

@@ -32,11 +32,12 @@ class NoWorkerAdmits(FleetError):
 
     code = "capacity"
 
-    def __init__(self, retry_after_s: float, reasons: list[str]) -> None:
+    def __init__(self, retry_after_s: float, reasons: list[str], reason: str | None = None) -> None:
         detail = "; ".join(reasons) if reasons else "no live worker"
         super().__init__(f"no worker admits the session ({detail}); retry in {retry_after_s:.1f} s")
         self.retry_after_s = retry_after_s
         self.reasons = reasons
+        self.reason = reason  # the one error-body `reason` every worker gave, else None
 
 
 class WorkerUnreachable(FleetError):

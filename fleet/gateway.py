@@ -82,9 +82,10 @@ class RuntimeCalls:
 
 
 class Refused(ProtocolError):
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float) -> None:
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float, reason: str | None = None) -> None:
         super().__init__(code, message)
         self.retry_after_s = retry_after_s
+        self.reason = reason
 
 
 class Gateway:
@@ -106,7 +107,7 @@ class Gateway:
         try:
             placed = await self.placement.place(req.mode, ask)
         except NoWorkerAdmits as exc:
-            raise Refused(ErrorCode.CAPACITY, str(exc), exc.retry_after_s) from exc
+            raise Refused(ErrorCode.CAPACITY, str(exc), exc.retry_after_s, exc.reason) from exc
         if not self.config.proxy:
             return placed.response
         origin = self.origin(request_base)
@@ -199,8 +200,8 @@ async def sweep_forever(monitor: FailoverMonitor, every_s: float) -> None:
 
 
 def _error(exc: ProtocolError) -> JSONResponse:
-    retry = getattr(exc, "retry_after_s", None)
-    body = ErrorBody(exc.code.value, exc.message, exc.field, retry)
+    body = ErrorBody.of(exc)
+    retry = body.retry_after_s
     headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
     return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
 

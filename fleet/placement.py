@@ -38,7 +38,8 @@ class Refusal:
 
     worker: str
     retry_after_s: float
-    reason: str
+    reason: str  # the worker's message
+    code_reason: str | None = None  # the worker's error-body `reason` (protocols.http.CAPACITY_REASONS)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,9 @@ class Placement:
             self._debit(worker.worker, mode, refused=False)
             return worker, answer, asked
         retry = min((r.retry_after_s for r in refusals), default=DEFAULT_RETRY_S)
-        raise NoWorkerAdmits(retry, [f"{r.worker}: {r.reason}" for r in refusals])
+        shared = {r.code_reason for r in refusals}
+        raise NoWorkerAdmits(retry, [f"{r.worker}: {r.reason}" for r in refusals],
+                             shared.pop() if len(shared) == 1 else None)
 
     async def place(self, mode: str, create: Ask) -> Placed:
         """Create a new session on the first worker (by headroom) whose admission accepts it, and

@@ -53,6 +53,7 @@ class ClientError(Exception):
         status: int | None = None,
         field: str | None = None,
         retry_after_s: float | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = str(code)
@@ -60,6 +61,7 @@ class ClientError(Exception):
         self.status = status
         self.field = field
         self.retry_after_s = retry_after_s
+        self.reason = reason  # a refusal's one-word why (protocols.http.CAPACITY_REASONS), when the body had one
 
 
 def _code_for_status(status: int) -> str:
@@ -90,7 +92,8 @@ def error_from_response(
             retry_after_s=_retry_after(headers),
         )
     retry = parsed.retry_after_s if parsed.retry_after_s is not None else _retry_after(headers)
-    return ClientError(parsed.code, parsed.message, status=status, field=parsed.field, retry_after_s=retry)
+    return ClientError(parsed.code, parsed.message, status=status, field=parsed.field, retry_after_s=retry,
+                       reason=parsed.reason)
 
 
 def error_from_close(code: int | None, reason: str) -> ClientError:

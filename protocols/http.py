@@ -10,6 +10,7 @@ from ._rules import MAX_INT, MAX_NAME_CHARS
 from .errors import ErrorCode, ProtocolError
 
 __all__ = [
+    "CAPACITY_REASONS",
     "MAX_FPS",
     "MAX_SIDE",
     "MODES",
@@ -164,18 +165,45 @@ class SessionStatus:
         return _json(self)
 
 
+# `reason` of a `capacity` refusal (extension): why, in one word. Clients accept other words too.
+CAPACITY_REASONS = (
+    "not_ready",     # the engine is still starting (or failed to): retry shortly
+    "draining",      # this server is leaving its fleet: create through the gateway
+    "max_sessions",  # the operator's session cap is reached
+    "kv",            # the KV pool has no room for one more session
+    "load",          # the objectives would not hold with one more session now
+    "burst",         # the risk of concurrent demand would be over the stated risk
+    "uncalibrated",  # the cost model has not measured this engine yet
+    "queued",        # one-per-GPU: no place came free within the wait
+    "never",         # this server can never serve one session of that mode (no Retry-After)
+)
+
+
 @dataclass(frozen=True)
 class ErrorBody:
-    """Every HTTP failure body: `{"error": {code, message, field?, retry_after_s?}}`."""
+    """Every HTTP failure body: `{"error": {code, message, field?, retry_after_s?, reason?}}`.
+    `reason` (extension) says in one word why a `capacity` refusal was made (CAPACITY_REASONS), so a
+    client can tell "still starting" from "full" without reading the message."""
 
     code: str  # an ErrorCode value
     message: str
     field: str | None = None
     retry_after_s: float | None = None
+    reason: str | None = None
 
     @classmethod
-    def from_error(cls, err: ProtocolError, *, retry_after_s: float | None = None) -> ErrorBody:
-        return cls(err.code.value, err.message, err.field, retry_after_s)
+    def from_error(
+        cls, err: ProtocolError, *, retry_after_s: float | None = None, reason: str | None = None,
+    ) -> ErrorBody:
+        return cls(err.code.value, err.message, err.field, retry_after_s, reason)
+
+    @classmethod
+    def of(cls, err: ProtocolError) -> ErrorBody:
+        """The body of a raised error, with the `retry_after_s` and `reason` a refusal carries."""
+        retry = getattr(err, "retry_after_s", None)
+        reason = getattr(err, "reason", None)
+        return cls.from_error(err, retry_after_s=None if retry is None else float(retry),
+                              reason=reason if isinstance(reason, str) else None)
 
     @classmethod
     def from_json(cls, obj: object) -> ErrorBody:

@@ -56,9 +56,10 @@ class Refused(ProtocolError):
     """A request refused (503): carries the seconds after which to retry, or None when waiting
     cannot help (the server can never serve it)."""
 
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None) -> None:
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None, reason: str | None = None) -> None:
         super().__init__(code, message)
         self.retry_after_s = retry_after_s
+        self.reason = reason  # the error body's `reason` (protocols.http.CAPACITY_REASONS)
 
 
 class Daemon:
@@ -195,7 +196,7 @@ class Daemon:
     @property
     def info(self) -> ModelInfo:
         if not self.host.loaded:
-            raise Refused(ErrorCode.CAPACITY, "the engine is still starting; retry shortly", 1.0)
+            raise Refused(ErrorCode.CAPACITY, "the engine is still starting; retry shortly", 1.0, "not_ready")
         return self.host.info
 
     def _kv(self) -> KVStats | None:
@@ -251,10 +252,10 @@ class Daemon:
     def check_ready(self) -> None:
         if self.draining:
             raise Refused(ErrorCode.CAPACITY, "this server is draining; create the session through the gateway "
-                          "(it places it on another server)", 1.0)
+                          "(it places it on another server)", 1.0, "draining")
         if not self.ready or not self.host.loaded or self.admission is None:
             why = self.warm_error or "the engine is warming up"
-            raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0)
+            raise Refused(ErrorCode.CAPACITY, f"not ready: {why}; retry shortly", 1.0, "not_ready")
 
     async def admit(self, session_id: str, mode: str, kind: str) -> None:
         """Admit or raise Refused (503 capacity, Retry-After). A policy with a wait list (one-per-gpu)
@@ -272,7 +273,7 @@ class Daemon:
                                       reason=decision.reason).inc()
         if not decision.admitted:
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
-                          decision.retry_after_s)
+                          decision.retry_after_s, decision.reason)
 
     def release(self, session_id: str) -> None:
         if self.api_keys is not None:

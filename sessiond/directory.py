@@ -91,7 +91,7 @@ async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid:
     if not await daemon.host.open(sid, seed=record.seed, prompt=record.prompt):
         daemon.release(sid)
         await _forget(daemon, sid)
-        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)
+        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0, "kv")
     public = _public(record, base_url, info.prompt_examples)
     session = Session(record, daemon.new_env(), public)
     daemon.sessions[sid] = session
@@ -198,7 +198,7 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
         opened = await daemon.host.open(sid, seed=record.seed, prompt=record.prompt)
     if not opened:
         daemon.release(sid)
-        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0)
+        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0, "kv")
     record.state = "created"
     session = Session(record, daemon.new_env(), _public(record, base_url, daemon.info.prompt_examples),
                       restored=True)

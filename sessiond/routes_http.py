@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
 from sessiond.admission.build import objectives_of
-from sessiond.daemon import Daemon, Refused
+from sessiond.daemon import Daemon
 from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
 from sessiond.session import connect
 
@@ -22,8 +22,8 @@ _MAX_BODY = 64 * 1024
 
 
 def error_response(exc: ProtocolError) -> JSONResponse:
-    retry = exc.retry_after_s if isinstance(exc, Refused) else None
-    body = ErrorBody(code=exc.code.value, message=exc.message, field=exc.field, retry_after_s=retry)
+    body = ErrorBody.of(exc)
+    retry = body.retry_after_s
     headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
     return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
 

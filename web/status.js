@@ -23,23 +23,25 @@ const ERROR_TEXT = {
 
 // An error as the server (or this page) reports it: {code, message, retryAfterS?, status?}.
 export class ServerError extends Error {
-  constructor(code, message, { retryAfterS = null, status = null, field = null } = {}) {
+  constructor(code, message, { retryAfterS = null, status = null, field = null, reason = null } = {}) {
     super(message);
     this.code = code;
+    this.reason = reason;  // a refusal's one word of why (the error body's `reason`), when it had one
     this.retryAfterS = retryAfterS;
     this.status = status;
     this.field = field;
   }
 }
 
-// From an HTTP error body {error: {code, message, field?, retry_after_s?}} and its response.
+// From an HTTP error body {error: {code, message, field?, retry_after_s?, reason?}} and its response.
 export function serverErrorFrom(response, body) {
   const e = (body && body.error) || {};
   let retry = typeof e.retry_after_s === "number" ? e.retry_after_s : null;
   const header = response.headers.get("retry-after");
   if (retry === null && header && !Number.isNaN(Number(header))) retry = Number(header);
   return new ServerError(e.code || `http_${response.status}`, e.message || response.statusText,
-    { retryAfterS: retry, status: response.status, field: e.field || null });
+    { retryAfterS: retry, status: response.status, field: e.field || null,
+      reason: typeof e.reason === "string" ? e.reason : null });
 }
 
 // {title, detail, canRetry, retryAfterS} for a person; unknown codes read as a server fault.
@@ -50,7 +52,7 @@ export function describeError(err) {
   const known = ERROR_TEXT[code] || { title: `The server refused the request (${code})`, retry: false };
   const retryAfterS = err && typeof err.retryAfterS === "number" ? err.retryAfterS : null;
   const detail = String((err && err.message) || "");
-  if (code === "capacity" && detail.startsWith("not ready")) {  // the server's words while its engine warms up
+  if (code === "capacity" && err.reason === "not_ready") {  // the engine is still warming up
     return { code, title: ERROR_TEXT.not_ready.title, detail, canRetry: true, retryAfterS };
   }
   if (code === "capacity" && retryAfterS === null && err && err.status === 503) {

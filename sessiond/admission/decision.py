@@ -118,6 +118,7 @@ class Decision:
         body: dict[str, Any] = {"code": "capacity", "message": self.detail or f"over capacity ({self.reason})"}
         if self.retry_after_s is not None:
             body["retry_after_s"] = self.retry_after_s
+        body["reason"] = self.reason
         return {"error": body}
 
     def to_json(self) -> dict[str, Any]:

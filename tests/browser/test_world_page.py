@@ -202,3 +202,18 @@ def test_a_refusal_that_can_never_succeed_has_no_retry_button_and_says_why(page:
     assert lines[2].startswith("Retrying will not help: this server is too slow for it within its objectives.")
     assert later["canRetry"] is True and later["buttons"] == 1
     assert "Try again in 12 s." in later["text"]
+
+
+def test_a_refusal_reads_its_reason_from_the_error_body_not_from_the_message(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    titles = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const refusal = (error) => s.serverErrorFrom(
+        new Response(JSON.stringify({ error }), { status: 503, headers: { "retry-after": "1" } }), { error });
+      const starting = refusal({ code: "capacity", message: "the engine is warming up", reason: "not_ready" });
+      const full = refusal({ code: "capacity", message: "not ready-made for this", reason: "load", retry_after_s: 9 });
+      return { reason: starting.reason, starting: s.describeError(starting).title, full: s.describeError(full).title,
+               retry: s.describeError(full).retryAfterS };
+    }""")
+    assert titles == {"reason": "not_ready", "starting": "The server is still starting",
+                      "full": "The server is full right now", "retry": 9}

@@ -168,7 +168,7 @@ def test_creating_over_capacity_is_503_with_retry_after() -> None:
         second = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
         assert second.status_code == 503
         body = second.json()["error"]
-        assert body["code"] == "capacity" and body["retry_after_s"] == 5.0
+        assert (body["code"], body["retry_after_s"], body["reason"]) == ("capacity", 5.0, "max_sessions")
         assert second.headers["retry-after"] == "5"
         sid, token = first.json()["session_id"], first.json()["token"]
         gone = httpx.delete(f"{d.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
@@ -182,8 +182,9 @@ def test_the_duty_policy_refuses_creates_over_max_sessions_until_one_closes() ->
         assert first.status_code == 201
         second = httpx.post(f"{d.url}/v1/sessions", json={"mode": "director"})
         assert second.status_code == 503
-        assert second.json()["error"] == {"code": "capacity", "retry_after_s": 30.0, "message": "1 sessions are "
-                                          "open (max_sessions); raise --max-sessions or close one"}
+        assert second.json()["error"] == {"code": "capacity", "retry_after_s": 30.0, "reason": "max_sessions",
+                                          "message": "1 sessions are open (max_sessions); raise --max-sessions or "
+                                                     "close one"}
         assert second.headers["retry-after"] == "30"
         assert httpx.get(f"{d.url}/v1/capacity").json()["admission"]["max_sessions"] == 1
         sid, token = first.json()["session_id"], first.json()["token"]

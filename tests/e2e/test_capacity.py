@@ -34,7 +34,7 @@ def test_capacity_publishes_the_objectives_and_a_session_that_can_never_fit_gets
     assert cap["admission"]["serves"]["world"] == 0 and cap["admission"]["serves"]["director"] >= 1
     assert refused.status_code == 503 and "retry-after" not in refused.headers
     body = refused.json()["error"]
-    assert body["code"] == "capacity" and "retry_after_s" not in body
+    assert (body["code"], body["reason"]) == ("capacity", "never") and "retry_after_s" not in body
     assert body["message"].startswith("this server cannot serve one world session within objective (an input "
                                       "would show after ")
     assert body["message"].endswith("the objective is 0.05 s); waiting will not help")

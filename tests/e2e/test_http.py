@@ -163,7 +163,8 @@ def test_readyz_is_503_and_create_refused_until_the_engine_is_warm() -> None:
         r = httpx.get(f"{d.url}/readyz")
         assert r.status_code == 503 and r.json()["status"] == "not_ready"
         create = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
-        assert create.status_code == 503 and create.json()["error"]["code"] == "capacity"
+        assert create.status_code == 503
+        assert (create.json()["error"]["code"], create.json()["error"]["reason"]) == ("capacity", "not_ready")
         assert create.headers["retry-after"] == "1"
         release.set()
         d.wait_ready()

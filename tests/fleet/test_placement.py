@@ -54,6 +54,8 @@ class Workers:
             raise WorkerUnreachable(f"{w.worker} did not answer")
         if isinstance(answer, float):
             return Refusal(w.worker, answer, "over budget")
+        if isinstance(answer, tuple):  # (retry-after, the body's reason)
+            return Refusal(w.worker, answer[0], "refused", answer[1])
         self.n += 1
         return Admitted(f"s{self.n}", {"session_id": f"s{self.n}", "ws_url": f"ws://{w.worker}/s{self.n}"})
 
@@ -86,6 +88,17 @@ def test_every_refusal_gives_the_smallest_retry_after() -> None:
     assert info.value.retry_after_s == 4.0
     assert info.value.reasons == ["b: over budget", "c: c did not answer", "a: over budget"]
     assert directory.ops["bind"] == 0
+
+
+def test_the_refusal_names_the_workers_reason_only_when_they_all_gave_the_same_one() -> None:
+    placement, _, _ = setup(cap("a", 0.2), cap("b", 0.7))
+    with pytest.raises(NoWorkerAdmits) as info:
+        asyncio.run(placement.place("world", Workers({"a": (1.0, "not_ready"), "b": (1.0, "not_ready")})))
+    assert info.value.reason == "not_ready"
+    for answers in ({"a": (1.0, "not_ready"), "b": (20.0, "load")}, {"a": (1.0, "not_ready"), "b": "down"}):
+        with pytest.raises(NoWorkerAdmits) as info:
+            asyncio.run(placement.place("world", Workers(answers)))
+        assert info.value.reason is None
 
 
 def test_no_live_worker_is_a_refusal_with_the_default_retry() -> None:

@@ -145,6 +145,28 @@ def test_error_body_has_the_protocol_shape_and_round_trips() -> None:
     assert ErrorBody.from_json(body.to_json()) == body
 
 
+def test_a_refusal_names_its_reason_in_one_word_and_old_bodies_without_it_still_parse() -> None:
+    body = ErrorBody(code="capacity", message="not ready: the engine is warming up; retry shortly",
+                     retry_after_s=1.0, reason="not_ready")
+    assert body.to_json()["error"]["reason"] == "not_ready"
+    assert ErrorBody.from_json(body.to_json()) == body
+    assert ErrorBody.from_json({"error": {"code": "capacity", "message": "full"}}).reason is None
+    assert ErrorBody.from_json({"error": {"code": "capacity", "message": "m", "reason": "a_future_word"}}).reason == (
+        "a_future_word")  # clients accept words not in the list
+
+
+def test_the_body_of_a_raised_refusal_carries_its_retry_after_and_reason() -> None:
+    class Refusal(ProtocolError):
+        retry_after_s = 5
+        reason = "kv"
+
+    body = ErrorBody.of(Refusal(ErrorCode.CAPACITY, "the KV pool is full"))
+    assert body.to_json() == {"error": {"code": "capacity", "message": "the KV pool is full",
+                                        "retry_after_s": 5.0, "reason": "kv"}}
+    assert ErrorBody.of(ProtocolError(ErrorCode.NOT_FOUND, "no session x")).to_json() == {
+        "error": {"code": "not_found", "message": "no session x"}}
+
+
 def test_error_body_from_a_protocol_error_keeps_code_message_and_field() -> None:
     body = ErrorBody.from_error(ProtocolError(ErrorCode.INVALID_FIELD, "`fps` must be in [1, 240]", "fps"))
     assert body.to_json() == {

@@ -392,7 +392,8 @@ def test_every_policy_refuses_a_new_session_at_max_sessions_until_one_closes(nam
     assert (refused.admitted, refused.policy, refused.reason, refused.retry_after_s) == (
         False, name, "max_sessions", 30.0)
     assert refused.detail == "2 sessions are open (max_sessions); raise --max-sessions or close one"
-    assert refused.error_body()["error"] == {"code": "capacity", "retry_after_s": 30.0, "message": refused.detail}
+    assert refused.error_body()["error"] == {"code": "capacity", "retry_after_s": 30.0, "reason": "max_sessions",
+                                             "message": refused.detail}
     resumed = policy.decide(AdmissionRequest("a", "director", "resume", 1.0))  # tracked: not new
     assert (resumed.admitted, resumed.reason) == (True, "ok")
     assert policy.release("a", 2.0) == []
@@ -424,3 +425,21 @@ def test_without_max_sessions_the_limit_is_off_and_a_bad_one_names_the_option() 
     assert policy.snapshot(0.0)["max_sessions"] is None
     with pytest.raises(AdmissionConfigError, match="`max_sessions`: must be >= 1 when given, got 0"):
         make_policy("duty", known_cost(0.1), max_sessions=0)
+
+
+def test_every_refusal_reason_a_policy_or_the_daemon_gives_is_one_the_protocol_documents() -> None:
+    import re
+    from pathlib import Path
+
+    from protocols.http import CAPACITY_REASONS
+
+    root = Path(__file__).resolve().parents[3] / "sessiond"
+    given: set[str] = set()
+    for path in [*root.joinpath("admission").glob("*.py"), root / "daemon.py", root / "directory.py"]:
+        text = path.read_text()
+        given |= set(re.findall(r'_decision\(False, "(\w+)"', text))
+        given |= set(re.findall(r'_refuse\("(\w+)"', text))
+        given |= set(re.findall(r', [\d.]+, "(\w+)"\)', text))  # Refused(CAPACITY, message, retry, reason)
+    assert {"never", "load", "burst", "kv", "queued", "uncalibrated", "max_sessions", "not_ready",
+            "draining"} <= given
+    assert given <= set(CAPACITY_REASONS)
