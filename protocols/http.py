@@ -171,6 +171,7 @@ CAPACITY_REASONS = (
     "draining",      # this server is leaving its fleet: create through the gateway
     "max_sessions",  # the operator's session cap is reached
     "kv",            # the KV pool has no room for one more session
+    "full",          # the sessions open now leave no room even when idle: retry once one closes
     "load",          # the objectives would not hold with one more session now
     "burst",         # the risk of concurrent demand would be over the stated risk
     "uncalibrated",  # the cost model has not measured this engine yet

@@ -17,7 +17,7 @@ const CUE_SLACK_S = 0.25; // the segment counts as played out this close to its 
 // What tests and curious humans can read: window.director.
 const director = {
   trace: [], session: null, codec: null, segments: [], fragments: 0, lastIdx: -1, errors: [], acks: [], player: null,
-  steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS,
+  steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, connected: false,
 };
 window.director = director;
 
@@ -140,7 +140,9 @@ async function attach(mine) {
   director.moved = null;
   const conn = await connectWebSocket(director.session, "fmp4", (m) => onMessage(m, send));
   send = conn.send;
+  director.connected = true;
   conn.ws.addEventListener("close", async (e) => {
+    director.connected = false;
     if (mine !== attempt) return;
     const moved = director.moved;
     log(`the WebSocket closed (${e.code})${moved ? "; following the session" : ""}`);
@@ -181,7 +183,15 @@ director.direct = (prompt, seconds, cut = false) => {
 };
 director.interrupt = () => send({ t: "interrupt", id: nextId() });
 
+// Without a connected session a direction would go nowhere: say why instead (the status line's words).
+function connectedOrSay() {
+  if (director.connected) return true;
+  say(`No session to direct yet: ${status.element.textContent}`);
+  return false;
+}
+
 function directFromBox() {
+  if (!connectedOrSay()) return;
   const prompt = $("prompt").value.trim();
   if (!prompt) { say("Write a direction first, or pick one of the examples."); $("prompt").focus(); return; }
   say("");
@@ -206,7 +216,7 @@ function onWelcome(welcome) {
 }
 
 $("direct").onclick = directFromBox;
-$("interrupt").onclick = () => director.interrupt();
+$("interrupt").onclick = () => { if (connectedOrSay()) director.interrupt(); };
 setInterval(() => {
   const video = $("video");
   $("time").textContent = video.currentTime.toFixed(2);

@@ -59,6 +59,11 @@ export function describeError(err) {
     return { code, title: "This server cannot serve this kind of session", detail, canRetry: false, retryAfterS,
       final: "Retrying will not help: this server is too slow for it within its objectives. Try the other mode, or a faster server." };
   }
+  if (code === "capacity" && err.reason === "full") {  // only another session closing makes room
+    return { code, title: "The server is busy with other sessions", detail, canRetry: true, retryAfterS,
+      whenText: (s) => (s > 0 ? `Another session has to close first: try again in ${s} s.`
+        : "Another session has to close first: you can try again now.") };
+  }
   return { code, title: known.title, detail, canRetry: known.retry, retryAfterS };
 }
 
@@ -101,7 +106,8 @@ export function showError(box, described, onRetry) {
     button.onclick = () => { clearInterval(timer); hideError(box); onRetry(); };
     let left = described.retryAfterS !== null ? Math.ceil(described.retryAfterS) : 0;
     const tick = () => {
-      when.textContent = left > 0 ? `Try again in ${left} s.` : "You can try again now.";
+      when.textContent = described.whenText ? described.whenText(left)
+        : left > 0 ? `Try again in ${left} s.` : "You can try again now.";
       left -= 1;
       if (left < 0) clearInterval(timer);
     };

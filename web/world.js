@@ -166,7 +166,7 @@ function note(text, kind = "info") {
 const requests = new Map(); // request id -> what to say when its ack arrives
 const nextId = idCounter();
 function request(message, doneText) {
-  if (!rtc) return;
+  if (!rtc) { note(`No session yet: ${status.element.textContent}`, "warn"); return; }
   requests.set(message.id, doneText);
   rtc.send(message);
 }

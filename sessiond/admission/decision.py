@@ -106,7 +106,7 @@ class AdmissionRequest:
 class Decision:
     admitted: bool
     policy: str
-    reason: str  # ok | never | load | burst | kv | queued | uncalibrated | max_sessions
+    reason: str  # ok | never | full | load | burst | kv | queued | uncalibrated | max_sessions
     predicted_load: float  # sum of duty x cost rate with the newcomer
     load_budget: float  # 1 - margin
     retry_after_s: float | None = None  # None: waiting cannot help (the session can never fit)

@@ -257,7 +257,7 @@ class DutyPolicy(PolicyBase):
             # the cost model follows the engine's measured steps, and those ran beside the open
             # sessions (and whatever else shares the machine): not a verdict on one session alone
             n = len(others)
-            return self._decision(False, "load", need, retry_after_s=self._retry(self.retry_max_s),
+            return self._decision(False, "full", need, retry_after_s=self._retry(self.retry_max_s),
                                   detail=f"a {request.mode} session needs {need:.2f} s of engine time per media "
                                   f"second as the engine measures now, with {n} other session{'s' if n != 1 else ''} "
                                   f"open (budget {model.budget:.2f}){_close_hint(n, 'it' if n == 1 else 'they')}")
@@ -275,7 +275,7 @@ class DutyPolicy(PolicyBase):
             wait = window * (load - self.load_budget) / others_load if others_load > 0 else window
             return self._refuse("load", load, wait, group, model,
                                 f"predicted engine load {load:.3f} would exceed {self.load_budget:.3f} "
-                                f"(1 - margin {self.margin}) with another {request.mode} session")
+                                f"(1 - margin {self.margin}) with one more {request.mode} session")
         index, p_over, tolerance = worst_group_risk(group, model.feasible)
         if p_over > tolerance + 1e-12:
             who = "the new session" if index == len(others) else f"session {others[index]}"
@@ -295,14 +295,14 @@ class DutyPolicy(PolicyBase):
         """A refusal by load or risk: Retry-After is `wait` (the others' duty falling), unless the risk
         check would refuse even with every open session idle (duty 0, the most waiting can bring):
         then the newcomer's own demand (a playing world session's prior is 1) puts an open session
-        in a group the schedule cannot serve too often, only a close helps, and the refusal says so
-        with the longest Retry-After."""
+        in a group the schedule cannot serve too often, only a close helps, and the refusal says so,
+        as reason "full", with the longest Retry-After."""
         idle = [(mode, 0.0, tolerance) for mode, _, tolerance in group[:-1]] + group[-1:]
         _, p_idle, tolerance = worst_group_risk(idle, model.feasible)
         if p_idle <= tolerance + 1e-12:
             return self._decision(False, reason, load, retry_after_s=self._retry(wait), detail=detail)
         n = len(group) - 1
-        return self._decision(False, reason, load, retry_after_s=self._retry(self.retry_max_s),
+        return self._decision(False, "full", load, retry_after_s=self._retry(self.retry_max_s),
                               detail=detail + _close_hint(n, f"the other {n} session{'s' if n != 1 else ''}"))
 
     def _never_detail(self, mode: str, model: GroupModel, need: float) -> str:

@@ -5,13 +5,14 @@ segment is done, the prompt box keeps the protocol's length and refuses an empty
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from PIL import ImageStat
 from playwright.sync_api import Page, expect
 
 from engine.demo.themes import PROMPT_EXAMPLES
 from tests.browser._frames import mean_luma, video_picture
-from tests.browser.conftest import Served
+from tests.browser.conftest import Served, serve
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
 
@@ -126,3 +127,23 @@ def test_the_demo_models_default_example_gives_a_bright_picture_and_a_done_cue(p
     expect(page.locator("#prompt")).to_have_value(PROMPT_EXAMPLES[2])
     expect(cue).to_be_hidden(timeout=30_000)
     expect(cue).to_have_text("Segment #2 done — direct again", timeout=60_000)
+
+
+def test_directing_without_a_session_says_why_and_sends_nothing(page: Page) -> None:
+    with serve("tiny", "--policy", "kv", "--max-sessions", "1") as served:
+        held = httpx.post(f"{served.url}/v1/sessions", json={"mode": "world"}).json()
+        page.goto(f"{served.url}/director.html")
+        expect(page.locator("#status")).to_have_text("The server is full right now", timeout=30_000)
+        page.fill("#prompt", "a snowy winter day")
+        page.click("#direct")
+        message = page.locator("#prompt-msg")
+        expect(message).to_have_text("No session to direct yet: The server is full right now")
+        page.click("#interrupt")
+        expect(message).to_have_text("No session to direct yet: The server is full right now")
+        assert page.evaluate("[director.connected, director.pending.size]") == [False, 0]
+        httpx.delete(f"{served.url}/v1/sessions/{held['session_id']}",
+                     headers={"Authorization": f"Bearer {held['token']}"})
+        page.click("#error-retry")
+        page.wait_for_function("director.steps.at(-1)[0] === 'ready'", timeout=45_000)
+        page.click("#direct")
+        page.wait_for_function("director.pending.size === 1 && director.connected", timeout=10_000)

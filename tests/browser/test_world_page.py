@@ -139,6 +139,8 @@ def test_a_full_server_is_explained_with_a_retry_that_works(page: Page) -> None:
         expect(error.locator(".when")).to_contain_text("Try again in")
         expect(page.locator("#status")).to_have_text("The server is full right now")
         assert page.evaluate("world.errors.map((e) => e.code)") == ["capacity"]
+        page.click("#interrupt")  # with no session it says why instead of doing nothing
+        expect(page.locator("#note")).to_have_text("No session yet: The server is full right now")
         retry = page.locator("#error-retry")
         expect(retry).to_be_visible()
         httpx.delete(f"{served.url}/v1/sessions/{held['session_id']}",
@@ -211,9 +213,17 @@ def test_a_refusal_reads_its_reason_from_the_error_body_not_from_the_message(pag
       const refusal = (error) => s.serverErrorFrom(
         new Response(JSON.stringify({ error }), { status: 503, headers: { "retry-after": "1" } }), { error });
       const starting = refusal({ code: "capacity", message: "the engine is warming up", reason: "not_ready" });
-      const full = refusal({ code: "capacity", message: "not ready-made for this", reason: "load", retry_after_s: 9 });
-      return { reason: starting.reason, starting: s.describeError(starting).title, full: s.describeError(full).title,
-               retry: s.describeError(full).retryAfterS };
+      const load = refusal({ code: "capacity", message: "not ready-made for this", reason: "load", retry_after_s: 9 });
+      const full = refusal({ code: "capacity", message: "retry once one closes", reason: "full", retry_after_s: 60 });
+      const box = document.createElement("div");
+      box.id = "box";
+      document.body.appendChild(box);
+      s.showError(box, s.describeError(full), () => {});
+      return { reason: starting.reason, starting: s.describeError(starting).title, load: s.describeError(load).title,
+               retry: s.describeError(load).retryAfterS, full: s.describeError(full).title,
+               when: box.querySelector(".when").textContent, buttons: box.querySelectorAll("button").length };
     }""")
     assert titles == {"reason": "not_ready", "starting": "The server is still starting",
-                      "full": "The server is full right now", "retry": 9}
+                      "load": "The server is full right now", "retry": 9,
+                      "full": "The server is busy with other sessions",
+                      "when": "Another session has to close first: try again in 60 s.", "buttons": 1}

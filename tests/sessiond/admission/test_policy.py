@@ -102,7 +102,7 @@ def test_directors_who_would_fall_behind_together_are_refused_when_bursts_are_li
     policy = _duty(known_cost(0.5))
     assert _ask(policy, "d1").admitted
     refused = _ask(policy, "d2")
-    assert (refused.admitted, refused.reason) == (False, "burst")
+    assert (refused.admitted, refused.reason) == (False, "full")  # the risk check refused; only a close helps
     assert refused.predicted_load == 0.25
     # d1 would share with the newcomer a quarter of the time whatever d1 itself does: the newcomer's
     # prior does not decay, so only a close helps, and the refusal says so with the longest retry
@@ -126,12 +126,12 @@ _CLOSE_HINT = "; waiting will not help while the other 1 session stays open: ret
 @pytest.mark.parametrize(("margin", "generating", "now", "reason", "detail"), [
     # idle a whole window, the director's duty is 0, yet the world newcomer is still refused: the
     # director would share with it every time it directs
-    (0.0, False, 120.0, "burst", "session d would miss its 1.5 s start delay or play with a stall with the others "
+    (0.0, False, 120.0, "full", "session d would miss its 1.5 s start delay or play with a stall with the others "
                                  "demanding at once 100.0% of the time (objective allows 5.0%)" + _CLOSE_HINT),
     # on a 0.9 budget while the director generates, load refuses first: once its duty has fallen the
     # risk check would still refuse (found by hand: "Try again in 14 s", then refused again). Load: the
     # world at 1.0 x 0.6 plus the director at duty (0.3 x 30 + 1.0 x 30) / 60 = 0.65 x 0.6
-    (0.1, True, 30.0, "load", "predicted engine load 0.990 would exceed 0.900 (1 - margin 0.1) with another world "
+    (0.1, True, 30.0, "full", "predicted engine load 0.990 would exceed 0.900 (1 - margin 0.1) with one more world "
                               "session" + _CLOSE_HINT),
 ])
 def test_a_refusal_that_only_a_close_can_lift_says_so_and_asks_for_the_longest_retry(
@@ -195,7 +195,7 @@ def test_a_session_that_does_not_fit_alone_beside_open_ones_is_not_refused_for_g
         for item, share in (("denoise", 1 / 8), ("cache", 1 / 4), ("decode", 1 / 4)):
             cost.observe(item, 1, 0, 0.9 * share)
     refused = _ask(policy, "w2", "world")
-    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "load", 60.0)
+    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "full", 60.0)
     assert refused.detail == ("a world session needs 0.90 s of engine time per media second as the engine measures "
                               "now, with 1 other session open (budget 0.75); waiting will not help while it stays "
                               "open: retry once one closes")
@@ -213,7 +213,7 @@ def test_a_session_that_fits_alone_is_admitted_at_the_boundary() -> None:
     # 0.81 x 5 / 5.4 = 0.75: exactly the budget
     policy = _duty(known_cost(0.81))
     assert _ask(policy, "d1").admitted
-    assert _ask(policy, "d2").reason == "burst"
+    assert _ask(policy, "d2").reason == "full"  # the risk check: d1 would share with d2's prior, idle or not
 
 
 def test_world_sessions_playing_together_are_checked_as_a_group() -> None:
@@ -271,7 +271,7 @@ def test_a_director_is_refused_when_its_start_delay_would_miss_the_objective_too
     policy = DutyPolicy(known_cost(0.6), tracker, margin=0.0, max_batch=8, objectives=_LOOSE_A2P)
     assert _ask(policy, "w", "world").admitted
     refused = _ask(policy, "d", "director")
-    assert (refused.admitted, refused.reason) == (False, "burst")
+    assert (refused.admitted, refused.reason) == (False, "full")
     assert refused.detail == ("session w would miss its frame deadlines with the others demanding at once 30.0% of "
                               "the time (objective allows 1.0%); waiting will not help while the other 1 session "
                               "stays open: retry once one closes")
@@ -440,6 +440,6 @@ def test_every_refusal_reason_a_policy_or_the_daemon_gives_is_one_the_protocol_d
         given |= set(re.findall(r'_decision\(False, "(\w+)"', text))
         given |= set(re.findall(r'_refuse\("(\w+)"', text))
         given |= set(re.findall(r', [\d.]+, "(\w+)"\)', text))  # Refused(CAPACITY, message, retry, reason)
-    assert {"never", "load", "burst", "kv", "queued", "uncalibrated", "max_sessions", "not_ready",
+    assert {"never", "full", "load", "burst", "kv", "queued", "uncalibrated", "max_sessions", "not_ready",
             "draining"} <= given
     assert given <= set(CAPACITY_REASONS)
