@@ -67,7 +67,9 @@ export function describeError(err) {
   return { code, title: known.title, detail, canRetry: known.retry, retryAfterS };
 }
 
-// The status line: `set(step, text)`; every step is remembered in `history` (tests read it).
+// The status line: `set(step, text)`; each change is remembered in `history` (tests read it), the
+// last HISTORY_LIMIT of them (a long session's slow-playback readings would grow it without end).
+const HISTORY_LIMIT = 200;
 export class StatusLine {
   constructor(element) {
     this.element = element;
@@ -81,6 +83,7 @@ export class StatusLine {
     this.element.dataset.step = step;
     const last = this.history[this.history.length - 1];
     if (!last || last[0] !== step || last[1] !== text) this.history.push([step, text]);
+    if (this.history.length > HISTORY_LIMIT) this.history.splice(0, this.history.length - HISTORY_LIMIT);
   }
 }
 
@@ -145,4 +148,42 @@ export function debugLog(element) {
   return (text) => {
     element.textContent = `${new Date().toISOString().slice(11, 23)} ${text}\n` + element.textContent.slice(0, 8000);
   };
+}
+
+// Frames on screen per second over the last `windowMs`, against the session's frame rate: says
+// when playback runs slower than real time (the server cannot keep up, or this machine cannot
+// decode fast enough), so "Playing" is not claimed over a picture moving at 13 of 16 frames/s.
+// `add(nowMs, framesDecoded)` returns the status text: "Playing", or the slow-down in numbers.
+export class PlaybackRate {
+  constructor(fps, { windowMs = 5000, slow = 0.9, recovered = 0.95 } = {}) {
+    this.fps = fps;
+    this.windowMs = windowMs;
+    this.slowBelow = slow * fps;
+    this.recoveredAt = recovered * fps;
+    this.samples = [];
+    this.isSlow = false;
+    this.rate = null;
+  }
+
+  add(nowMs, framesDecoded) {
+    this.samples.push([nowMs, framesDecoded]);
+    while (this.samples.length > 2 && nowMs - this.samples[1][0] >= this.windowMs) this.samples.shift();
+    const [t0, f0] = this.samples[0];
+    if (nowMs - t0 < this.windowMs * 0.8) return this.text(); // not a whole window yet
+    this.rate = ((framesDecoded - f0) * 1000) / (nowMs - t0);
+    if (this.rate < this.slowBelow) this.isSlow = true;
+    else if (this.rate >= this.recoveredAt) this.isSlow = false;
+    return this.text();
+  }
+
+  reset() {
+    this.samples = [];
+    this.isSlow = false;
+    this.rate = null;
+  }
+
+  text() {
+    if (!this.isSlow) return "Playing";
+    return `Playing at ${this.rate.toFixed(1)} of ${this.fps} frames/s: slower than real time`;
+  }
 }

@@ -6,7 +6,7 @@ import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
-import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
+import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
@@ -91,13 +91,21 @@ function watchFrames(video) {
 function pollStats() {
   let last = null;
   let lastPc = null;
+  let rate = null; // frames/s over the last seconds against the session's: "Playing" or how much slower
   setInterval(async () => {
     if (!rtc) return;
     const pc = rtc.pc;
-    if (pc !== lastPc) { last = null; lastPc = pc; }
+    if (pc !== lastPc) { last = null; lastPc = pc; rate = null; }
     const report = await pc.getStats();
     report.forEach((s) => {
       if (s.type !== "inbound-rtp" || s.kind !== "video") return;
+      if (status.step !== "playing" || document.hidden || !world.session) {
+        rate = null;
+      } else {
+        rate = rate || new PlaybackRate(world.session.fps);
+        const text = rate.add(s.timestamp, s.framesDecoded || 0);
+        if (text !== status.element.textContent) status.set("playing", text);
+      }
       world.framesDecoded = s.framesDecoded || 0;
       if (last) world.fps = ((s.framesDecoded - last.framesDecoded) * 1000) / (s.timestamp - last.timestamp);
       last = s;

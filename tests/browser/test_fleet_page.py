@@ -57,7 +57,8 @@ def test_the_world_page_follows_a_drained_worker_and_plays_on(page: Page, proxie
     page.wait_for_function(f"world.frames.some((f) => f.idx > {before['idx']} && f.disc)", timeout=30_000)
     assert page.evaluate("world.session.webrtc_url") == session["webrtc_url"]  # the gateway again
     assert page.evaluate("world.errors") == []
-    assert page.inner_text("#status") == "Playing"
+    assert page.evaluate("world.steps.at(-1)[0]") == "playing"
+    assert page.inner_text("#status").startswith("Playing")  # a loaded box may play slower than real time
     frames = page.evaluate("world.frames")
     for a, b in itertools.pairwise(frames):
         if b.get("disc"):  # the move: frames announced but never sent there are made again, pts going on

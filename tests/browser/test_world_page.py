@@ -44,7 +44,8 @@ def test_webrtc_video_decodes_frames_and_is_not_blank(page: Page, daemon_url: st
     first = page.evaluate("world.framesDecoded")
     page.wait_for_function(f"world.framesDecoded >= {first + 16}", timeout=30_000)
     assert page.evaluate("world.errors") == []
-    assert page.inner_text("#status") == "Playing"
+    assert page.evaluate("world.steps.at(-1)[0]") == "playing"
+    assert page.inner_text("#status").startswith("Playing")  # "Playing", or "Playing at N of 16 frames/s: ..."
     picture = video_picture(page)
     assert max(ImageStat.Stat(picture).stddev) > 8.0  # real content, not one flat colour
     assert len(picture.getcolors(maxcolors=1 << 20) or []) > 50
@@ -227,3 +228,36 @@ def test_a_refusal_reads_its_reason_from_the_error_body_not_from_the_message(pag
                       "load": "The server is full right now", "retry": 9,
                       "full": "The server is busy with other sessions",
                       "when": "Another session has to close first: try again in 60 s.", "buttons": 1}
+
+
+def test_playback_slower_than_real_time_is_said_in_numbers_and_cleared_when_it_recovers(
+        page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    texts = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const rate = new s.PlaybackRate(16);
+      const out = [];
+      let frames = 0;
+      for (let t = 0; t <= 10000; t += 500) {  // 13 frames/s for 10 s, then 16 for 10 s
+        out.push(rate.add(t, frames)); frames += 6.5;
+      }
+      for (let t = 10500; t <= 20000; t += 500) { out.push(rate.add(t, frames)); frames += 8; }
+      return out;
+    }""")
+    slow = "Playing at 13.0 of 16 frames/s: slower than real time"
+    assert texts[:8] == ["Playing"] * 8  # under 4 s of samples: no verdict yet
+    assert texts[8] == slow and texts[20] == slow
+    assert texts[-1] == "Playing"
+    assert texts.index("Playing", 21) > 21  # it stays said until a whole window has recovered to 95%
+
+
+def test_the_status_history_keeps_the_last_200_changes(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    kept = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const line = new s.StatusLine(document.createElement("span"));
+      for (let i = 0; i < 450; i++) line.set("playing", `Playing at ${i} of 16 frames/s`);
+      line.set("playing", "Playing at 449 of 16 frames/s");  // the same again: not a change
+      return [line.history.length, line.history[0][1], line.history.at(-1)[1], line.element.textContent];
+    }""")
+    assert kept == [200, "Playing at 250 of 16 frames/s", "Playing at 449 of 16 frames/s", "Playing at 449 of 16 frames/s"]
