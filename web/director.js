@@ -6,7 +6,7 @@
 import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebSocket, createSession, deleteOnPageHide, idCounter, reconnectSession, waitReady } from "./session.js";
-import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
+import { debugLog, describeError, hideError, reportFailure, StallWatch, StatusLine } from "./status.js";
 
 const $ = (id) => document.getElementById(id);
 const log = debugLog($("log"));
@@ -17,7 +17,7 @@ const CUE_SLACK_S = 0.25; // the segment counts as played out this close to its 
 // What tests and curious humans can read: window.director.
 const director = {
   trace: [], session: null, codec: null, segments: [], fragments: 0, lastIdx: -1, errors: [], acks: [], player: null,
-  steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, connected: false,
+  steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, connected: false, stalls: 0,
 };
 window.director = director;
 
@@ -217,11 +217,26 @@ function onWelcome(welcome) {
 
 $("direct").onclick = directFromBox;
 $("interrupt").onclick = () => { if (connectedOrSay()) director.interrupt(); };
+// A segment that stops moving mid-play says so ("Buffering segment #n…") and is counted in
+// director.stalls, as a player's stall; the line goes back to "Playing segment #n" when it moves.
+const stallWatch = new StallWatch();
+function watchStalls(video) {
+  const playing = status.step === "playing" || status.step === "buffering";
+  // paused: not started yet, or held for the advised start delay (a stall leaves it unpaused, waiting)
+  const active = playing && !document.hidden && !video.paused && !!director.player && !director.player.holding();
+  const segment = director.segments.length ? director.segments[director.segments.length - 1].segment : 0;
+  const change = stallWatch.tick(performance.now(), video.currentTime, active);
+  director.stalls = stallWatch.stalls;
+  if (change === "stalled") status.set("buffering", `Buffering segment #${segment}: generation is behind playback…`);
+  if (change === "resumed" && status.step === "buffering") status.set("playing", `Playing segment #${segment}`);
+}
+
 setInterval(() => {
   const video = $("video");
   $("time").textContent = video.currentTime.toFixed(2);
   if (director.player && director.player.behind !== undefined) $("behind").textContent = `${director.player.behind.toFixed(2)} s`;
   if (ending && video.currentTime >= ending.endS - CUE_SLACK_S) showCue();
+  watchStalls(video);
 }, 250);
 deleteOnPageHide(() => director.session);
 start();

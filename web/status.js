@@ -187,3 +187,36 @@ export class PlaybackRate {
     return `Playing at ${this.rate.toFixed(1)} of ${this.fps} frames/s: slower than real time`;
   }
 }
+
+// A started segment whose playhead stands still at the edge of what has arrived: a stall (the
+// server's start-delay advice exists to prevent them). `tick(nowMs, currentTime, active)` with
+// `active` false while nothing should be moving (before a segment plays, during the advised hold,
+// after the segment's end, a hidden tab); returns "stalled" once the time stood still `stillMs`
+// while active, "resumed" when it moves again after a stall, else null. `stalls` counts them.
+export class StallWatch {
+  constructor({ stillMs = 750 } = {}) {
+    this.stillMs = stillMs;
+    this.lastTime = null;
+    this.stillSince = null;
+    this.stalled = false;
+    this.stalls = 0;
+  }
+
+  tick(nowMs, currentTime, active) {
+    const moved = currentTime !== this.lastTime;
+    this.lastTime = currentTime;
+    if (moved || !active) {
+      this.stillSince = null;
+      if (this.stalled && moved) { this.stalled = false; return "resumed"; }
+      if (!active) this.stalled = false;
+      return null;
+    }
+    if (this.stillSince === null) this.stillSince = nowMs;
+    if (!this.stalled && nowMs - this.stillSince >= this.stillMs) {
+      this.stalled = true;
+      this.stalls += 1;
+      return "stalled";
+    }
+    return null;
+  }
+}

@@ -147,3 +147,30 @@ def test_directing_without_a_session_says_why_and_sends_nothing(page: Page) -> N
         page.wait_for_function("director.steps.at(-1)[0] === 'ready'", timeout=45_000)
         page.click("#direct")
         page.wait_for_function("director.pending.size === 1 && director.connected", timeout=10_000)
+
+
+def test_a_stall_mid_segment_is_said_counted_once_and_cleared_when_playback_moves(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    ticks = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      const watch = new s.StallWatch({ stillMs: 750 });
+      const out = [];
+      let t = 0;
+      const tick = (time, active) => { out.push(watch.tick(t, time, active)); t += 250; };
+      tick(0, false); tick(0, false); tick(0, false);        // held: standing still is no stall
+      tick(0.25, true); tick(0.5, true);                      // playing
+      for (let i = 0; i < 6; i++) tick(0.5, true);            // stands still 1.5 s: one stall, said once
+      tick(0.75, true);                                       // moves again
+      tick(0.75, false); tick(0.75, false); tick(0.75, false); tick(0.75, false);  // segment done
+      return { out, stalls: watch.stalls };
+    }""")
+    assert ticks["out"] == [None] * 5 + [None, None, None, "stalled", None, None] + ["resumed"] + [None] * 4
+    assert ticks["stalls"] == 1
+
+
+def test_a_segment_that_plays_through_counts_no_stall(page: Page, daemon_url: str) -> None:
+    _open_director(page, daemon_url)
+    page.evaluate("director.direct('rolling hills', 2)")
+    page.wait_for_function("director.steps.some(([step]) => step === 'done')", timeout=30_000)
+    assert page.evaluate("director.stalls") == 0
+    assert [step for step, _ in page.evaluate("director.steps")].count("buffering") == 0
