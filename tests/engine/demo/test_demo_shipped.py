@@ -33,7 +33,11 @@ def test_the_shipped_files_are_small_and_describe_their_training() -> None:
     meta = json.loads((WEIGHTS / META_FILE).read_text())
     assert meta["model"] == "demo"
     assert meta["partial"] is False
-    assert meta["dit"]["steps"] > 100
+    # trained on its own rollouts (stage 3) from a teacher-forced model (stages 1-2), each recorded
+    assert (meta["stage"], meta["rollout"]["params"]["objective"], meta["rollout"]["params"]["max_horizon"]) == (
+        "rollout", "regress", 8)
+    assert meta["rollout"]["steps"] > 100
+    assert meta["resumed_from"]["dit"]["steps"] > 100
 
 
 def test_the_committed_numbers_belong_to_these_weights(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
