@@ -12,10 +12,12 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
+from engine._fp8_calibration import calibrate_kv_fp8
 from engine._host_memory import keep_freed_host_memory
 from engine._memory import check_cuda_kv_budget, cuda_kv_budget, measure_decode_working_set
 from engine.api import ModelInfo
 from engine.attention import AttentionBackend
+from engine.attention_fa3 import FP8
 from engine.catalog import ModelCatalog
 from engine.config import ModelConfig
 from engine.decoders import StreamingDecoder
@@ -85,6 +87,7 @@ def expandable_segments() -> None:
 
 
 COMPILE_CHOICES = ("auto", "on", "off")
+FP8_CALIBRATION_PROMPT = "a wide landscape with a path, trees and sky"
 
 
 def _compile_wanted(mode: str, device: torch.device) -> bool:
@@ -167,6 +170,14 @@ def build_parts(
                           "or a config without them")
     if config.fp8_ffn:
         model.quantize_ffn()
+    encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
+    text_cache = EmbeddingCache(encoder, config.text_cache_entries)
+    rope = model.new_rope(device)
+    schedule = Schedule.from_config(config)
+    if attend.fp8:  # fixed per-layer scales, measured in the compute dtype before compiling
+        with torch.no_grad():
+            prompt = model.embed_text(text_cache.get(FP8_CALIBRATION_PROMPT).to(device)[None])[0]
+        model.set_kv_fp8(calibrate_kv_fp8(model, rope, schedule, prompt))
     if _compile_wanted(compile_mode, device):
         model.compile_blocks()
     decoder = catalog.build_decoder(config, device, dtype)
@@ -177,8 +188,8 @@ def build_parts(
             decoder.load_weights(load_file(str(decoder_weights)))
         except (SafetensorError, OSError) as exc:
             raise WeightsError("weights_unreadable", f"decoder weights {str(decoder_weights)!r}: {exc}") from exc
-    encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
-    geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, dtype)
+    kv_dtype = FP8 if attend.fp8 else dtype
+    geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, kv_dtype)
     session_bytes = geometry.slab_bytes * config.context_chunks
     pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder, dtype), device)
     info = ModelInfo(
@@ -191,6 +202,7 @@ def build_parts(
         denoise_steps=len(config.denoise_timesteps),
         action_space=config.action_space,
         kv_bytes_per_session=session_bytes,
+        kv_dtype=str(kv_dtype).removeprefix("torch."),
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
         prompt_examples=_prompt_examples(config),
@@ -198,6 +210,5 @@ def build_parts(
     )
     return EngineParts(
         config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,
-        text_cache=EmbeddingCache(encoder, config.text_cache_entries), pool=pool, rope=model.new_rope(device),
-        attend=attend, schedule=Schedule.from_config(config), info=info,
+        text_cache=text_cache, pool=pool, rope=rope, attend=attend, schedule=schedule, info=info,
     )

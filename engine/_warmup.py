@@ -15,6 +15,7 @@ from engine._execute import PhaseRunner
 from engine._setup import EngineParts
 from engine.api import FrameAction, StepItem, SteppingEngine, StepPlan
 from engine.attention import available_backends, measure_backends
+from engine.attention_fa3 import FP8, Descale
 from engine.config import ModelConfig
 from engine.session import ChunkRecord
 
@@ -83,11 +84,15 @@ def _every_attention_shape(engine: WarmupTarget) -> None:
     length) kernel plan now, not on a live request."""
     c, parts = engine.config, engine.parts
     tokens = c.tokens_per_chunk
+    attend = parts.attend
+    dtype = FP8 if attend.fp8 else parts.dtype
+    ones = torch.ones(c.num_heads, device=engine.device)
+    descale = Descale(ones, ones, ones) if attend.fp8 else None
     for group in range(1, c.max_batch + 1):
-        q = torch.zeros(group, tokens, c.num_heads, c.head_dim, device=engine.device, dtype=parts.dtype)
+        q = torch.zeros(group, tokens, c.num_heads, c.head_dim, device=engine.device, dtype=dtype)
         for chunks in range(1, c.context_chunks + 2):
-            kv = torch.zeros(group, tokens * chunks, c.num_heads, c.head_dim, device=engine.device, dtype=parts.dtype)
-            parts.attend(q, kv, kv, None)
+            kv = torch.zeros(group, tokens * chunks, c.num_heads, c.head_dim, device=engine.device, dtype=dtype)
+            attend(q, kv, kv, None, descale)
 
 
 def run_warmup(engine: WarmupTarget) -> None:

@@ -73,6 +73,9 @@ class ModelInfo:
     # world mode: chunks a daemon should generate ahead of playback unless told otherwise; a model with
     # short chunks and CPU-cheap steps (the demo) plays with less lead and so answers keys sooner
     lead_chunks: float = 2.0
+    # element type of the KV cache ("bfloat16", "float32", or "float8_e4m3fn" with attention="fp8",
+    # which halves kv_bytes_per_session against bf16); "" when the engine does not say
+    kv_dtype: str = ""
 
 
 class Phase(enum.Enum):

@@ -1,12 +1,19 @@
 """Attention backends: PyTorch SDPA always; two batched matrix products around a softmax
-("matmul") on CPUs; flash-attn when it imports on CUDA; FP8 on Hopper.
+("matmul") on CPUs; flash-attn 2 or FlashAttention-3 ("fa3") when they import on CUDA; FP8.
 
-Chosen by configuration ("sdpa" | "matmul" | "flash" | "fp8") or by measurement ("auto": the exact
-backends are timed on the model's real shapes at warmup and the faster wins; on the H200 flash-attn
-2 measured 1.8x slower than SDPA's cuDNN kernel, and on a CPU without AMX SDPA's bf16 flash kernel
-2.8x slower than "matmul" at the demo model's shapes, so a name alone decides nothing). "fp8" is lossy
-(`engine.attention_fp8`: e4m3 Q/K/V with per-block scales), so "auto" never picks it: a
-deployment opts in after reading its fidelity numbers. Layout everywhere: (B, L, heads, d).
+Chosen by configuration ("sdpa" | "matmul" | "flash" | "fa3" | "fp8" | "fp8_triton") or by
+measurement ("auto": the exact backends are timed on the model's real shapes at warmup and the
+fastest wins; on the H200 flash-attn 2 measured 1.8x slower than SDPA's cuDNN kernel, and on a CPU
+without AMX SDPA's bf16 flash kernel 2.8x slower than "matmul" at the demo model's shapes, so a name
+alone decides nothing). "fa3" and "fp8" also take packed samples of different key lengths in one call
+(`AttentionBackend.packed`, FA3's variable-length interface).
+
+FP8 is lossy, so "auto" never picks it: a deployment opts in after reading its fidelity numbers.
+"fp8": q, k, v arrive in e4m3 with per-head scales (`engine.model.kv_fp8`) and the KV cache holds
+e4m3 (half the bytes), so it is chosen when the engine is built; FA3's FP8 kernel on CUDA, the exact
+reference on the dequantized inputs on a CPU (`engine.attention_fa3`). "fp8_triton": bf16 q, k, v
+and KV cache, quantized per block inside a Triton kernel (`engine.attention_fp8`; slower than cuDNN's
+bf16 kernel on the H200). Layout everywhere: (B, L, heads, d).
 """
 
 from __future__ import annotations
@@ -16,17 +23,29 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 
+from engine.attention_fa3 import (
+    FA3_INSTALL_HINT,
+    FP8,
+    Descale,
+    Packing,
+    PackingCache,
+    fa3_attention,
+    fa3_module,
+    reference_attention,
+)
 from engine.errors import ConfigError
 
 __all__ = ["ATTENTION_CHOICES", "AttentionBackend", "available_backends", "measure_backends"]
 
 logger = logging.getLogger(__name__)
 
-ATTENTION_CHOICES = ("auto", "sdpa", "matmul", "flash", "fp8")
+ATTENTION_CHOICES = ("auto", "sdpa", "matmul", "flash", "fa3", "fp8", "fp8_triton")
+_FA3_NAMES = ("fa3", "fp8")  # the backends that run FA3 (or its reference) and take packed samples
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 
@@ -65,7 +84,7 @@ def _flash_fn() -> AttnFn | None:
     return run
 
 
-def _fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _fp8_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if mask is not None:  # the masked full-sequence forward (training, references) stays exact
         return _sdpa(q, k, v, mask)
     from engine.attention_fp8 import fp8_attention
@@ -73,12 +92,25 @@ def _fp8(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor |
     return fp8_attention(q, k, v)
 
 
-def _fp8_available(device: torch.device) -> bool:
+def _fp8_triton_available(device: torch.device) -> bool:
     if device.type != "cuda":
         return False
     from engine.attention_fp8 import fp8_attention_usable
 
     return fp8_attention_usable(torch.empty(1, 1, 1, 128, device=device))
+
+
+def _fa3_for(choice: str, device: torch.device) -> ModuleType | None:
+    """FA3's module for "fa3" (CUDA only) and "fp8" (CUDA; a CPU runs the exact reference: None)."""
+    if device.type == "cpu" and choice == "fp8":
+        return None
+    module = fa3_module() if device.type == "cuda" else None
+    if module is None:
+        detail = "a CUDA device" if device.type != "cuda" else "the FA3 kernels, which do not import here"
+        raise ConfigError("attention_unavailable", f"attention={choice!r} needs {detail}. {FA3_INSTALL_HINT}. "
+                          "Or use 'sdpa' or 'auto'" + ("; 'fp8' also runs on a CPU (exact reference)"
+                                                        if choice == "fp8" else ""))
+    return module
 
 
 _MATMUL_DTYPES = (torch.bfloat16, torch.float16)
@@ -88,22 +120,31 @@ def available_backends(device: torch.device, dtype: torch.dtype = torch.bfloat16
     """The exact backends "auto" measures on `device` at `dtype`. "matmul" only on CPUs (on a GPU its
     scores for a 480x832 chunk would take gigabytes) and only in 16-bit, where it is the 2.8x win: in
     fp32 the two run within the timer's noise of each other, so a measurement would pick either from
-    one process to the next and two runs of one seed would differ in the last bits."""
+    one process to the next and two runs of one seed would differ in the last bits. "fa3" on CUDA in
+    bf16 when its package imports."""
     names = ["sdpa"]
     if device.type == "cpu" and dtype in _MATMUL_DTYPES:
         names.append("matmul")
     if device.type == "cuda" and _flash_fn() is not None:
         names.append("flash")
+    if device.type == "cuda" and dtype == torch.bfloat16 and fa3_module() is not None:
+        names.append("fa3")
     return names
 
 
 @dataclass
 class AttentionBackend:
-    """The attention function the model calls; `name` says which one and `timings` why."""
+    """The attention function the model calls; `name` says which one and `timings` why.
+
+    Call it as `attend(q, k, v, mask=None, descale=None)` over a uniform batch, or
+    `attend.packed(q, k, v, key_lengths, descale=None)` over samples of different key lengths when
+    `packs` is True. `fp8`: q, k, v must come in e4m3 with their `Descale`."""
 
     name: str = "sdpa"
     timings: dict[str, float] = field(default_factory=dict)
     _fn: AttnFn = _sdpa
+    _fa3: ModuleType | None = None  # FA3's interface module; None with "fp8" on a CPU (reference)
+    _packings: dict[torch.device, PackingCache] = field(default_factory=dict)
 
     @classmethod
     def create(cls, choice: str, device: torch.device) -> AttentionBackend:
@@ -114,30 +155,80 @@ class AttentionBackend:
             if fn is None:
                 raise ConfigError(
                     "attention_unavailable", "attention='flash' needs flash-attn installed and a CUDA device; "
-                    "use 'sdpa' or 'auto'"
+                    "use 'sdpa', 'fa3' or 'auto'"
                 )
             return cls(name="flash", _fn=fn)
-        if choice == "fp8":
-            if not _fp8_available(device):
+        if choice in _FA3_NAMES:
+            return cls(name=choice, _fa3=_fa3_for(choice, device))
+        if choice == "fp8_triton":
+            if not _fp8_triton_available(device):
                 raise ConfigError(
-                    "attention_unavailable", "attention='fp8' needs Triton and a CUDA device of compute "
-                    "capability >= 8.9 (Hopper, Ada); use 'sdpa' or 'auto'"
+                    "attention_unavailable", "attention='fp8_triton' needs Triton and a CUDA device of compute "
+                    "capability >= 8.9 (Hopper, Ada); use 'sdpa', 'fp8' or 'auto'"
                 )
-            return cls(name="fp8", _fn=_fp8)
+            return cls(name="fp8_triton", _fn=_fp8_triton)
         if choice == "matmul":
             return cls(name="matmul", _fn=_matmul)
         return cls(name="sdpa")  # "auto" starts as SDPA until measured
 
+    @property
+    def fp8(self) -> bool:
+        """q, k, v and the KV cache are e4m3 (fixed when the engine is built)."""
+        return self.name == "fp8"
+
+    @property
+    def packs(self) -> bool:
+        """One call serves samples of different key lengths (`packed`)."""
+        return self.name in _FA3_NAMES
+
     def __call__(
-        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None,
+        descale: Descale | None = None,
     ) -> torch.Tensor:
+        if q.dtype == FP8 and (mask is not None or self.name not in _FA3_NAMES):
+            # the masked full-sequence forward (training, references): exact on the dequantized inputs
+            assert descale is not None, "e4m3 q, k, v need their Descale"
+            qf, kf, vf = (x.float() * s.float()[:, None] for x, s in ((q, descale.q), (k, descale.k), (v, descale.v)))
+            return _sdpa(qf, kf, vf, mask).to(torch.bfloat16)
+        if self.name in _FA3_NAMES and mask is None:
+            return self._kernel(q, k, v, descale, None)
         return self._fn(q, k, v, mask)
 
+    def packed(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_lengths: list[int],
+               descale: Descale | None = None) -> torch.Tensor:
+        """q (B, Lq, heads, d); k and v (sum(key_lengths), heads, d), sample i's keys at
+        [sum(key_lengths[:i]), + key_lengths[i]) -> (B, Lq, heads, d) contiguous."""
+        if not self.packs:
+            raise ConfigError("attention_cannot_pack", f"attention {self.name!r} takes no packed samples")
+        batch, queries = q.shape[:2]
+        cache = self._packings.get(q.device)
+        if cache is None:
+            cache = self._packings[q.device] = PackingCache(q.device)
+        packing = cache.get([queries] * batch, key_lengths)
+        out = self._kernel(q.reshape(batch * queries, *q.shape[2:]), k, v, descale, packing)
+        return out.view(batch, queries, *out.shape[1:])
+
+    def _kernel(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descale: Descale | None,
+                packing: Packing | None) -> torch.Tensor:
+        if self._fa3 is not None:
+            return fa3_attention(self._fa3, q, k, v, descale, packing)
+        return reference_attention(q, k, v, descale, packing)
+
     def select(self, name: str) -> None:
-        fn = {"sdpa": _sdpa, "matmul": _matmul, "fp8": _fp8}.get(name) or _flash_fn()
+        """Switch to another backend of the same precision (warm-up's measurement, the benchmark)."""
+        if self.fp8 != (name == "fp8"):
+            raise ConfigError("attention_precision", f"attention {self.name!r} -> {name!r} changes the KV cache's "
+                              "precision (e4m3 for 'fp8', bf16 otherwise): build an engine with that attention")
+        if name in _FA3_NAMES:
+            module = self._fa3 if self.name in _FA3_NAMES and self._fa3 is not None else fa3_module()
+            if module is None and name == "fa3":
+                raise ConfigError("attention_unavailable", f"attention 'fa3' is not importable here. {FA3_INSTALL_HINT}")
+            self.name, self._fn, self._fa3 = name, _sdpa, module
+            return
+        fn = {"sdpa": _sdpa, "matmul": _matmul, "fp8_triton": _fp8_triton}.get(name) or _flash_fn()
         if fn is None:
             raise ConfigError("attention_unavailable", f"attention backend {name!r} is not importable here")
-        self.name, self._fn = name, fn
+        self.name, self._fn, self._fa3 = name, fn, None
 
 
 def measure_backends(

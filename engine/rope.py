@@ -80,15 +80,16 @@ class RopeTable:
         return parts[0], parts[1]
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate consecutive pairs of x (B, L, heads, head_dim) in fp32; returns x's dtype. Eager on a
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, dtype: torch.dtype | None = None
+               ) -> torch.Tensor:
+    """Rotate consecutive pairs of x (B, L, heads, head_dim) in fp32; returns `dtype` (default x's). Eager on a
     CPU as one complex product (x0 + i x1)(cos + i sin): the same arithmetic, bit for bit, in one
     kernel instead of six strided ones (8x faster at the demo model's shapes); compiled graphs
     keep the real form (inductor fuses it, and complex tensors do not compile everywhere)."""
     if x.device.type == "cpu" and not torch.compiler.is_compiling():
         pairs_c = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())
-        return torch.view_as_real(pairs_c * torch.complex(cos, sin)).flatten(-2).to(x.dtype)
+        return torch.view_as_real(pairs_c * torch.complex(cos, sin)).flatten(-2).to(dtype or x.dtype)
     pairs = x.float().unflatten(-1, (-1, 2))  # (B, L, heads, d/2, 2)
     x0, x1 = pairs[..., 0], pairs[..., 1]
     out = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
-    return out.flatten(-2).to(x.dtype)
+    return out.flatten(-2).to(dtype or x.dtype)

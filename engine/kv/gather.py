@@ -16,6 +16,8 @@ import os
 
 import torch
 
+from engine.kv.pool import as_bits
+
 __all__ = ["gather_slabs", "scatter_slabs", "triton_gather_usable"]
 
 try:  # Triton ships with CUDA builds of torch; CPU-only installs may have none
@@ -62,7 +64,9 @@ if triton is not None:
 
 def gather_slabs(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor, first_slot: int = 0) -> None:
     """out[r, first_slot + j] = source[index[r, j]]: source (slabs, ...) and out (B, slots, ...)
-    contiguous with the same slab shape; index (B, N) int64 on source's device."""
+    contiguous with the same slab shape; index (B, N) int64 on source's device. Any element type
+    (float8 slabs are copied as their bytes)."""
+    source, out = as_bits(source), as_bits(out)
     batch, slots = index.shape
     if slots == 0:
         return
@@ -80,6 +84,7 @@ def gather_slabs(source: torch.Tensor, index: torch.Tensor, out: torch.Tensor, f
 def scatter_slabs(values: torch.Tensor, index: torch.Tensor, target: torch.Tensor) -> None:
     """target[index[r]] = values[r]: values (B, ...) with target's slab shape, index (B,) int64 on
     target's device (distinct ids)."""
+    values, target = as_bits(values), as_bits(target)
     if not triton_gather_usable(target):
         target.index_copy_(0, index, values)
         return

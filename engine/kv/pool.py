@@ -1,7 +1,9 @@
 """ChunkKVPool: fixed slabs of chunk K/V preallocated on one device under a byte budget.
 
 One slab holds one chunk's K and V for every layer. Physically the pool is one tensor laid out
-(layers, 2, slabs, tokens, heads, head_dim) so a layer's context is one gather. Slab ids are ints;
+(layers, 2, slabs, tokens, heads, head_dim) so a layer's context is one gather. Its element type is
+the model's compute dtype, or e4m3 with FP8 attention (half the bytes: engine.model.kv_fp8; its
+bytes are copied as they are, through uint8 views where torch has no float8 kernel). Slab ids are ints;
 the free list is a stack (O(1) alloc/free, lowest ids first on a fresh pool). `alloc` returns None
 when the pool cannot satisfy the request (pressure is the scheduler's decision, never an
 exception). Accounting holds ints only; tensors live here.
@@ -16,7 +18,20 @@ import torch
 from engine.api import KVStats
 from engine.errors import SessionStateError
 
-__all__ = ["ChunkKVPool", "HostSlabs", "SlabGeometry"]
+__all__ = ["ChunkKVPool", "HostSlabs", "SlabGeometry", "as_bits"]
+
+_FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def as_bits(t: torch.Tensor) -> torch.Tensor:
+    """A float8 tensor as uint8 (same bytes, no copy; torch lacks several float8 copy kernels),
+    any other tensor as it is."""
+    return t.view(torch.uint8) if t.dtype in _FLOAT8 else t
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    """torch.cat along dim 0 for any element type (float8 as its bytes)."""
+    return torch.cat([as_bits(p) for p in parts], dim=0).view(parts[0].dtype)
 
 
 @dataclass(frozen=True)
@@ -51,9 +66,9 @@ class ChunkKVPool:
         self.slab_bytes = geometry.slab_bytes
         self.num_slabs = budget_bytes // self.slab_bytes
         g = geometry
-        self.storage = torch.zeros(
-            g.layers, 2, self.num_slabs, g.tokens, g.heads, g.head_dim, dtype=g.dtype, device=device
-        )
+        shape = (g.layers, 2, self.num_slabs, g.tokens, g.heads, g.head_dim)
+        bits = torch.uint8 if g.dtype in _FLOAT8 else g.dtype  # zeros: 0x00 is +0.0 in float8 too
+        self.storage = torch.zeros(shape, dtype=bits, device=device).view(g.dtype)
         self._free: list[int] = list(range(self.num_slabs - 1, -1, -1))  # pop() yields 0, 1, 2, ...
         self._owner: list[str | None] = [None] * self.num_slabs
         self._on_device: dict[str, int] = {}
@@ -89,15 +104,15 @@ class ChunkKVPool:
     def copy_out(self, ids: list[int]) -> HostSlabs:
         """Copy slab contents to host memory (pinned when the pool is on CUDA)."""
         index = torch.tensor(ids, device=self.device, dtype=torch.long)
-        data = self.storage.index_select(2, index).movedim(2, 0)  # (n, layers, 2, tokens, heads, d)
+        data = as_bits(self.storage).index_select(2, index).movedim(2, 0)  # (n, layers, 2, tokens, heads, d)
         host = torch.empty(data.shape, dtype=data.dtype, pin_memory=self.device.type == "cuda")
         host.copy_(data)
-        return HostSlabs(host)
+        return HostSlabs(host.view(self.storage.dtype))
 
     def copy_in(self, ids: list[int], host: HostSlabs) -> None:
         index = torch.tensor(ids, device=self.device, dtype=torch.long)
-        data = host.data.to(self.device, non_blocking=True).movedim(0, 2)
-        self.storage.index_copy_(2, index, data)
+        data = as_bits(host.data).to(self.device, non_blocking=True).movedim(0, 2)
+        as_bits(self.storage).index_copy_(2, index, data)
 
     def offload(self, owner: str, ids: list[int]) -> HostSlabs:
         """Move `ids` to host memory and free them; accounted as `owner`'s offloaded slabs."""
@@ -133,12 +148,21 @@ class ChunkKVPool:
         sample i's current chunk k[i], v[i] (T, heads, d) followed by its `slabs[i]` of `layer`
         -> (G, (N+1)*T, heads, d) each. Slab ids are host ints, so this is one concatenation
         kernel over contiguous views per tensor (no gather, no host sync)."""
+        keys, values, _ = self.read_packed(layer, slabs, k, v)
+        return (keys.view(len(slabs), -1, *k.shape[2:]), values.view(len(slabs), -1, *v.shape[2:]))
+
+    def read_packed(
+        self, layer: int, slabs: list[list[int]], k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+        """The same for samples with any numbers of context slabs, concatenated along the sequence:
+        (sum of key lengths, heads, d) each, and the key length of each sample, (N_i + 1) * T."""
         out = []
         for which, current in ((0, k), (1, v)):
             source = self.storage[layer, which]  # (slabs, T, heads, d)
             parts = [t for row, ids in enumerate(slabs) for t in (current[row], *(source[slab] for slab in ids))]
-            out.append(torch.cat(parts, dim=0).view(len(slabs), -1, *current.shape[2:]))
-        return out[0], out[1]
+            out.append(_cat(parts))
+        lengths = [k.shape[1] + len(ids) * self.geometry.tokens for ids in slabs]
+        return out[0], out[1], lengths
 
     def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
         """In place: slab slabs[i] <- k[i], v[i] (tokens, heads, d) for `layer` (host ids: no sync)."""

@@ -15,10 +15,14 @@ from typing import TypeVar
 import torch
 import torch.nn.functional as F
 
+from engine.model.kv_fp8 import to_e4m3
 from engine.model.layers import gate, layer_norm, modulate
 from engine.rope import apply_rope
 
-__all__ = ["BlockKernels", "Fp8Pair", "linear_gelu_tanh", "post_attention", "pre_attention", "quantize_rows"]
+__all__ = ["BlockKernels", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "post_attention", "pre_attention",
+           "quantize_rows"]
+
+Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q scale, k scale, k mean, v scale
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -34,15 +38,22 @@ def pre_attention(
     cos: torch.Tensor, sin: torch.Tensor,  # (B, L, 1, head_dim/2)
     heads: int,
     eps: float,
+    fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale (KVFp8.quant_args): e4m3 outputs
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each."""
+    """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each.
+    With `fp8`, q, k (centred) and v come out in e4m3 (engine.model.kv_fp8), quantized in the
+    same kernels as RoPE and the projection's output."""
     b, length, _ = x.shape
     frames = mod.shape[1]
     h = modulate(layer_norm(x, eps), mod[:, :, 0], mod[:, :, 1], frames).to(wq.dtype)
-    q = apply_rope(_rms(F.linear(h, wq, bq), gq, eps).view(b, length, heads, -1), cos, sin)
-    k = apply_rope(_rms(F.linear(h, wk, bk), gk, eps).view(b, length, heads, -1), cos, sin)
+    rope_dtype = None if fp8 is None else torch.float32  # fp32 straight into the e4m3 rounding
+    q = apply_rope(_rms(F.linear(h, wq, bq), gq, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
+    k = apply_rope(_rms(F.linear(h, wk, bk), gk, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
     v = F.linear(h, wv, bv).view(b, length, heads, -1)
-    return q, k, v
+    if fp8 is None:
+        return q, k, v
+    q_scale, k_scale, k_mean, v_scale = fp8
+    return to_e4m3(q, q_scale), to_e4m3(k, k_scale, k_mean), to_e4m3(v, v_scale)
 
 
 def post_attention(

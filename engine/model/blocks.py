@@ -9,12 +9,16 @@ import torch
 from torch import nn
 
 from engine.attention import AttentionBackend
+from engine.attention_fa3 import Descale
 from engine.model._fused import BlockKernels, Fp8Pair, quantize_rows
+from engine.model.kv_fp8 import KVFp8
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
 __all__ = ["AttnContext", "Block", "Head"]
 
 KVRead = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+KVReadPacked = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor],
+                        tuple[torch.Tensor, torch.Tensor, list[int]]]
 KVWrite = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
@@ -23,12 +27,16 @@ class AttnContext:
     """What self-attention reads and writes besides the current tokens.
 
     contexts: None -> attend the current tokens only, under `mask` (the full-sequence forward);
-    else one slab-id list per sample (its context chunks) and one attention call per group of
-    samples with the same number of context chunks, keys = [current chunk | its context], so no
-    padding or mask is needed and sessions at different context lengths still share a batch;
+    else one slab-id list per sample (its context chunks), keys = [current chunk | its context], so
+    no padding or mask is needed and sessions at different context lengths still share a batch:
+    one attention call for the whole batch when every sample has as many context chunks, or when
+    the backend packs samples of different key lengths (`AttentionBackend.packs`, with
+    `read_packed`); else one call per group of samples with the same number of context chunks;
     read(layer, slabs, k, v) -> (K, V) (G, (N+1)*T, heads, d): per sample of a group its current
     k, v (T, heads, d) followed by its slabs' (RoPE already applied), as a copy, so the write may
     then reuse a slab;
+    read_packed(layer, slabs, k, v) -> (K, V, key lengths): the same for samples of any context
+    lengths, concatenated along the sequence ((sum of key lengths, heads, d));
     write(layer, k, v) stores the current tokens' roped K/V of the whole batch (the cache pass);
     mask: bool (B, 1, Lq, Lk), True = attend (only without contexts).
     """
@@ -39,21 +47,26 @@ class AttnContext:
     read: KVRead | None = None
     write: KVWrite | None = None
     mask: torch.Tensor | None = None
+    read_packed: KVReadPacked | None = None
 
 
 def _self_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend,
+    descale: Descale | None = None,
 ) -> torch.Tensor:
     if ctx.contexts is None:
-        return attend(q, k, v, ctx.mask)
+        return attend(q, k, v, ctx.mask, descale)
     groups: dict[int, list[int]] = {}  # context chunks -> rows, in batch order
     for row, slabs in enumerate(ctx.contexts):
         groups.setdefault(len(slabs), []).append(row)
     if len(groups) == 1:  # every sample at the same context length: the whole batch at once
-        return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend)
+        return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend, descale)
+    if attend.packs and ctx.read_packed is not None:  # different lengths, one packed call
+        keys, values, lengths = ctx.read_packed(layer, ctx.contexts, k, v)
+        return attend.packed(q, keys, values, lengths, descale)
     result: torch.Tensor | None = None
     for rows in groups.values():
-        out = _attend_rows(q, k, v, rows, layer, ctx, attend)
+        out = _attend_rows(q, k, v, rows, layer, ctx, attend, descale)
         if result is None:
             # the strides of a one-group output (the backend's layout, batch outermost): the
             # compiled block half after attention guards on strides, so it must see one layout
@@ -77,14 +90,14 @@ def _rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 def _attend_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: list[int], layer: int,
-                 ctx: AttnContext, attend: AttentionBackend) -> torch.Tensor:
+                 ctx: AttnContext, attend: AttentionBackend, descale: Descale | None) -> torch.Tensor:
     """Attention for samples `rows`, which all have the same number of context slabs."""
     assert ctx.contexts is not None
     qs, ks, vs = _rows(q, rows), _rows(k, rows), _rows(v, rows)
     slabs = [ctx.contexts[row] for row in rows]
     if slabs[0] and ctx.read is not None:
         ks, vs = ctx.read(layer, slabs, ks, vs)
-    return attend(qs, ks, vs, None)
+    return attend(qs, ks, vs, None, descale)
 
 
 class _Projections(nn.Module):
@@ -113,6 +126,7 @@ class Block(nn.Module):
         self.ffn = nn.Sequential(nn.Linear(dim, ffn_dim), nn.GELU(approximate="tanh"), nn.Linear(ffn_dim, dim))
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
         self.ffn_fp8: Fp8Pair | None = None  # set by quantize_ffn(): the FFN weights in e4m3
+        self.kv_fp8: KVFp8 | None = None  # set by CausalDiT.set_kv_fp8(): q, k, v come out in e4m3
 
     @torch.no_grad()
     def quantize_ffn(self) -> None:
@@ -140,6 +154,7 @@ class Block(nn.Module):
         return mod, kernels.pre(
             x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
             sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
+            fp8=None if self.kv_fp8 is None else self.kv_fp8.quant_args(),
         )
 
     def write_kv(self, x: torch.Tensor, e: torch.Tensor, layer: int, ctx: AttnContext, kernels: BlockKernels) -> None:
@@ -161,7 +176,10 @@ class Block(nn.Module):
     ) -> torch.Tensor:
         sa, ca, ffn = self.self_attn, self.cross_attn, self.ffn
         mod, (q, k, v) = self._qkv(x, e, ctx, kernels)
-        out = _self_attention(q, k, v, layer, ctx, attend)  # (B, Lq, heads, d); reads before the write
+        descale = None if self.kv_fp8 is None else self.kv_fp8.descale
+        out = _self_attention(q, k, v, layer, ctx, attend, descale)  # (B, Lq, heads, d); reads before the write
+        if out.dtype != sa.o.weight.dtype:  # FP8 attention answers in bf16 (an fp32 model on a CPU)
+            out = out.to(sa.o.weight.dtype)
         if ctx.write is not None:
             ctx.write(layer, k, v)
         ck, cv = self.cross_kv(context) if cross_kv is None else cross_kv

@@ -17,6 +17,7 @@ from engine.attention import AttentionBackend
 from engine.config import ModelConfig
 from engine.model._fused import BlockKernels
 from engine.model.blocks import AttnContext, Block, Head
+from engine.model.kv_fp8 import KVFp8
 from engine.model.layers import sinusoidal_embedding
 from engine.model.masks import block_causal_mask
 from engine.rope import RopeTable
@@ -53,6 +54,14 @@ class CausalDiT(nn.Module):
         """Run every block's FFN GEMMs in FP8 (e4m3, row scales): a lossy speed option."""
         for block in self.blocks:
             cast(Block, block).quantize_ffn()
+
+    def set_kv_fp8(self, scales: list[KVFp8] | None) -> None:
+        """Make self-attention's q, k, v (and so the K/V the cache stores) e4m3 with these fixed
+        per-layer scales (engine.model.kv_fp8); None: back to the compute dtype."""
+        if scales is not None and len(scales) != len(self.blocks):
+            raise ValueError(f"set_kv_fp8 needs one KVFp8 per block ({len(self.blocks)}), got {len(scales)}")
+        for i, block in enumerate(self.blocks):
+            cast(Block, block).kv_fp8 = None if scales is None else scales[i]
 
     # initialisation ----------------------------------------------------------------------
     @torch.no_grad()

@@ -75,7 +75,7 @@ def test_unknown_attention_choice_names_the_valid_ones() -> None:
     with pytest.raises(ConfigError) as info:
         make_engine(attention="xformers")
     assert info.value.code == "bad_attention"
-    assert "['auto', 'sdpa', 'matmul', 'flash', 'fp8']" in info.value.message
+    assert "['auto', 'sdpa', 'matmul', 'flash', 'fa3', 'fp8', 'fp8_triton']" in info.value.message
 
 
 def test_unknown_compile_choice_is_rejected() -> None:

@@ -77,8 +77,8 @@ def test_fp8_attention_reads_strided_inputs_and_follows_a_dominant_key(report: d
     assert float(report["peak_err"]) < 0.1  # type: ignore[arg-type]
 
 
-def test_fp8_choice_needs_a_hopper_class_gpu_on_this_host() -> None:
+def test_fp8_triton_choice_needs_a_hopper_class_gpu_on_this_host() -> None:
     with pytest.raises(ConfigError) as info:
-        AttentionBackend.create("fp8", torch.device("cpu"))
+        AttentionBackend.create("fp8_triton", torch.device("cpu"))
     assert info.value.code == "attention_unavailable"
-    assert "fp8" in AttentionBackend.create.__globals__["ATTENTION_CHOICES"]
+    assert "fp8_triton" in AttentionBackend.create.__globals__["ATTENTION_CHOICES"]

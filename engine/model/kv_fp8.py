@@ -1,0 +1,104 @@
+"""FP8 (e4m3) q, k and v for self-attention and the KV cache: fixed scales per layer and head.
+
+FA3's FP8 kernel takes one dequantization factor per (sample, head) for all of a sample's keys, so
+every key a query sees (its own chunk's, made afresh by each denoise pass, and its context's, written
+by earlier cache passes) must share one scale and one centring. The scales are therefore fixed per
+layer and head for the life of the model: q, k and v are quantized once, where they are made (in the
+fused pre-attention kernel, right after RoPE), a cache pass writes the e4m3 bytes into the slab as
+they are, and a slab never needs rescaling: offload, restore, rollback and snapshots move or
+recompute its bytes unchanged.
+
+- q and k: after the RMS norm over `dim` channels no element exceeds sqrt(dim) * max|g| (g the norm's
+  weight over the head's channels; RoPE rotates pairs and keeps their norm), so that bound maps to
+  448, e4m3's largest value: nothing saturates. e4m3 is floating point, so its relative precision
+  (3 mantissa bits) does not depend on the scale while values stay above its smallest normal number,
+  2^-6, i.e. 2^15 below the bound.
+- k is centred by a mean key per head (calibrated): q.(k - m) = q.k - q.m is one constant for every
+  key of a query, which softmax cancels, and the centred keys are smaller, so the rounding error of
+  q.k shrinks with them. The bound grows by max|m|.
+- v: its largest magnitude per head over calibration passes, times `V_HEADROOM`; a larger value
+  saturates at 448 (`saturated_fraction` counts them in the GPU checks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.attention_fa3 import FP8, Descale
+
+__all__ = ["FP8_MAX", "V_HEADROOM", "KVFp8", "KVFp8Stats", "norm_bound_scale", "saturated_fraction", "to_e4m3"]
+
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+V_HEADROOM = 16.0  # v's calibrated peak maps to 448 / 16 = 28
+
+
+def to_e4m3(x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor | None = None) -> torch.Tensor:
+    """x (..., heads, d) -> e4m3 of (x - mean) / scale, saturating at +-448; scale (heads,), mean
+    (heads, d) fp32. Elementwise: a compiled caller fuses it into the kernel that makes x."""
+    xf = x.float() if mean is None else x.float() - mean
+    return (xf / scale[:, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
+def saturated_fraction(x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor | None = None) -> float:
+    """The share of x's elements that `to_e4m3` saturates (a check, not for the serving path)."""
+    xf = x.float() if mean is None else x.float() - mean
+    return float(((xf / scale[:, None]).abs() > FP8_MAX).float().mean())
+
+
+def norm_bound_scale(weight: torch.Tensor, heads: int, extra: torch.Tensor | None = None) -> torch.Tensor:
+    """(heads,) scales mapping sqrt(dim) * max|g| over each head's channels (+ `extra`, per head) to
+    448: the largest magnitude an RMS-normed, RoPE-rotated element can take."""
+    g = weight.detach().float().abs().view(heads, -1).amax(dim=1)
+    bound = math.sqrt(weight.numel()) * g
+    if extra is not None:
+        bound = bound + extra.float()
+    return bound.clamp_min(1e-12) / FP8_MAX
+
+
+@dataclass
+class KVFp8Stats:
+    """What calibration passes saw of one layer's roped k and its v: per-head sums for the mean key
+    and the largest |v|."""
+
+    k_sum: torch.Tensor  # (heads, d) fp64
+    tokens: int = 0
+    v_peak: torch.Tensor | None = None  # (heads,) fp32
+
+    def add(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v (B, L, heads, d) of one pass."""
+        self.k_sum += k.double().sum(dim=(0, 1))
+        self.tokens += k.shape[0] * k.shape[1]
+        peak = v.float().abs().amax(dim=(0, 1, 3))
+        self.v_peak = peak if self.v_peak is None else torch.maximum(self.v_peak, peak)
+
+
+@dataclass
+class KVFp8:
+    """One layer's fixed FP8 scales (fp32, on the model's device): x ~= e4m3 * scale (+ k_mean for k)."""
+
+    q_scale: torch.Tensor  # (heads,)
+    k_scale: torch.Tensor  # (heads,)
+    k_mean: torch.Tensor  # (heads, d)
+    v_scale: torch.Tensor  # (heads,)
+    descale: Descale = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.descale = Descale(self.q_scale, self.k_scale, self.v_scale)
+
+    @classmethod
+    def from_calibration(cls, norm_q: torch.Tensor, norm_k: torch.Tensor, heads: int, stats: KVFp8Stats) -> KVFp8:
+        """Scales from the layer's q and k RMS-norm weights (dim,) and its calibration statistics."""
+        if not stats.tokens or stats.v_peak is None:
+            raise ValueError("KVFp8.from_calibration needs at least one calibration pass")
+        mean = (stats.k_sum / stats.tokens).float()
+        k_scale = norm_bound_scale(norm_k, heads, extra=mean.abs().amax(dim=1))
+        v_scale = (stats.v_peak * V_HEADROOM).clamp_min(1e-12) / FP8_MAX
+        device = norm_q.device
+        return cls(norm_bound_scale(norm_q, heads).to(device), k_scale.to(device), mean.to(device), v_scale.to(device))
+
+    def quant_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the fused pre-attention kernel takes: q scale, k scale, k mean, v scale."""
+        return self.q_scale, self.k_scale, self.k_mean, self.v_scale
