@@ -1,12 +1,16 @@
-"""The comparison that justifies the design: the same trace on the same engine
-under each admission policy, one daemon after another, each replayed with one client per session.
+"""The comparison that justifies the design: the same traces on the same model under each admission
+policy. Per policy one daemon is started as a user starts it (`sessiond serve`, its own process, its
+own start-up calibration) and every trace is replayed against it from this process, one client per
+session, the traces back to back.
 
-Per policy it reports sessions admitted / rejected / failed, sessions served within objective and
-the p95s; the cost model is calibrated once on the engine and each policy starts from a copy."""
+Per trace and policy it reports sessions admitted / rejected / failed, sessions within and outside
+objective, the p95s, and the share of director segments that missed; beside them the analytic
+capacity the calibration allows (ANALYTIC_FORMULA), and for a family of traces one table and a plot."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import logging
@@ -15,20 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadtest.replay.live_daemon import policy_daemon
+import httpx
+
+from loadtest.replay.daemon_process import DaemonSpec, serve_args, served
+from loadtest.replay.family_report import family_rows, format_family, write_family_plot
 from loadtest.replay.plots import write_plots
 from loadtest.replay.report import build_report, format_table
 from loadtest.replay.runner import run_replay
+from loadtest.replay.served_cost import cost_model_of
 from loadtest.trace_tools.trace_duty import trace_stats
-from sessiond.admission.build import calibration_batches, kv_budget_from_pool, make_policy
-from sessiond.admission.calibrate import calibrate
+from sessiond.admission.build import make_policy
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import Objectives
-from sessiond.admission.duty import DutyPriors, DutyTracker
+from sessiond.admission.duty import DutyTracker
 from sessiond.traces.format import Trace
 
 __all__ = ["ANALYTIC_FORMULA", "CompareConfig", "analytic_capacity", "compare_row", "format_comparison",
-           "run_comparison"]
+           "run_comparison", "trace_capacity"]
 
 ANALYTIC_FORMULA = (
     "c(k) = engine seconds per media second of one session when k generate together (the calibrated "
@@ -48,16 +55,20 @@ class CompareConfig:
     model: str = "tiny"
     device: str = "cpu"
     policies: tuple[str, ...] = ("duty", "one-per-gpu", "fifo")
-    margin: float = 0.15
+    margin: float | None = None  # the daemon's --admission-margin (None: its default)
     max_batch: int = 8
     speed: float = 1.0
     mode: str = "paced"
     objectives: Objectives = field(default_factory=Objectives)
-    priors_from_trace: bool = False
-    duty_window_s: float = 60.0
-    calibration_chunks: int = 3
     kv_budget_bytes: int | None = None  # the engine's KV pool; None: the engine's default
+    cpu_threads: int | None = None
+    serve_extra: tuple[str, ...] = ()  # further `sessiond serve` flags for every daemon
     out_dir: str | None = None
+
+    def spec(self, policy: str) -> DaemonSpec:
+        return DaemonSpec(model=self.model, device=self.device, policy=policy, max_batch=self.max_batch,
+                          margin=self.margin, objectives=self.objectives, kv_budget_bytes=self.kv_budget_bytes,
+                          cpu_threads=self.cpu_threads, extra=self.serve_extra)
 
 
 def compare_row(report: dict[str, Any]) -> dict[str, Any]:
@@ -67,6 +78,7 @@ def compare_row(report: dict[str, Any]) -> dict[str, Any]:
             "ttff_p95_ms": report["ttff_ms"]["p95"], "segment_p95_ms": report["segment_ms"]["p95"],
             "start_delay_p95_ms": report["start_delay_ms"]["p95"], "stalls": report["stalls"]["count"],
             "action_to_photon_p95_ms": report["action_to_photon_ms"]["p95"], "miss_rate": report["frames"]["miss_rate"],
+            "segments_judged": report["segments"]["judged"], "segments_missed_share": report["segments"]["missed_share"],
             "stale_frames_after_ack": report["stale_frames_after_ack"], "slo_met": report["slo_met"]}
 
 
@@ -90,18 +102,21 @@ def format_comparison(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def analytic_capacity(cost: CostModel, trace: Trace, cfg: CompareConfig, segment_s: float = 5.0
-                      ) -> dict[str, Any]:
+def analytic_capacity(cost: CostModel, trace: Trace, *, margin: float, objectives: Objectives, max_batch: int,
+                      segment_s: float = 5.0) -> dict[str, Any]:
     """What the measured cost allows for this trace's sessions, per mode (ANALYTIC_FORMULA), so
-    that the policies' rows can be read against it independently of the engine's speed."""
-    stats = trace_stats(trace)
-    out: dict[str, Any] = {"formula": ANALYTIC_FORMULA, "margin": cfg.margin, "per_mode": {}}
+    that the policies' rows can be read against it independently of the engine's speed; and for the
+    whole trace (`sessions`): per mode the trace's sessions or its capacity, whichever is fewer, and
+    for a trace of both modes the sessions that fit when each mode's share of the GPU is its share
+    of sessions over its capacity (1 / sum of share_m / capacity_m, at most the trace's sessions)."""
+    stats = trace_stats(trace, segment_s)
+    out: dict[str, Any] = {"formula": ANALYTIC_FORMULA, "margin": margin, "per_mode": {}}
     for mode in ("world", "director"):
         duty = stats.mean_duty(mode)
         if duty is None:
             continue
-        policy = make_policy("duty", copy.deepcopy(cost), DutyTracker(), objectives=cfg.objectives, margin=cfg.margin,
-                             max_batch=cfg.max_batch, segment_s=segment_s)
+        policy = make_policy("duty", copy.deepcopy(cost), DutyTracker(), objectives=objectives, margin=margin,
+                             max_batch=max_batch, segment_s=segment_s)
         model = policy.group_model()
         rho = 1.0 if mode == "world" else model.director_rate
         own = (1, 0) if mode == "world" else (0, 1)
@@ -116,58 +131,103 @@ def analytic_capacity(cost: CostModel, trace: Trace, cfg: CompareConfig, segment
             mean_bound = n
         out["per_mode"][mode] = {
             "sessions_in_trace": sum(1 for s in stats.sessions if s.mode == mode), "duty": round(duty, 4),
-            "required_rate": rho, "cost_rate": {str(b): policy.cost.cost_rate(b) for b in range(1, cfg.max_batch + 1)},
+            "required_rate": rho, "cost_rate": {str(b): policy.cost.cost_rate(b) for b in range(1, max_batch + 1)},
             "all_at_once": all_at_once, "at_risk": policy.mode_capacity(mode, duty=duty),
             "mean_load_bound": mean_bound}
+    out["sessions"] = trace_capacity(out["per_mode"])
     return out
 
 
-def _engine(cfg: CompareConfig) -> Any:
-    from engine.engine import Engine
-    from sessiond.engine_factory import model_catalog
+def trace_capacity(per_mode: dict[str, dict[str, Any]]) -> int:
+    """Sessions of the trace the analytic capacity allows (see analytic_capacity)."""
+    counts = {m: f["sessions_in_trace"] for m, f in per_mode.items()}
+    total = sum(counts.values())
+    if total == 0:
+        return 0
+    if any(per_mode[m]["at_risk"] <= 0 for m in counts if counts[m]):
+        return sum(min(n, per_mode[m]["at_risk"]) for m, n in counts.items())
+    if len([m for m in counts if counts[m]]) == 1:
+        mode = next(m for m in counts if counts[m])
+        return min(counts[mode], int(per_mode[mode]["at_risk"]))
+    load_per_session = sum(counts[m] / total / per_mode[m]["at_risk"] for m in counts)
+    return min(total, int(1.0 / load_per_session + 1e-9))
 
-    engine = Engine.create(model=cfg.model, catalog=model_catalog(), device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes,
-                           max_batch=cfg.max_batch)
-    engine.warmup()
-    return engine
+
+async def _until_idle(url: str, timeout_s: float = 60.0) -> bool:
+    """Until the daemon holds no session (the replay's sessions closed); False if it still does."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        while asyncio.get_running_loop().time() < deadline:
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                if (await http.get(f"{url}/v1/capacity")).json()["sessions"]["total"] == 0:
+                    return True
+            await asyncio.sleep(0.5)
+    return False
 
 
-def run_comparison(trace: Trace, cfg: CompareConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
-    engine = _engine(cfg)
-    kv = engine.kv_stats()
-    per_session = engine.info.kv_bytes_per_session
-    fit = max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
-    say(f"calibrating the cost model of {cfg.model} on {cfg.device} ...")
-    cost: CostModel = calibrate(engine, batches=calibration_batches(cfg.max_batch, fit), chunks=cfg.calibration_chunks,
-                                progress=lambda d, t, w: say(f"  profile {d}/{t}: {w}") if d == t else None)
-    priors = DutyPriors().refreshed(trace_stats(trace)) if cfg.priors_from_trace else DutyPriors()
-    budget = kv_budget_from_pool(kv, per_session)
-    reports, rows = {}, []
-    for name in cfg.policies:
-        policy = make_policy(name, copy.deepcopy(cost), DutyTracker(priors, cfg.duty_window_s),
-                             objectives=cfg.objectives, kv=budget, margin=cfg.margin, max_batch=cfg.max_batch)
-        say(f"policy {name}: replaying {trace.header.name} ({len(trace.sessions())} sessions, "
-            f"{trace.duration_s:.0f} s, {cfg.mode})")
-        with policy_daemon(engine, policy, model=cfg.model, max_batch=cfg.max_batch) as url:
-            outcome = asyncio.run(run_replay(trace, url, speed=cfg.speed, mode=cfg.mode, objectives=cfg.objectives))
-        report = build_report(outcome, policy=name)
-        report["cost_model"] = policy.cost.snapshot(cfg.max_batch)
-        say(format_table(report))
-        reports[name] = report
-        rows.append(compare_row(report))
-        if cfg.out_dir:
-            folder = Path(cfg.out_dir) / name
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "report.json").write_text(json.dumps(report, indent=1))
-            write_plots(outcome, report, folder)
-    result: dict[str, Any] = {"trace": trace.header.name, "model": cfg.model, "device": cfg.device, "margin": cfg.margin,
-              "max_batch": cfg.max_batch, "mode": cfg.mode, "speed": cfg.speed, "priors": priors.to_json(),
-              "objectives": cfg.objectives.to_json(), "calibration": cost.snapshot(cfg.max_batch), "rows": rows,
-              "analytic_capacity": analytic_capacity(cost, trace, cfg)}
-    if cfg.out_dir:
-        (Path(cfg.out_dir) / "compare.json").write_text(json.dumps(result, indent=1))
-    say(format_comparison(rows))
-    for mode, figures in result["analytic_capacity"]["per_mode"].items():
-        say(f"analytic capacity, {mode} at duty {figures['duty']}: {figures['at_risk']} within the stated risk, "
-            f"{figures['all_at_once']} all at once, at most {figures['mean_load_bound']} by the mean load")
+def _replay_one(trace: Trace, url: str, cfg: CompareConfig, policy: str, folder: Path | None,
+                say: Callable[[str], None]) -> dict[str, Any]:
+    say(f"policy {policy}: replaying {trace.header.name} ({len(trace.sessions())} sessions, "
+        f"{trace.duration_s:.0f} s, {cfg.mode})")
+    outcome = asyncio.run(run_replay(trace, url, speed=cfg.speed, mode=cfg.mode, objectives=cfg.objectives))
+    report = build_report(outcome, policy=policy)
+    say(format_table(report))
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "report.json").write_text(json.dumps(report, indent=1))
+        write_plots(outcome, report, folder)
+    if not asyncio.run(_until_idle(url)):
+        say(f"  warning: the {policy} daemon still holds sessions 60 s after {trace.header.name}")
+    return report
+
+
+def run_comparison(traces: Sequence[Trace], cfg: CompareConfig, say: Callable[[str], None] = print) -> dict[str, Any]:
+    """Per policy: one `sessiond serve` process (its own start-up calibration), every trace replayed
+    against it in turn from this process. Returns (and writes to out_dir/compare.json) the rows per
+    trace and policy, each daemon's calibration and the analytic capacity of each trace."""
+    out = Path(cfg.out_dir) if cfg.out_dir else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    daemons: dict[str, Any] = {}
+    per_trace: dict[str, dict[str, Any]] = {t.header.name: {"rows": [], "stats": None} for t in traces}
+    cost: CostModel | None = None
+    margin = cfg.margin
+    for policy in cfg.policies:
+        log = out / f"daemon-{policy}.log" if out is not None else None
+        with served(cfg.spec(policy), log) as daemon:
+            say(f"policy {policy}: `sessiond serve` pid {daemon.pid} ready after {daemon.ready_after_s:.1f} s "
+                f"at {daemon.url}")
+            admission = daemon.capacity.get("admission") or {}
+            daemons[policy] = {"pid": daemon.pid, "ready_after_s": daemon.ready_after_s,
+                               "serve_args": serve_args(cfg.spec(policy), 0),
+                               "calibration": admission.get("cost_model"), "margin": admission.get("margin"),
+                               "serves_at_start": admission.get("serves")}
+            if cost is None:
+                with contextlib.suppress(ValueError):
+                    cost = cost_model_of(daemon.capacity)
+                    margin = float(admission.get("margin", 0.15)) if margin is None else margin
+            for trace in traces:
+                folder = out / policy / trace.header.name if out is not None else None
+                report = _replay_one(trace, daemon.url, cfg, policy, folder, say)
+                per_trace[trace.header.name]["rows"].append(compare_row(report))
+    for trace in traces:
+        entry = per_trace[trace.header.name]
+        entry["header"] = {"description": trace.header.description, "generator": trace.header.generator}
+        entry["analytic_capacity"] = (analytic_capacity(cost, trace, margin=margin if margin is not None else 0.15,
+                                                        objectives=cfg.objectives, max_batch=cfg.max_batch)
+                                      if cost is not None else None)
+    result: dict[str, Any] = {"traces": list(per_trace), "model": cfg.model, "device": cfg.device, "margin": margin,
+                              "max_batch": cfg.max_batch, "mode": cfg.mode, "speed": cfg.speed,
+                              "objectives": cfg.objectives.to_json(), "daemons": daemons, "per_trace": per_trace,
+                              "family": family_rows(per_trace)}
+    if out is not None:
+        (out / "compare.json").write_text(json.dumps(result, indent=1))
+        (out / "family.md").write_text(format_family(result["family"]) + "\n")
+        write_family_plot(result["family"], out / "family.png")
+    for name, entry in per_trace.items():
+        say(f"--- {name}\n{format_comparison(entry['rows'])}")
+        for mode, figures in ((entry["analytic_capacity"] or {}).get("per_mode") or {}).items():
+            say(f"analytic capacity, {mode} at duty {figures['duty']}: {figures['at_risk']} within the stated risk, "
+                f"{figures['all_at_once']} all at once, at most {figures['mean_load_bound']} by the mean load")
+    say(format_family(result["family"]))
     return result

@@ -52,6 +52,8 @@ class SessionResult:
     segments_done: int = 0
     segments_interrupted: int = 0
     segments_late: int = 0  # took longer than their own media time (a figure, no longer an objective)
+    segments_judged: int = 0  # director segments asked for and judged (started playing, or never answered)
+    segments_missed: int = 0  # ... of which missed the objective: start delay over its bound, a stall, no answer
     start_delay_ms: list[float] = field(default_factory=list)
     stalls: int = 0
     stall_s: float = 0.0
@@ -96,7 +98,8 @@ class SessionResult:
             "interrupt_ms": summarize(self.interrupt_ms, ("p50", "p95")),
             "stale_frames_after_ack": self.stale_frames_after_ack, "pts_errors": self.pts_errors,
             "segments": {"done": self.segments_done, "interrupted": self.segments_interrupted,
-                         "late": self.segments_late, "unanswered": self.directs_unanswered},
+                         "late": self.segments_late, "unanswered": self.directs_unanswered,
+                         "judged": self.segments_judged, "missed": self.segments_missed},
             "actions_unresolved": self.actions_unresolved,
             "events": {"sent": self.events_sent, "skipped": self.events_skipped},
             "admitted_at_s": self.admitted_at_s, "ended_at_s": self.ended_at_s,
@@ -115,6 +118,8 @@ class _Direct:
     play_at: float | None = None  # when the player may start the segment (the server's advice)
     start_pts: int | None = None
     playing: tuple[float, int] | None = None  # (when, pts) the player's timeline is anchored at
+    start_delay_ms: float | None = None
+    stalled: bool = False
 
 
 class SessionMeter:
@@ -290,7 +295,8 @@ class SessionMeter:
             direct.first = t
             self.result.ttff_ms.append((t - direct.sent) * 1000.0)
             start = t if direct.play_at is None else max(t, direct.play_at)
-            self.result.start_delay_ms.append((start - direct.sent) * 1000.0)
+            direct.start_delay_ms = (start - direct.sent) * 1000.0
+            self.result.start_delay_ms.append(direct.start_delay_ms)
             direct.playing = (start, pts if direct.start_pts is None else direct.start_pts)
         elif direct.playing is not None:
             anchor_t, anchor_pts = direct.playing
@@ -298,7 +304,7 @@ class SessionMeter:
             if t > due:  # the player waited for this frame: one stall, then it goes on from here
                 self.result.stalls += 1
                 self.result.stall_s += t - due
-                direct.playing = (t, pts)
+                direct.playing, direct.stalled = (t, pts), True
         direct.last = t
         direct.frames += 1
 
@@ -327,11 +333,16 @@ class SessionMeter:
             r.frames_expected = round(self._playing_s * self.fps)
             return
         expected = 0
+        bound_ms = self.objectives.director_start_delay_p95_s * 1000.0
         for direct in self._directs.values():
+            unanswered = direct.first is None and direct.status is None
             if direct.status == "done":
                 expected += round(direct.seconds * self.fps)
             else:
                 expected += direct.frames
-                if direct.first is None and direct.status is None:
+                if unanswered:
                     r.directs_unanswered += 1
+            if direct.start_delay_ms is not None or unanswered:
+                r.segments_judged += 1
+                r.segments_missed += unanswered or direct.stalled or (direct.start_delay_ms or 0.0) > bound_ms
         r.frames_expected = expected

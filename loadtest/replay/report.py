@@ -31,6 +31,12 @@ def _fps_series(outcome: ReplayOutcome, bin_s: float = 1.0) -> dict[str, list[fl
     return {"t": [round(i * bin_s, 3) for i in range(bins)], "fps": [c / bin_s for c in counts]}
 
 
+def _segments(admitted: list[Any]) -> dict[str, Any]:
+    judged = sum(r.segments_judged for r in admitted)
+    missed = sum(r.segments_missed for r in admitted)
+    return {"judged": judged, "missed": missed, "missed_share": missed / judged if judged else None}
+
+
 def build_report(outcome: ReplayOutcome, policy: str | None = None) -> dict[str, Any]:
     results, objectives = outcome.results, outcome.objectives
     admitted = [r for r in results if r.status == "admitted"]
@@ -61,6 +67,9 @@ def build_report(outcome: ReplayOutcome, policy: str | None = None) -> dict[str,
         "interrupt_ms": summarize((x for r in results for x in r.interrupt_ms), ("p50", "p95")),
         "start_delay_ms": summarize(x for r in results for x in r.start_delay_ms),
         "stalls": {"count": sum(r.stalls for r in results), "seconds": round(sum(r.stall_s for r in results), 3)},
+        # director segments of admitted sessions: how many were judged and the share that missed (start
+        # delay over its bound, a stall, or no answer): the figure the admission's stated risk is about
+        "segments": _segments(admitted),
         "stale_frames_after_ack": stale,
         "pts_errors": sum(r.pts_errors for r in results),
         "events": {"sent": sum(r.events_sent for r in results), "skipped": sum(r.events_skipped for r in results)},

@@ -37,6 +37,7 @@ class DirectorParams:
     cut_prob: float = 0.15  # a direction starts a fresh scene (`cut: true`)
     start_spread_s: float = 10.0  # creates spread uniformly over this window
     seed: int = 0
+    detach_prob: float = 0.0  # after a segment the user leaves (`detach`) and comes back to direct again
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,12 @@ def _director_session(key: str, p: DirectorParams, rng: random.Random) -> list[T
             events.append(TraceEvent(t, key, "interrupt", {}))
             t += p.redirect_s
         else:
-            t += p.segment_s + max(p.think_s_min, rng.expovariate(1.0 / p.think_s_mean))
+            think = max(p.think_s_min, rng.expovariate(1.0 / p.think_s_mean))
+            back = t + p.segment_s + think - 0.5
+            if p.detach_prob > 0.0 and think > 1.0 and back < end and rng.random() < p.detach_prob:
+                events += [TraceEvent(t + p.segment_s + 0.2, key, "detach", {}),
+                           TraceEvent(back, key, "attach", {})]
+            t += p.segment_s + think
         cut = rng.random() < p.cut_prob
     events.append(TraceEvent(min(p.duration_s, max(t, end)), key, "close", {}))
     return events
@@ -142,12 +148,20 @@ def _rounded(events: list[TraceEvent]) -> tuple[TraceEvent, ...]:
     return tuple(TraceEvent(round(e.t, 4), e.s, e.ev, e.fields) for e in ordered)
 
 
+def _director_fields(p: DirectorParams) -> dict[str, object]:
+    """The parameters for a header; `detach_prob` only when set (the committed traces predate it)."""
+    fields = asdict(p)
+    if not p.detach_prob:
+        del fields["detach_prob"]
+    return fields
+
+
 def director_trace(p: DirectorParams, name: str | None = None) -> Trace:
     rng = random.Random(p.seed)
     events = [e for i in range(p.sessions) for e in _director_session(f"d{i + 1}", p, rng)]
     desc = (f"{p.sessions} director sessions over {p.duration_s:g} s: {p.segment_s:g} s segments, "
             f"think ~{p.think_s_mean:g} s, interrupts {p.interrupt_prob:.0%}, cuts {p.cut_prob:.0%}")
-    return Trace(_header(name or f"director-{p.sessions}", desc, {"kind": "director", **asdict(p)}),
+    return Trace(_header(name or f"director-{p.sessions}", desc, {"kind": "director", **_director_fields(p)}),
                  _rounded(events))
 
 
@@ -163,5 +177,5 @@ def mixed_trace(director: DirectorParams, game: GameParams, name: str | None = N
     d, g = director_trace(director), game_trace(game)
     total = director.sessions + game.sessions
     desc = f"mixed: {d.header.description}; and {g.header.description}"
-    generator: dict[str, object] = {"kind": "mixed", "director": asdict(director), "game": asdict(game)}
+    generator: dict[str, object] = {"kind": "mixed", "director": _director_fields(director), "game": asdict(game)}
     return Trace(_header(name or f"mixed-{total}", desc, generator), _rounded([*d.events, *g.events]))

@@ -246,3 +246,26 @@ def test_media_before_admission_is_an_error_naming_the_session() -> None:
     meter = SessionMeter("s7", "world", Objectives())
     with pytest.raises(RuntimeError, match="session s7: media arrived before admission"):
         meter.media(0, 0, 4, 0, -1, False, 0.0)
+
+
+def test_each_director_segment_is_judged_once_and_missed_by_a_late_start_a_stall_or_no_answer() -> None:
+    meter = _director()  # start delay bound 1.0 s
+    meter.direct_sent(1, 1.0, 0.0)  # on time: playback starts 0.3 s after the direct, no stall
+    meter.segment_start(1, 1, 0.2)
+    _frames(meter, 0, 16, 0.3, segment=1)
+    meter.segment_end(1, 1, "done", 1.3)
+    meter.direct_sent(2, 1.0, 2.0)  # starts 1.5 s after its direct: over the bound
+    meter.segment_start(2, 2, 3.4)
+    _frames(meter, 16, 16, 3.5, segment=2)
+    meter.segment_end(2, 2, "done", 4.5)
+    meter.direct_sent(3, 1.0, 5.0)  # starts at once, then waits 0.5 s for its ninth frame: a stall
+    meter.segment_start(3, 3, 5.1)
+    _frames(meter, 32, 8, 5.2, segment=3)
+    _frames(meter, 40, 8, 5.2 + 8 / FPS + 0.5, segment=3)
+    meter.segment_end(3, 3, "done", 6.5)
+    meter.direct_sent(4, 1.0, 7.0)  # never answered
+    meter.ended(9.0)
+    r = meter.result
+    assert (r.segments_judged, r.segments_missed, r.stalls, r.directs_unanswered) == (4, 3, 1, 1)
+    assert r.to_json(meter.objectives)["segments"] == {"done": 3, "interrupted": 0, "late": 3, "unanswered": 1,
+                                                      "judged": 4, "missed": 3}
