@@ -170,6 +170,8 @@ def build_parts(
                           "or a config without them")
     if config.fp8_ffn:
         model.quantize_ffn()
+    if config.fp8_proj:
+        model.quantize_projections()
     encoder = _text_encoder(config, device, text_encoder_path, checkpoint)
     text_cache = EmbeddingCache(encoder, config.text_cache_entries)
     rope = model.new_rope(device)

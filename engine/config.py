@@ -88,10 +88,13 @@ class ModelConfig:
     # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
     cache_context_noise: float = 0.0
     # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
-    # the FFN GEMMs in FP8 (lossy); each chunk's K/V written by its last denoise pass instead of a
-    # t=0 cache pass (an approximation, as StreamDiffusionV2; the cache phase then only finishes)
+    # the FFN GEMMs in FP8 (lossy); the q/k/v and cross-attention q projections in FP8 (lossy; their
+    # activations quantized in the norm kernel before each GEMM); each chunk's K/V written by its
+    # last denoise pass instead of a t=0 cache pass (an approximation, as StreamDiffusionV2; the
+    # cache phase then only finishes)
     cuda_graphs: bool = False
     fp8_ffn: bool = False
+    fp8_proj: bool = False
     kv_from_last_pass: bool = False
     mouse_scale: float = 0.01  # accumulated mouse pixels -> action feature units
     tiny_decoder_hidden: int = 32  # hidden width of the tiny decoder (decoder_kind "tiny")

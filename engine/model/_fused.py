@@ -19,10 +19,11 @@ from engine.model.kv_fp8 import to_e4m3
 from engine.model.layers import gate, layer_norm, modulate
 from engine.rope import apply_rope
 
-__all__ = ["BlockKernels", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "post_attention", "pre_attention",
+__all__ = ["BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "post_attention", "pre_attention",
            "quantize_rows"]
 
 Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q scale, k scale, k mean, v scale
+Fp8Linear = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # e4m3 weight (N, K), its scales (1, N), bias (N,)
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
@@ -39,6 +40,7 @@ def pre_attention(
     heads: int,
     eps: float,
     fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale (KVFp8.quant_args): e4m3 outputs
+    qkv_fp8: Fp8Linear | None = None,  # the q, k, v projections as one e4m3 weight (Block.quantize_projections)
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each.
     With `fp8`, q, k (centred) and v come out in e4m3 (engine.model.kv_fp8), quantized in the
@@ -46,10 +48,14 @@ def pre_attention(
     b, length, _ = x.shape
     frames = mod.shape[1]
     h = modulate(layer_norm(x, eps), mod[:, :, 0], mod[:, :, 1], frames).to(wq.dtype)
+    if qkv_fp8 is None:
+        q, k, v = F.linear(h, wq, bq), F.linear(h, wk, bk), F.linear(h, wv, bv)
+    else:  # one e4m3 GEMM for q, k, v; h's row quantization fuses into the norm kernel
+        q, k, v = _scaled_linear(h, *qkv_fp8).chunk(3, dim=-1)
     rope_dtype = None if fp8 is None else torch.float32  # fp32 straight into the e4m3 rounding
-    q = apply_rope(_rms(F.linear(h, wq, bq), gq, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
-    k = apply_rope(_rms(F.linear(h, wk, bk), gk, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
-    v = F.linear(h, wv, bv).view(b, length, heads, -1)
+    q = apply_rope(_rms(q, gq, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
+    k = apply_rope(_rms(k, gk, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
+    v = v.reshape(b, length, heads, -1)
     if fp8 is None:
         return q, k, v
     q_scale, k_scale, k_mean, v_scale = fp8
@@ -69,6 +75,7 @@ def post_attention(
     heads: int,
     eps: float,
     ffn_fp8: Fp8Pair | None = None,  # the FFN weights in e4m3 with row scales (see quantize_rows)
+    cross_q_fp8: Fp8Linear | None = None,  # the cross-attention q projection in e4m3
 ) -> torch.Tensor:
     """o projection + gated residual; norm3 -> cross-attention + residual; norm2 -> modulated FFN +
     gated residual. Returns the new fp32 residual stream. With `ffn_fp8` the FFN's two GEMMs run in
@@ -80,7 +87,8 @@ def post_attention(
     dtype = wo.dtype
     x = x + gate(F.linear(attn.flatten(2), wo, bo), mod[:, :, 2], frames)
     h = F.layer_norm(x, (dim,), n3w.float(), n3b.float(), eps).to(dtype)
-    q = _rms(F.linear(h, cq, cqb), cgq, eps).view(b, length, heads, -1)
+    q = F.linear(h, cq, cqb) if cross_q_fp8 is None else _scaled_linear(h, *cross_q_fp8)
+    q = _rms(q, cgq, eps).view(b, length, heads, -1)
     cross = F.scaled_dot_product_attention(q.transpose(1, 2), ck.transpose(1, 2), cv.transpose(1, 2))
     x = x + F.linear(cross.transpose(1, 2).flatten(2), co, cob).float()
     h = modulate(layer_norm(x, eps), mod[:, :, 3], mod[:, :, 4], frames).to(dtype)

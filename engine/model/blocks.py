@@ -10,7 +10,7 @@ from torch import nn
 
 from engine.attention import AttentionBackend
 from engine.attention_fa3 import Descale
-from engine.model._fused import BlockKernels, Fp8Pair, quantize_rows
+from engine.model._fused import BlockKernels, Fp8Linear, Fp8Pair, quantize_rows
 from engine.model.kv_fp8 import KVFp8
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
@@ -127,6 +127,8 @@ class Block(nn.Module):
         self.modulation = nn.Parameter(torch.randn(1, 6, dim) / dim**0.5)
         self.ffn_fp8: Fp8Pair | None = None  # set by quantize_ffn(): the FFN weights in e4m3
         self.kv_fp8: KVFp8 | None = None  # set by CausalDiT.set_kv_fp8(): q, k, v come out in e4m3
+        self.qkv_fp8: Fp8Linear | None = None  # set by quantize_projections(): q/k/v and cross q GEMMs in e4m3
+        self.cross_q_fp8: Fp8Linear | None = None
 
     @torch.no_grad()
     def quantize_ffn(self) -> None:
@@ -137,6 +139,17 @@ class Block(nn.Module):
         w1, s1 = quantize_rows(first.weight)
         w2, s2 = quantize_rows(second.weight)
         self.ffn_fp8 = (w1, s1.t().contiguous(), w2, s2.t().contiguous())
+
+    @torch.no_grad()
+    def quantize_projections(self) -> None:
+        """Keep e4m3 copies (one scale per output channel, not in the state dict) of the q, k, v
+        weights, as one (3 dim, dim) matrix, and of the cross-attention q weight; those GEMMs then
+        run in FP8, their activations quantized per token inside the norm kernel before them."""
+        sa, cq = self.self_attn, self.cross_attn.q
+        weight, scale = quantize_rows(torch.cat([sa.q.weight, sa.k.weight, sa.v.weight]))
+        self.qkv_fp8 = (weight, scale.t().contiguous(), torch.cat([sa.q.bias, sa.k.bias, sa.v.bias]))
+        weight, scale = quantize_rows(cq.weight)
+        self.cross_q_fp8 = (weight, scale.t().contiguous(), cq.bias)
 
     def cross_kv(self, context: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Cross-attention K, V of prompt embeddings (B, text_len, dim) -> (B, text_len, heads, d)."""
@@ -154,7 +167,7 @@ class Block(nn.Module):
         return mod, kernels.pre(
             x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
             sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
-            fp8=None if self.kv_fp8 is None else self.kv_fp8.quant_args(),
+            fp8=None if self.kv_fp8 is None else self.kv_fp8.quant_args(), qkv_fp8=self.qkv_fp8,
         )
 
     def write_kv(self, x: torch.Tensor, e: torch.Tensor, layer: int, ctx: AttnContext, kernels: BlockKernels) -> None:
@@ -187,7 +200,7 @@ class Block(nn.Module):
             x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,
             ca.q.weight, ca.q.bias, ca.norm_q.weight, ck, cv, ca.o.weight, ca.o.bias,
             ffn[0].weight, ffn[0].bias, ffn[2].weight, ffn[2].bias, self.num_heads, self.eps,
-            ffn_fp8=self.ffn_fp8,
+            ffn_fp8=self.ffn_fp8, cross_q_fp8=self.cross_q_fp8,
         )
 
 

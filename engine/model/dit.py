@@ -55,6 +55,11 @@ class CausalDiT(nn.Module):
         for block in self.blocks:
             cast(Block, block).quantize_ffn()
 
+    def quantize_projections(self) -> None:
+        """Run every block's q/k/v and cross-attention q GEMMs in FP8 (e4m3, row scales): lossy."""
+        for block in self.blocks:
+            cast(Block, block).quantize_projections()
+
     def set_kv_fp8(self, scales: list[KVFp8] | None) -> None:
         """Make self-attention's q, k, v (and so the K/V the cache stores) e4m3 with these fixed
         per-layer scales (engine.model.kv_fp8); None: back to the compute dtype."""

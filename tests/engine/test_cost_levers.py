@@ -134,7 +134,7 @@ def test_world_geometry_configs_are_servable_by_name() -> None:
         name="wan-1.3b-world-preview", decoder_kind="taehv")
     assert catalog.config("wan-1.3b-preview") == wan_13b_config().with_overrides(
         name="wan-1.3b-preview", decoder_kind="taehv")
-    assert not (world.cuda_graphs or world.fp8_ffn or world.kv_from_last_pass)  # every lever off by default
+    assert not (world.cuda_graphs or world.fp8_ffn or world.fp8_proj or world.kv_from_last_pass)  # levers off by default
     try:
         world.with_overrides(window_chunks=0)
     except ConfigError as exc:
@@ -150,3 +150,32 @@ def test_cuda_graphs_config_needs_cuda() -> None:
         assert exc.code == "graphs_need_cuda"
     else:
         raise AssertionError("cuda_graphs on the CPU must be refused")
+
+
+def test_fp8_projections_run_one_scaled_qkv_gemm_and_the_cross_q_gemm_close_to_exact() -> None:
+    exact = make_engine()
+    fp8 = make_variant("tiny-fp8-proj", fp8_proj=True)
+    dim = fp8.config.dim
+    for block in fp8.parts.model.blocks:
+        weight, scale, bias = block.qkv_fp8
+        assert weight.dtype == torch.float8_e4m3fn and weight.shape == (3 * dim, dim)
+        assert scale.shape == (1, 3 * dim) and bias.shape == (3 * dim,)
+        assert block.cross_q_fp8[0].shape == (dim, dim)
+    assert all(block.qkv_fp8 is None and block.cross_q_fp8 is None for block in exact.parts.model.blocks)
+    _, a = _rollout(exact, 2)
+    _, b = _rollout(fp8, 2)
+    for x, y in zip(a, b, strict=True):
+        rel = float((y - x).norm() / x.norm())
+        assert 1e-6 < rel < 0.1, rel
+
+
+def test_graph_path_equals_eager_path_on_fp8_slabs() -> None:
+    eager = make_engine(attention="fp8")
+    graphed = make_engine(attention="fp8")
+    graphed.runner.graphs = PassGraphs(graphed.parts.model, graphed.parts.pool, graphed.parts.attend,
+                                       graphed.parts.rope, rerun_capturer)
+    _, latents_a = _rollout(eager)
+    _, latents_b = _rollout(graphed)
+    for a, b in zip(latents_a, latents_b, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert graphed.runner.graphs.captured == 4 + 1

@@ -16,7 +16,15 @@ from engine.api import Phase, StepItem, StepPlan
 from engine.attention_fa3 import FP8
 from engine.kv.pool import as_bits
 from engine.model.blocks import Block
-from engine.model.kv_fp8 import FP8_MAX, V_HEADROOM, KVFp8, KVFp8Stats, norm_bound_scale, saturated_fraction, to_e4m3
+from engine.model.kv_fp8 import (
+    FP8_MAX,
+    V_HEADROOM,
+    KVFp8,
+    KVFp8Stats,
+    norm_bound_scale,
+    saturated_fraction,
+    to_e4m3,
+)
 from engine.rope import apply_rope
 from tests.engine._helpers import W, make_engine, run_chunk, run_chunks
 
