@@ -25,6 +25,7 @@ import torch
 from engine.attention import AttentionBackend
 from engine.kv import ChunkKVPool
 from engine.kv.gather import gather_slabs, scatter_slabs
+from engine.kv.pool import as_bits
 from engine.model import AttnContext, CausalDiT
 from engine.rope import RopeTable
 
@@ -231,7 +232,7 @@ class PassGraphs:
             for which, current in ((0, k), (1, v)):
                 rows, tokens = current.shape[0], current.shape[1]
                 both = current.new_empty(rows, index.shape[1] + 1, tokens, *current.shape[2:])
-                both[:, 0].copy_(current)
+                as_bits(both[:, 0]).copy_(as_bits(current))
                 gather_slabs(storage[layer, which], index, both, first_slot=1)
                 out.append(both.view(rows, -1, *current.shape[2:]))
             return out[0], out[1]

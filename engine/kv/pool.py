@@ -166,9 +166,10 @@ class ChunkKVPool:
 
     def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
         """In place: slab slabs[i] <- k[i], v[i] (tokens, heads, d) for `layer` (host ids: no sync)."""
+        storage = as_bits(self.storage)
         for row, slab in enumerate(slabs):
-            self.storage[layer, 0, slab].copy_(k[row])
-            self.storage[layer, 1, slab].copy_(v[row])
+            storage[layer, 0, slab].copy_(as_bits(k[row]))
+            storage[layer, 1, slab].copy_(as_bits(v[row]))
 
     # accounting ----------------------------------------------------------------------------
     def stats(self) -> KVStats:

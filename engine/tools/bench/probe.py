@@ -153,7 +153,7 @@ def engine_smoke(report: dict[str, object]) -> None:
     rows = {}
     for name, overrides, attention in (
         ("base", {}, "sdpa"), ("graphs", {"cuda_graphs": True}, "sdpa"),
-        ("graphs_fp8attn", {"cuda_graphs": True}, "fp8"),
+        ("graphs_fp8attn", {"cuda_graphs": True}, "fp8_triton"),
     ):
         model = wan_13b_world_config().with_overrides(name=f"wan-1.3b-probe-{name}", max_batch=1, **overrides)
         start = time.perf_counter()
