@@ -152,7 +152,7 @@ def mixed_batch_profile(model: str, attention: str, device: torch.device) -> dic
     config = catalog.config(model)
     budget = kv_budget(config, FP8 if attention == "fp8" else torch.bfloat16, 4, None)
     engine = Engine.create(model=model, device=str(device), attention=attention, max_batch=3,
-                           kv_budget_bytes=budget, catalog=catalog)
+                           kv_budget_bytes=budget, catalog=catalog, compile="off")  # eager: which kernels, not how fast
     engine.warmup()
     histories = {"a": 0, "b": 1, "c": config.context_chunks}
     for sid, n in histories.items():
