@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime
+import importlib.metadata
+import os
 import platform
 import subprocess
 import sys
@@ -44,13 +46,35 @@ def _git(*args: str) -> str | None:
     return done.stdout.strip()
 
 
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _driver() -> str | None:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.stdout.strip() else None
+
+
 def provenance(device: torch.device, module: str, argv: list[str]) -> dict[str, object]:
-    """Commit, device, date, versions and the command line of this run."""
+    """Commit, device, driver, date, versions (torch, CUDA, cuDNN, Triton, FlashAttention-3) and the
+    command line of this run. A copy of the tree without its .git names its commit in SESSIOND_COMMIT."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = device.type == "cuda"
+    commit = _git("rev-parse", "HEAD")
     return {
-        "git_commit": _git("rev-parse", "HEAD"),
+        "git_commit": commit or os.environ.get("SESSIOND_COMMIT"),
+        "git_commit_from": "git" if commit else ("SESSIOND_COMMIT" if os.environ.get("SESSIOND_COMMIT") else None),
         "git_dirty": None if status is None else bool(status),
+        "driver_version": _driver() if cuda else None,
+        "triton_version": _version("triton"),
+        "fa3_fwd_version": _version("fa3_fwd"),
         "date_utc": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "device": str(device),
         "device_name": torch.cuda.get_device_name(device)
