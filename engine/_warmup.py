@@ -40,7 +40,7 @@ class WarmupTarget(SteppingEngine, Protocol):
 def _choose_attention(engine: WarmupTarget) -> None:
     parts = engine.parts
     c = parts.config
-    if parts.attend.name != "sdpa" or len(available_backends(engine.device, parts.dtype)) < 2:
+    if not parts.attend.auto or len(available_backends(engine.device, parts.dtype)) < 2:
         return
     timings = measure_backends(
         engine.device, parts.dtype, c.tokens_per_chunk, c.tokens_per_chunk * (c.context_chunks + 1),

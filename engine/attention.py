@@ -145,6 +145,7 @@ class AttentionBackend:
     _fn: AttnFn = _sdpa
     _fa3: ModuleType | None = None  # FA3's interface module; None with "fp8" on a CPU (reference)
     _packings: dict[torch.device, PackingCache] = field(default_factory=dict)
+    auto: bool = False  # "auto": warm-up measures the exact backends and keeps the fastest
 
     @classmethod
     def create(cls, choice: str, device: torch.device) -> AttentionBackend:
@@ -169,7 +170,7 @@ class AttentionBackend:
             return cls(name="fp8_triton", _fn=_fp8_triton)
         if choice == "matmul":
             return cls(name="matmul", _fn=_matmul)
-        return cls(name="sdpa")  # "auto" starts as SDPA until measured
+        return cls(name="sdpa", auto=choice == "auto")  # "auto" starts as SDPA until measured
 
     @property
     def fp8(self) -> bool:

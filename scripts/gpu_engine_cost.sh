@@ -31,13 +31,14 @@ case "$mode" in
       --json "$OUT/cost_smoke.json" "$@" 2>&1 | tee "$OUT/cost_smoke_log.txt"
     ;;
   world)
-    timeout 570 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1,2,4 --rounds 3 \
-      --steady-chunks 8 --levers base,fa3,fp8,fp8+graphs --fidelity-seeds 2 --json "$OUT/cost_world.json" \
-      --plot "$OUT/cost_world.png" "$@" 2>&1 | tee "$OUT/cost_world_log.txt"
+    timeout 575 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1,2,4 --rounds 3 \
+      --steady-chunks 8 --levers base,fa3,fa3+graphs,fp8,fp8+graphs,fp8+graphs+fp8_proj --fidelity-seeds 2 \
+      --profile-levers base,fp8,fp8+graphs --json "$OUT/cost_world.json" --plot "$OUT/cost_world.png" "$@" \
+      2>&1 | tee "$OUT/cost_world_log.txt"
     ;;
   serving)
     timeout 570 python3 -m engine.tools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
-      --steady-chunks 8 --levers base,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
+      --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
       "$@" 2>&1 | tee "$OUT/cost_serving_log.txt"
     ;;
   *)

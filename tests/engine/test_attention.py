@@ -91,3 +91,10 @@ def test_cuda_on_a_machine_without_it_is_a_clear_error() -> None:
     with pytest.raises(ConfigError) as info:
         make_engine(device="cuda")
     assert info.value.code == "bad_device"
+
+
+def test_an_explicit_sdpa_is_kept_at_warmup_where_auto_would_measure() -> None:
+    engine = make_engine(attention="sdpa", dtype="bfloat16")  # bf16 on a CPU: "auto" would time matmul
+    engine.warmup()
+    assert (engine.parts.attend.name, engine.parts.attend.auto, engine.parts.attend.timings) == ("sdpa", False, {})
+    assert make_engine(attention="auto").parts.attend.auto

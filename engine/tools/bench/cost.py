@@ -7,7 +7,8 @@ rounds, in one run.
 Workloads: on the serving geometry (`--model`'s sink + window) `global` (fresh sessions, `--chunks`
 chunks, every chunk in context; its first chunk gives the time to first frames) and `serving` (the
 steady state); on the world geometry (`<model>-world` from the catalog, else sink 1 + window 2 chunks)
-`first` (fresh sessions' first chunk: time to first frames) and `world` (the steady state). Steady
+`first` (fresh sessions' first chunk, at the smallest batch: time to first frames) and `world` (the
+steady state). Steady
 rows fill the context untimed, then time `--steady-chunks` chunks per session.
 
 Levers (engine.tools.bench.levers): "base" or parts joined by "+" (fa3, fp8, fp8_triton, graphs,
@@ -26,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -78,7 +80,8 @@ def _run_workloads(args: argparse.Namespace, driver: Driver, geometry: str, leve
             out[f"global/{batch}"] = driver.run_global(batch, args.chunks).summary()
             out[f"serving/{batch}"] = driver.run_rolling(batch, args.steady_chunks).summary()
         else:
-            out[f"first/{batch}"] = driver.run_global(batch, 1).summary()
+            if batch == min(args.batch):  # time to first frames: at the smallest batch only
+                out[f"first/{batch}"] = driver.run_global(batch, 1).summary()
             out[f"world/{batch}"] = driver.run_rolling(batch, args.steady_chunks).summary()
     for key, summary in out.items():
         phases = summary["phases"]
@@ -124,12 +127,13 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, object]:
     _set_recompile_limit()
     catalog = catalog_with_demo()
     levers = [Lever.parse(name) for name in args.levers]
+    profiled = [Lever.parse(name) for name in args.profile_levers]
     results: dict[str, object] = {"provenance": provenance(torch.device(args.device), MODULE, argv),
                                   "levers_asked": args.levers, "rounds_asked": args.rounds}
     geometries = {g: c for g, c in _geometry_models(catalog.config(args.model), catalog).items() if g in args.geometries}
     if not geometries:
         raise ConfigError("no_geometry", f"--geometries {args.geometries} names none of {args.model}'s")
-    precisions = sorted({"bf16", *(lever.precision for lever in levers)})
+    precisions = sorted({"bf16", *(lever.precision for lever in levers + profiled)})
     engines: dict[tuple[str, str], Engine] = {}
     decoders: dict[tuple[str, str], Decoders] = {}
     info: dict[str, object] = {}
@@ -145,6 +149,14 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, object]:
                 "kv_pool_bytes": engine.kv_stats().slab_bytes * engine.kv_stats().slabs_total,
                 "build_and_warmup_s": time.perf_counter() - start}
     results["engines"] = info
+    if args.fidelity_seeds:  # before the rounds: short, and what a run cut short must not lose
+        fidelity_geometry = next(iter(geometries))
+        layers = engines[fidelity_geometry, "bf16"].config.num_layers
+        results["fidelity"] = fidelity(
+            {p: engines[fidelity_geometry, p] for p in precisions}, {p: decoders[fidelity_geometry, p] for p in precisions},
+            levers, args.chunks, list(range(args.fidelity_seeds)), (0, layers // 2, max(0, layers - 2)))
+        results["fidelity_geometry"] = fidelity_geometry
+        _write(args, results)
     rounds: list[dict[str, dict[str, dict[str, object]]]] = []
     results["rounds"] = rounds
     for index in range(args.rounds):
@@ -160,15 +172,38 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, object]:
         results["lever_table"] = lever_table(results["levers"])  # type: ignore[arg-type]
         progress(f"round {index + 1}/{args.rounds} done")
         _write(args, results)
-    if args.fidelity_seeds:
-        fidelity_geometry = next(iter(geometries))
-        layers = engines[fidelity_geometry, "bf16"].config.num_layers
-        results["fidelity"] = fidelity(
-            {p: engines[fidelity_geometry, p] for p in precisions}, {p: decoders[fidelity_geometry, p] for p in precisions},
-            levers, args.chunks, list(range(args.fidelity_seeds)), (0, layers // 2, max(0, layers - 2)))
-        results["fidelity_geometry"] = fidelity_geometry  # type: ignore[index]
+    if args.profile_levers:
+        results["profiles"] = _profiles(args, engines, decoders, catalog, profiled)
     _write(args, results)
     return results
+
+
+def _profiles(args: argparse.Namespace, engines: dict[tuple[str, str], Engine], decoders: dict[tuple[str, str], Decoders],
+              catalog: ModelCatalog, levers: list[Lever]) -> dict[str, object]:
+    """One steady chunk of one session per lever under the profiler (after the context is full and a
+    chunk has run): per phase the GPU's busy and idle time and the busy time by kind of kernel, and
+    the top ops by device time (engine.tools.profile_ops)."""
+    from engine.tools.profile_ops import profile_call
+
+    out: dict[str, object] = {}
+    geometry = "world" if any(g == "world" for g, _ in engines) else "serving"
+    for lever in levers:
+        engine = engines[geometry, lever.precision]
+        apply_lever(engine, lever, decoders[geometry, lever.precision])
+        driver = Driver(engine, Clock(engine.device), catalog)
+        with driver.sessions(1) as ids, tempfile.TemporaryDirectory() as scratch:
+            for _ in range(engine.config.context_chunks + 2):  # full context, then one steady chunk untimed
+                driver.chunk(ids, None)
+            def one_chunk(ids: list[str] = ids, driver: Driver = driver) -> None:
+                driver.chunk(ids, None)
+
+            profile = profile_call(one_chunk, engine.device, Path(scratch) / "ops.txt")
+        gpu_time = profile.get("gpu_time", {})
+        phases = gpu_time.get("phases") if isinstance(gpu_time, dict) else None
+        out[lever.name] = {"geometry": geometry, "gpu_time": phases, "phases": profile.get("phases"),
+                           "top_ops": profile.get("top_ops")}
+        progress(f"profile {lever.name}: {json.dumps(phases, default=str)[:1500]}")
+    return out
 
 
 def _write(args: argparse.Namespace, results: dict[str, object]) -> None:
@@ -225,13 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fidelity-seeds", type=int, default=2)
     parser.add_argument("--kv-budget-gib", type=float, default=None,
                         help="KV pool per engine; default: room for the largest batch and the warm-up session")
+    parser.add_argument("--profile-levers", default="",
+                        help="levers to profile afterwards, one steady chunk each at b=1 (GPU busy/idle per phase)")
     parser.add_argument("--json", required=True)
     parser.add_argument("--plot", default=None)
     args = parser.parse_args(argv)
     args.levers = args.levers.split(",")
+    args.profile_levers = [name for name in args.profile_levers.split(",") if name]
     args.geometries = [g for g in args.geometries.split(",") if g]
     problems = []
-    for name in args.levers:
+    for name in args.levers + args.profile_levers:
         try:
             Lever.parse(name)
         except ValueError as exc:

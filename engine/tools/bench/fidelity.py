@@ -42,6 +42,7 @@ def rollout(engine: Engine, chunks: int, seed: int, capture_at: int | None = Non
         calls[0] += 1
         return original(q, k, v, mask)
 
+    latents: list[torch.Tensor] = []
     try:
         for index in range(chunks):
             engine.begin_chunk("fidelity", [FrameAction(keys=("w",), mouse=(4.0, 0.0))])
@@ -53,8 +54,8 @@ def rollout(engine: Engine, chunks: int, seed: int, capture_at: int | None = Non
                     raise RuntimeError(result.error)
                 if result.chunk is not None:
                     engine.mark_delivered("fidelity", result.chunk_index)
-        state = engine.session("fidelity")
-        latents = [state.records[i].latents.float().cpu() for i in range(chunks)]
+            # read now: a window shorter than the rollout forgets old records
+            latents.append(engine.session("fidelity").records[index].latents.float().cpu())
     finally:
         attend._fn = original
         engine.close_session("fidelity")

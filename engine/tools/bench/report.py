@@ -64,13 +64,15 @@ def _driver() -> str | None:
 
 def provenance(device: torch.device, module: str, argv: list[str]) -> dict[str, object]:
     """Commit, device, driver, date, versions (torch, CUDA, cuDNN, Triton, FlashAttention-3) and the
-    command line of this run. A copy of the tree without its .git names its commit in SESSIOND_COMMIT."""
+    command line of this run. A tree copied without its .git (or into another checkout) names its
+    commit in SESSIOND_COMMIT, which then wins over the checkout's HEAD."""
     status = _git("status", "--porcelain", "--untracked-files=no")
     cuda = device.type == "cuda"
-    commit = _git("rev-parse", "HEAD")
+    commit, named = _git("rev-parse", "HEAD"), os.environ.get("SESSIOND_COMMIT")
     return {
-        "git_commit": commit or os.environ.get("SESSIOND_COMMIT"),
-        "git_commit_from": "git" if commit else ("SESSIOND_COMMIT" if os.environ.get("SESSIOND_COMMIT") else None),
+        "git_commit": named or commit,
+        "git_commit_from": "SESSIOND_COMMIT" if named else ("git" if commit else None),
+        "checkout_git_commit": commit,  # a tree copied into another checkout: that checkout's HEAD
         "git_dirty": None if status is None else bool(status),
         "driver_version": _driver() if cuda else None,
         "triton_version": _version("triton"),

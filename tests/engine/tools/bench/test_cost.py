@@ -148,6 +148,7 @@ def test_levers_run_in_the_order_asked_on_the_geometries_asked(tmp_path: Path) -
     results = json.loads(path.read_text())
     assert list(results["levers"]) == ["graphs", "base"] and "fidelity" not in results
     assert list(results["levers"]["base"]) == ["first/2", "world/2"] and list(results["engines"]) == ["world/bf16"]
+    assert "profiles" not in results
     assert results["levers"]["base"]["world/2"]["batch"] == 2
 
 
@@ -161,3 +162,14 @@ def test_a_bad_option_is_refused_with_what_is_valid(option: list[str], message: 
         main(["--model", "tiny", "--device", "cpu", "--json", "x.json", *option])
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_fidelity_rollout_longer_than_the_window_keeps_every_chunk() -> None:
+    from engine.tools.bench.fidelity import rollout
+    from tests.engine._helpers import make_engine
+
+    engine = make_engine()  # tiny: sink 1 + window 2, so records of early chunks are trimmed
+    latents, captured = rollout(engine, 5, seed=1, capture_at=3, layers=(0,))
+    assert len(latents) == 5 and list(captured) == [0]
+    q, k, _ = captured[0]
+    assert k.shape[1] == 4 * q.shape[1]  # the cache pass of chunk 3: its own keys and 3 context chunks
