@@ -51,9 +51,7 @@ async def test_drain_command_resumes_each_session_at_its_next_frame(
     streams = [await _open(gw) for _ in range(4)]
     try:
         await asyncio.gather(*(s.read(6) for s in streams))
-        draining = fleet.key_of(streams[0].client.session.ws_url)  # type: ignore[union-attr]
-        other = next(k for k in KEYS if k != draining)
-        leaving = [s for s in streams if fleet.key_of(s.client.session.ws_url) == draining]  # type: ignore[union-attr]
+        draining, other, leaving = fleet.split(streams, KEYS)
         assert len(leaving) == 2
         reading = [asyncio.create_task(s.read(10**9)) for s in streams]  # until cancelled below
         await asyncio.sleep(0.3)
