@@ -34,6 +34,7 @@ from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
 from fleet.proxy import forward_offer, refuse_socket, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
+from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
@@ -186,13 +187,16 @@ class Gateway:
 
 
 async def sweep_forever(monitor: FailoverMonitor, every_s: float) -> None:
-    """Failover sweeps until cancelled; a sweep that fails (Redis down) is retried next time."""
+    """Failover sweeps until cancelled (even when the Redis client swallows the cancellation); a
+    sweep that fails (Redis down) is retried next time."""
     while True:
         try:
             report = await monitor.sweep()
         except FleetError as exc:
+            raise_if_cancelled()  # the Redis client turned the cancellation into this error
             logger.warning("failover sweep failed: %s", exc)
         else:
+            raise_if_cancelled()
             if report.moved or report.stranded:
                 logger.info("failover: dead %s, moved %d, raced %d, stranded %d", report.dead, len(report.moved),
                             len(report.raced), len(report.stranded))
@@ -334,9 +338,7 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
             yield
         finally:
             if sweeper is not None:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
+                await stop(sweeper)
             await app.state.http.aclose()
             if runtime is not None:
                 runtime.shutdown()

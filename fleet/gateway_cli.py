@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 
 from fleet.gateway import GatewayConfig, create_gateway_app
 from fleet.runtime import RuntimeConfig
 
-__all__ = ["add_arguments", "add_fleet_arguments", "build_parser", "main", "run", "runtime_of"]
+# on SIGTERM, how long open connections (proxied WebSockets) may take to close before they are cut;
+# the lifespan's own stop is bounded too (`fleet.tasks`), so a gateway always ends soon after
+GRACEFUL_SHUTDOWN_S = 10
+
+__all__ = ["GRACEFUL_SHUTDOWN_S", "add_arguments", "add_fleet_arguments", "build_parser", "main", "run", "runtime_of"]
 
 
 def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
@@ -20,12 +25,27 @@ def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--discovery-dir", default="/tmp/sessiond-discovery",
                    help="file discovery: the directory the host's workers register in")
     p.add_argument("--etcd", default=None, help="etcd discovery: endpoints, e.g. http://10.0.0.5:2379")
-    p.add_argument("--rpc-host", default=None, help="the address the runtime's request plane binds")
+    p.add_argument("--rpc-host", default=None,
+                   help="the address the runtime's listeners bind and advertise, which the workers connect back to "
+                   "with their replies (default: --host when it names one address; for `drain` on file discovery "
+                   "127.0.0.1; else a routable address the runtime picks)")
+
+
+_EVERY_ADDRESS = ("0.0.0.0", "::", "")
 
 
 def runtime_of(args: argparse.Namespace) -> RuntimeConfig:
+    """The runtime's configuration from the flags. Its listeners bind --rpc-host; without it the
+    gateway's --host (unless that is every address, which names none the workers could reach), and
+    on file discovery (one host) loopback: a process never listens where its flags did not say."""
+    host = getattr(args, "host", None)
+    rpc_host = args.rpc_host
+    if rpc_host is None and host is not None and host not in _EVERY_ADDRESS:
+        rpc_host = host
+    if rpc_host is None and args.discovery == "file":
+        rpc_host = "127.0.0.1"
     return RuntimeConfig(discovery=args.discovery, file_dir=args.discovery_dir if args.discovery == "file" else None,
-                         etcd_endpoints=args.etcd, rpc_host=args.rpc_host)
+                         etcd_endpoints=args.etcd, rpc_host=rpc_host)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -52,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT: on `sockets` when given (bound before anything started, as
+    `sessiond gateway` does), else uvicorn binds --host/--port itself."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     runtime = runtime_of(args)
     config = GatewayConfig(redis_url=args.redis, runtime=runtime, web_dir=args.web_dir, max_asks=args.max_asks,
@@ -60,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
                            public_url=args.public_url)
     import uvicorn
 
-    uvicorn.run(create_gateway_app(config), host=args.host, port=args.port, log_level="warning")
-    return 0
+    server = uvicorn.Server(uvicorn.Config(create_gateway_app(config), host=args.host, port=args.port,
+                                           log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
+    server.run(sockets=sockets)
+    return 0 if server.started else 1
 
 
 def main(argv: list[str] | None = None) -> int:

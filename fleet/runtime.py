@@ -15,9 +15,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CONTROL_ENDPOINT", "ControlClient", "RuntimeConfig", "open_runtime", "serve_control"]
+__all__ = ["ADDRESS_VARIABLES", "CONTROL_ENDPOINT", "ControlClient", "RuntimeConfig", "open_runtime", "serve_control"]
 
 CONTROL_ENDPOINT = "control"
+# the runtime's variables for the addresses its servers bind (ai-dynamo-runtime 1.6): the request
+# plane, the response-stream server every caller opens, the system-status server (only with
+# DYN_SYSTEM_PORT), the ZMQ event plane (only when events are published; the fleet publishes none)
+ADDRESS_VARIABLES = ("DYN_TCP_RPC_HOST", "DYN_TCP_RESPONSE_STREAM_HOST", "DYN_SYSTEM_HOST", "DYN_EVENT_PLANE_HOST")
 _DISCOVERY = ("file", "etcd")
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -30,7 +34,11 @@ class RuntimeConfig:
     discovery: str = "file"  # "file" (one host) | "etcd" (many hosts)
     file_dir: str | None = None  # the shared discovery directory for `file`
     etcd_endpoints: str | None = None  # e.g. "http://10.0.0.5:2379" for `etcd`
-    rpc_host: str | None = None  # the address the TCP request plane binds and advertises
+    # the one address every listener of the runtime binds and advertises: the TCP request plane (a
+    # worker's control endpoint), the TCP response streams (a caller's: gateway, drain, a draining
+    # worker), and the system-status and event-plane servers should they be turned on; None: the
+    # runtime picks a routable address of the host itself
+    rpc_host: str | None = None
     namespace: str = "sessiond"
     component: str = "worker"
 
@@ -54,7 +62,7 @@ class RuntimeConfig:
         if self.etcd_endpoints:
             out["ETCD_ENDPOINTS"] = self.etcd_endpoints
         if self.rpc_host:
-            out["DYN_TCP_RPC_HOST"] = self.rpc_host
+            out.update(dict.fromkeys(ADDRESS_VARIABLES, self.rpc_host))
         return out
 
     @property

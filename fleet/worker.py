@@ -24,6 +24,7 @@ from fleet.errors import FleetError, WorkerUnreachable
 from fleet.messages import WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime, serve_control
+from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls
 
 __all__ = ["FleetWorker", "WorkerConfig", "serve_worker", "worker_key"]
@@ -89,7 +90,9 @@ class FleetWorker:
             try:
                 await self.directory.publish(self.record())
             except FleetError as exc:  # the directory is down: keep serving, publish again next second
+                raise_if_cancelled()  # unless the Redis client turned a cancellation into this error
                 logger.warning("capacity not published: %s", exc)
+            raise_if_cancelled()
             await asyncio.sleep(self.config.publish_every_s)
 
     async def move_sessions(self, session_ids: list[str], control: ControlClient) -> None:
@@ -135,9 +138,7 @@ class FleetWorker:
             if moving:
                 await self.move_sessions(moving, await ControlClient.open(runtime, self.config.runtime))
         finally:
-            publisher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await publisher
+            await stop(publisher)
             with contextlib.suppress(FleetError):
                 await self.directory.withdraw(self.config.key)
             try:  # the runtime's own call: bounded, so a stuck discovery cannot keep a drained worker alive

@@ -3,6 +3,7 @@ flags (flags win). Bad values fail here, at construction, naming the option to c
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -13,7 +14,7 @@ from typing import Any
 
 from sessiond.errors import ServeConfigError
 
-__all__ = ["LOG_LEVELS", "ServeConfig"]
+__all__ = ["LOG_LEVELS", "ServeConfig", "config_from_args"]
 
 LOG_LEVELS = ("debug", "info", "warning")
 
@@ -160,3 +161,22 @@ class ServeConfig:
 
     def window_frames(self, fps: int) -> int:
         return max(1, round(self.window_s * fps))
+
+
+_FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
+                 "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
+                 "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
+                 "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
+                 "objective_director_start_delay_p95_s", "objective_director_risk")
+
+
+def config_from_args(args: argparse.Namespace) -> ServeConfig:
+    """Defaults < --config JSON < flags given on the command line."""
+    given: dict[str, Any] = {}
+    for name in _FLAG_OPTIONS:
+        value = getattr(args, name, None)
+        if value is not None and value is not False:
+            given[name] = value
+    if getattr(args, "config", None):
+        return ServeConfig.from_json_file(args.config, given)
+    return ServeConfig.from_mapping(given)

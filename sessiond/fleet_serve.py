@@ -38,7 +38,7 @@ class FleetOptions:
     discovery: str = "file"  # "file" (one host) | "etcd" (many hosts)
     discovery_dir: str = "/tmp/sessiond-discovery"
     etcd: str | None = None
-    rpc_host: str | None = None  # the address the runtime's request plane binds (default: --host)
+    rpc_host: str | None = None  # the address the runtime's listeners bind (default: --host)
     public_url: str | None = None  # the worker's public HTTP base (default http://HOST:PORT)
     worker_key: str | None = None  # default: this host's name / the engine's device
     rack: str = ""
@@ -65,6 +65,11 @@ class FleetOptions:
         return (self.public_url or f"http://{config.host}:{config.port}").rstrip("/")
 
 
+def _one_address(host: str) -> str | None:
+    """--host as the runtime's address; None (the runtime picks a routable one) for every address."""
+    return None if host in ("0.0.0.0", "::", "") else host
+
+
 class _Server(uvicorn.Server):
     """uvicorn without its own signal handlers: the worker owns SIGTERM/SIGINT (drain first)."""
 
@@ -73,10 +78,11 @@ class _Server(uvicorn.Server):
         yield
 
 
-async def _http(server: uvicorn.Server) -> int:
-    """Serve HTTP; the exit status (uvicorn exits when it cannot bind, which a task must not raise)."""
+async def _http(server: uvicorn.Server, sockets: list[socket.socket]) -> int:
+    """Serve HTTP on the bound sockets; the exit status (uvicorn exits when it cannot serve, which a
+    task must not raise)."""
     try:
-        await server.serve()
+        await server.serve(sockets=sockets)
     except SystemExit as exc:
         return int(exc.code or 1) if isinstance(exc.code, int | None) else 1
     return 0
@@ -96,7 +102,7 @@ async def _until_ready(daemon: Daemon, serving: asyncio.Task[int], stop: asyncio
     return True
 
 
-async def _serve(config: ServeConfig, options: FleetOptions) -> int:
+async def _serve(config: ServeConfig, options: FleetOptions, sockets: list[socket.socket]) -> int:
     from fleet.runtime import RuntimeConfig
     from fleet.worker import FleetWorker, WorkerConfig, worker_key
     from sessiond.fleet_daemon import DaemonAdapter
@@ -104,7 +110,7 @@ async def _serve(config: ServeConfig, options: FleetOptions) -> int:
     app = create_app(config)
     daemon: Daemon = app.state.daemon
     server = _Server(uvicorn_config(app, config))
-    serving = asyncio.create_task(_http(server), name="sessiond-http")
+    serving = asyncio.create_task(_http(server, sockets), name="sessiond-http")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -117,7 +123,7 @@ async def _serve(config: ServeConfig, options: FleetOptions) -> int:
         runtime = RuntimeConfig(discovery=options.discovery,
                                 file_dir=options.discovery_dir if options.discovery == "file" else None,
                                 etcd_endpoints=options.etcd,
-                                rpc_host=options.rpc_host or os.environ.get("DYN_TCP_RPC_HOST") or config.host)
+                                rpc_host=options.rpc_host or os.environ.get("DYN_TCP_RPC_HOST") or _one_address(config.host))
         key = options.worker_key or worker_key(daemon.host.info.device, socket.gethostname())
         worker = FleetWorker(DaemonAdapter(daemon), WorkerConfig(
             key=key, base_url=options.base_url(config), redis_url=str(config.redis_url), runtime=runtime,
@@ -138,7 +144,8 @@ async def _serve(config: ServeConfig, options: FleetOptions) -> int:
         await serving
 
 
-def run_fleet_worker(config: ServeConfig, options: FleetOptions) -> int:
-    """Run the daemon as a fleet worker until SIGTERM/SIGINT or a drain; returns the exit status."""
+def run_fleet_worker(config: ServeConfig, options: FleetOptions, sockets: list[socket.socket]) -> int:
+    """Run the daemon as a fleet worker on the bound `sockets` (`sessiond.listen`) until SIGTERM/SIGINT
+    or a drain; returns the exit status."""
     options.check(config)
-    return asyncio.run(_serve(config, options))
+    return asyncio.run(_serve(config, options, sockets))

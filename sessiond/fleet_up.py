@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,20 +81,35 @@ def run(args: argparse.Namespace) -> int:
         return 2
     fleet = plan(args, gpus, socket.gethostname())
     os.makedirs(args.discovery_dir, exist_ok=True)
-    procs = [subprocess.Popen(argv) for argv in fleet.workers]
-    procs.append(subprocess.Popen(fleet.gateway))
+    names = [f"worker on port {args.worker_port + i}" for i in range(len(fleet.workers))] + \
+        [f"gateway on port {args.port}"]
+    procs = [subprocess.Popen(argv) for argv in [*fleet.workers, fleet.gateway]]
     print(f"sessiond fleet-up: {len(fleet.workers)} workers, gateway on http://{args.host}:{args.port}/", flush=True)
 
-    def forward(signum: int, _frame: Any) -> None:
+    def stop_all() -> None:
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
 
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: stop_all())
+    signal.signal(signal.SIGINT, lambda _signum, _frame: stop_all())
+    return _wait(procs, names, stop_all)
+
+
+def _wait(procs: list[subprocess.Popen[bytes]], names: list[str], stop_all: Callable[[], None]) -> int:
+    """Wait for every child; the first that fails (its port taken, a bad option) stops the others:
+    a fleet with a part missing is not left running. The exit status is the first failure's."""
     status = 0
+    reported: set[int] = set()
     while any(proc.poll() is None for proc in procs):
+        for i, proc in enumerate(procs):
+            code = proc.poll()
+            if code is not None and i not in reported:
+                reported.add(i)
+                if code != 0 and status == 0:
+                    status = code
+                    print(f"sessiond fleet-up: the {names[i]} exited with status {code}; stopping the others",
+                          file=sys.stderr, flush=True)
+                    stop_all()
         time.sleep(0.2)
-    for proc in procs:
-        status = status or (proc.returncode or 0)
-    return status
+    return status or next((proc.returncode for proc in procs if proc.returncode), 0)

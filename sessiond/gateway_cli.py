@@ -23,6 +23,14 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessiond.errors import ServeConfigError
+    from sessiond.listen import bind_listeners
+
+    try:  # bound before the runtime, Redis or the sweeper start: a taken port ends this at once
+        sockets = bind_listeners(args.host, args.port)
+    except ServeConfigError as exc:
+        print(f"sessiond gateway: {exc}", flush=True)
+        return 2
     from fleet.gateway_cli import run as run_gateway
 
-    return run_gateway(args)
+    return run_gateway(args, sockets)

@@ -3,8 +3,8 @@ here while their durable records and continuation snapshots stay in the shared s
 that takes over resumes them with pts continuing.
 
 `hand_off` freezes sessions: nothing more is generated or sent, unsent frames are dropped (so the
-stored pts position is exactly what the viewer got), the engine state is snapshotted and freed, and
-the record and snapshot are written to the store before it returns. The connection stays open until
+stored pts position, the record's and the durable one alike, is exactly what the viewer got), the
+engine state is snapshotted and freed, and the record and snapshot are written to the store before it returns. The connection stays open until
 `let_go` tells the viewer where the session went (`moved`) and ends it. `drop_duplicate` lets go of
 a session this daemon resumed but does not own (another daemon won it): it writes nothing.
 `checkpoint` queues a continuation snapshot of every generating session: a fleet worker does it every
@@ -50,6 +50,12 @@ async def hand_off(daemon: Daemon, session_ids: list[str]) -> list[str]:
         if session.id in snapshots:
             await daemon.store.put_snapshot(session.id, snapshots[session.id])
         await daemon.store.put_session(SessionRecord.from_json(session.record.to_json()))
+        # the durable position was reserved up to the end of the chunk handed out; the frames of it
+        # not sent were dropped, so the position comes back to exactly what left: the next daemon
+        # resumes at the next undelivered frame whichever way it resumes (a control call, or a
+        # viewer's connect, which reads the position)
+        await daemon.positions.close(session.id)
+        await daemon.store.put_position(session.id, session.record.frames_sent)
         log_event("handed_off", session.id, frames_sent=session.record.frames_sent,
                   snapshot=session.id in snapshots)
     return ids

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import socket
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sessiond.config import ServeConfig
 
 __all__ = ["add_parser", "run"]
 
@@ -85,27 +89,30 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessiond.config import config_from_args
     from sessiond.errors import ServeConfigError
+    from sessiond.listen import bind_listeners
 
     try:
+        config = config_from_args(args)
+        # bound before the engine, the runtime or anything slow starts: a taken port ends this at once
+        sockets = bind_listeners(config.host, config.port)
         if args.fleet:
-            return _fleet(args)
+            return _fleet(args, config, sockets)
         from sessiond.server import serve
 
-        return serve(args)
+        return serve(config, sockets)
     except ServeConfigError as exc:
-        print(f"sessiond serve: {exc}")
+        print(f"sessiond serve: {exc}", flush=True)
         return 2
 
 
-def _fleet(args: argparse.Namespace) -> int:
+def _fleet(args: argparse.Namespace, config: ServeConfig, sockets: list[socket.socket]) -> int:
     from sessiond.fleet_serve import FleetOptions, run_fleet_worker
     from sessiond.logs import configure_logging
-    from sessiond.server import config_from_args
 
-    config = config_from_args(args)
     configure_logging(config.log_json, config.log_level)
     options = FleetOptions(discovery=args.discovery, discovery_dir=args.discovery_dir, etcd=args.etcd,
                            rpc_host=args.rpc_host, public_url=args.public_url, worker_key=args.worker_key,
                            rack=args.rack, checkpoint_s=args.checkpoint_s)
-    return run_fleet_worker(config, options)
+    return run_fleet_worker(config, options, sockets)

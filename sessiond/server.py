@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
+import socket
 from typing import Any
 
 import uvicorn
 
 from sessiond.app import create_app
-from sessiond.config import ServeConfig
+from sessiond.config import ServeConfig, config_from_args
 from sessiond.logs import configure_logging, redact_server_logs
 
 __all__ = ["config_from_args", "serve", "uvicorn_config"]
@@ -19,25 +19,6 @@ logger = logging.getLogger(__name__)
 # on SIGTERM, how long uvicorn waits for open connections (a viewer that never closes its WebSocket,
 # a proxy's idle one) before it cancels them and runs the app's shutdown: a stop must not hang
 GRACEFUL_SHUTDOWN_S = 10
-
-_FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
-                 "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
-                 "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
-                 "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
-                 "objective_director_start_delay_p95_s", "objective_director_risk")
-
-
-def config_from_args(args: argparse.Namespace) -> ServeConfig:
-    """Defaults < --config JSON < flags given on the command line."""
-    given: dict[str, Any] = {}
-    for name in _FLAG_OPTIONS:
-        value = getattr(args, name, None)
-        if value is not None and value is not False:
-            given[name] = value
-    if getattr(args, "config", None):
-        return ServeConfig.from_json_file(args.config, given)
-    return ServeConfig.from_mapping(given)
-
 
 def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.Config:
     """The server's settings; also redacts tokens on the server's loggers (their lines carry URLs)."""
@@ -49,11 +30,11 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
                           access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **overrides)  # access lines would carry ?token= query strings
 
 
-def serve(args: argparse.Namespace) -> int:
-    config = config_from_args(args)
+def serve(config: ServeConfig, sockets: list[socket.socket]) -> int:
+    """Serve on `sockets` (bound by `sessiond.listen` before the app starts) until SIGTERM/SIGINT."""
     configure_logging(config.log_json, config.log_level)
     logger.info("starting sessiond on http://%s:%d (model %s, store %s)", config.host, config.port, config.model,
                 "redis" if config.redis_url else "memory")
     server = uvicorn.Server(uvicorn_config(create_app(config), config))
-    server.run()
+    server.run(sockets=sockets)
     return 0

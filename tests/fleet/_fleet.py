@@ -74,6 +74,13 @@ class Fleet:
         port = int(ws_url.split("/")[2].split(":")[1])
         return next(k for k, p in self.ports.items() if p == port)
 
+    def split(self, streams: list[Stream], keys: list[str]) -> tuple[str, str, list[Stream]]:
+        """Two workers' streams: the worker of the first stream (to drain), the other, and the
+        streams on the first."""
+        draining = self.key_of(streams[0].client.session.ws_url)  # type: ignore[union-attr]
+        other = next(k for k in keys if k != draining)
+        return draining, other, [s for s in streams if self.key_of(s.client.session.ws_url) == draining]  # type: ignore[union-attr]
+
 
 async def until(predicate: Callable[[], Awaitable[bool]], timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s

@@ -148,9 +148,7 @@ async def test_drain_moves_every_session_viewers_follow_and_bindings_survive_red
     streams = [await _open(gw) for _ in range(4)]
     try:
         await asyncio.gather(*(s.read(6) for s in streams))
-        draining = fleet.key_of(streams[0].client.session.ws_url)  # type: ignore[union-attr]
-        other = next(k for k in keys if k != draining)
-        leaving = [s for s in streams if fleet.key_of(s.client.session.ws_url) == draining]  # type: ignore[union-attr]
+        draining, other, leaving = fleet.split(streams, keys)
         assert len(leaving) == 2
         reading = [asyncio.create_task(s.read(len(s.frames) + 24)) for s in streams]
         await asyncio.sleep(0.3)
