@@ -4,6 +4,7 @@
 #                                               # one quick round of every lever at b=1 with fidelity
 #     bash scripts/gpu_engine_cost.sh world     # the levers in 3 alternating rounds at b=1,2,4, fidelity
 #     bash scripts/gpu_engine_cost.sh serving   # the 7-chunk serving window with the Wan VAE, b=1
+#     bash scripts/gpu_engine_cost.sh diag      # where FP8's error comes from, GPU busy/idle per lever, serving
 # Extra arguments go to the cost benchmark (e.g. --levers ...). Each step has its own time limit, so
 # one that hangs leaves the others their time; every step writes as it goes.
 set -u -o pipefail
@@ -35,6 +36,14 @@ case "$mode" in
       --steady-chunks 8 --levers base,fa3,fa3+graphs,fp8,fp8+graphs,fp8+graphs+fp8_proj --fidelity-seeds 2 \
       --profile-levers base,fp8,fp8+graphs --json "$OUT/cost_world.json" --plot "$OUT/cost_world.png" "$@" \
       2>&1 | tee "$OUT/cost_world_log.txt"
+    ;;
+  diag)  # FP8 error sources on the model's own q/k/v, GPU busy/idle of one steady chunk per lever, then serving
+    timeout 200 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1 --rounds 1 \
+      --steady-chunks 2 --chunks 4 --levers base,fp8 --fidelity-seeds 1 --profile-levers base,fa3,fp8,fp8+graphs \
+      --json "$OUT/cost_diag.json" 2>&1 | tee "$OUT/cost_diag_log.txt"
+    timeout 330 python3 -m engine.tools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
+      --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
+      2>&1 | tee "$OUT/cost_serving_log.txt"
     ;;
   serving)
     timeout 570 python3 -m engine.tools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \

@@ -13,10 +13,10 @@ import torch.nn.functional as F
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
 from engine.attention import AttentionBackend
-from engine.attention_fa3 import fa3_attention, fa3_module
+from engine.attention_fa3 import Descale, fa3_attention, fa3_module, reference_attention
 from engine.engine import Engine
 from engine.model.blocks import Block
-from engine.model.kv_fp8 import saturated_fraction, to_e4m3
+from engine.model.kv_fp8 import FP8_MAX, saturated_fraction, to_e4m3
 from engine.tools.bench.levers import Decoders, Lever, apply_lever
 from engine.tools.bench.stats import progress
 
@@ -68,6 +68,14 @@ def compare(exact: list[torch.Tensor], other: list[torch.Tensor]) -> dict[str, l
     return {"rel_l2_per_chunk": rel, "cosine_per_chunk": cos}
 
 
+def _fitted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Descale]:
+    """e4m3 q, k, v with per-head scales from these tensors' own peaks, k centred by its own mean."""
+    mean = k.float().mean(dim=(0, 1))
+    qs, ks, vs = (x.float().abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX for x in (q, k.float() - mean, v))
+    return to_e4m3(q, qs), to_e4m3(k, ks, mean), to_e4m3(v, vs), Descale(qs, ks, vs)
+
+
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
@@ -96,8 +104,22 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         out["fp8_saturated"] = {"q": saturated_fraction(q, s.q_scale), "k": saturated_fraction(k, s.k_scale, s.k_mean),
                                 "v": saturated_fraction(v, s.v_scale)}
         attend: AttentionBackend = fp8_engine.parts.attend
-        kernels["fp8"] = lambda: attend(to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean),
-                                        to_e4m3(v, s.v_scale), None, s.descale)
+        static = (to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean), to_e4m3(v, s.v_scale))
+        kernels["fp8"] = lambda: attend(*static, None, s.descale)
+        # where the error comes from: the same e4m3 inputs attended exactly; scales fitted to these
+        # very tensors (per-head peaks, this call's mean key); the fixed scales without the mean
+        kernels["fp8_inputs_exact_attention"] = lambda: reference_attention(*static, s.descale)
+        tight = _fitted(q, k, v)
+        kernels["fp8_fitted_scales"] = lambda: attend(*tight[:3], None, tight[3])
+        kernels["fp8_fitted_scales_exact_attention"] = lambda: reference_attention(*tight)
+        kernels["fp8_without_mean"] = lambda: attend(to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale), static[2], None,
+                                                     s.descale)
+        mean = k.float().mean(dim=(0, 1))
+        out["k_mean_norm_over_residual_rms"] = float(
+            (mean.norm(dim=-1) / (k.float() - mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
+        out["k_calibrated_mean_vs_this_mean_rel"] = float((s.k_mean - mean).norm() / mean.norm().clamp_min(1e-12))
+        out["peaks_over_scale_x448"] = {name: float((x.float().abs().amax(dim=(0, 1, 3)) / sc).median())
+                                        for name, x, sc in (("q", q, s.q_scale), ("k", k, s.k_scale), ("v", v, s.v_scale))}
     for name, run in kernels.items():
         out[name] = _rel(run(), ref)
     return out
