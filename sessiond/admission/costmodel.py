@@ -2,16 +2,23 @@
 
 Items: a batched ``denoise`` step, a ``cache`` pass, a ``decode`` (keyed by batch size and a
 context bucket), and an ``offload`` / ``restore`` of one session's KV. Values come from a
-start-up profile (:func:`sessiond.admission.calibrate.calibrate`) and are corrected online from
-the engine's measured step times with an EWMA per bucket. The running relative error of each
-prediction against the next measurement is kept, so the model states how far to trust it.
+start-up profile (:func:`sessiond.admission.calibrate.calibrate`): each bucket takes the lower
+quartile of its samples (a neighbour on a shared machine only ever slows a sample, so the low
+quartile of many is what repeats from start to start; the margin absorbs the rest). They are
+corrected online from the engine's measured step times with an EWMA per bucket; a correction
+fades back to the profile with `half_life_s` once its bucket stops being measured, and
+`settle()` drops it. Contexts are filed under what the model attends: a chunk index past the
+attention window (`context_chunks`, sink + window) costs what the full window costs, so a long
+session never opens buckets of its own. The running relative error of each prediction against
+the next measurement is kept, so the model states how far to trust it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.api import ModelInfo, StepResult
@@ -38,21 +45,45 @@ class CostKey:
         return f"{self.item}/b{self.batch}/c{self.context}"
 
 
+def _quantile(samples: list[float], q: float) -> float:
+    """The q-quantile of `samples`, linear between order statistics (q=0.25: the lower quartile)."""
+    ordered = sorted(samples)
+    pos = (len(ordered) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
 @dataclass
 class _Entry:
-    seconds: float
     samples: int
-    calibration: list[float] = field(default_factory=list)  # profile samples; their median seeds `seconds`
+    calibration: list[float] = field(default_factory=list)  # profile samples; their lower quartile is the base
+    online: float | None = None  # EWMA of online measurements (None: none since the last settle)
+    online_at: float = 0.0  # when `online` last moved
+
+    @property
+    def base(self) -> float | None:
+        return _quantile(self.calibration, 0.25) if self.calibration else None
 
 
 class CostModel:
-    """Seconds per item from calibration plus EWMA correction (``alpha`` weights the newest sample)."""
+    """Seconds per item from calibration plus EWMA correction (``alpha`` weights the newest sample).
+    ``context_chunks``: the chunks the model attends (sink + window); None files every context under
+    its own bucket. ``half_life_s``: how fast an online correction fades once not measured."""
 
-    def __init__(self, info: ModelInfo, *, alpha: float = 0.2) -> None:
+    def __init__(self, info: ModelInfo, *, alpha: float = 0.2, context_chunks: int | None = None,
+                 half_life_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         if not 0.0 < alpha <= 1.0:
             raise CostModelError("invalid_sample", f"alpha must be in (0, 1], got {alpha}")
+        if context_chunks is not None and context_chunks < 0:
+            raise CostModelError("invalid_sample", f"context_chunks must be >= 0, got {context_chunks}")
+        if half_life_s <= 0:
+            raise CostModelError("invalid_sample", f"half_life_s must be > 0, got {half_life_s}")
         self.info = info
         self.alpha = alpha
+        self.context_chunks = context_chunks
+        self.half_life_s = half_life_s
+        self._clock = clock
         self._table: dict[CostKey, _Entry] = {}
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
@@ -66,31 +97,46 @@ class CostModel:
         return all(any(k.item == item for k in self._table) for item in CHUNK_ITEMS)
 
     def record(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
-        """A calibration sample: the bucket holds the median of its calibration samples (robust to a
-        noisy neighbour on a shared machine)."""
+        """A calibration sample: the bucket's base is the lower quartile of its calibration samples
+        (robust to a noisy neighbour on a shared machine, which only ever slows a sample)."""
         key = self._key(item, batch, context_chunks, seconds)
-        entry = self._table.setdefault(key, _Entry(seconds, 0))
+        entry = self._table.setdefault(key, _Entry(0))
         entry.calibration.append(seconds)
         entry.samples += 1
-        entry.seconds = statistics.median(entry.calibration)
 
     def settle(self) -> int:
-        """Back to the start-up profile: every bucket the profile measured takes its median again
-        (online corrections dropped); returns how many moved. For an engine with nothing open: its
-        steps were measured beside the sessions that ran and whatever else shared the machine (a
-        browser decoding on the same cores raised the demo model's world cost from 0.74 to 0.87
-        engine s per media s on the 2-core box, over the 0.85 budget), and nothing idle would ever
-        correct that, so the next lone session would be refused as if it could never fit."""
+        """Back to the start-up profile: every online correction is dropped, and buckets only the
+        online measurements ever filled are forgotten; returns how many buckets changed. For an
+        engine with nothing open: its steps were measured beside the sessions that ran and whatever
+        else shared the machine (a browser decoding on the same cores raised the demo model's world
+        cost from 0.74 to 0.87 engine s per media s on the 2-core box, over the 0.85 budget), and
+        nothing idle would ever correct that, so the next lone session would be refused as if it
+        could never fit."""
         moved = 0
-        for entry in self._table.values():
-            if entry.calibration:
-                median = statistics.median(entry.calibration)
-                moved += entry.seconds != median
-                entry.seconds = median
+        for key, entry in list(self._table.items()):
+            if not entry.calibration:
+                del self._table[key]
+                moved += 1
+            elif entry.online is not None:
+                moved += entry.online != entry.base
+                entry.online = None
         return moved
 
+    def seconds(self, key: CostKey) -> float:
+        """The bucket's value now: its profile base, plus its online correction faded by age."""
+        entry = self._table[key]
+        base = entry.base
+        if entry.online is None:
+            assert base is not None  # an entry is created by record() or with an online value
+            return base
+        if base is None:
+            return entry.online
+        age = max(0.0, self._clock() - entry.online_at)
+        return base + (entry.online - base) * 0.5 ** (age / self.half_life_s)
+
     def observe(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
-        """An online measurement: tracks the prediction error, then moves the bucket by EWMA."""
+        """An online measurement: tracks the prediction error, then moves the bucket by EWMA (from
+        its current, possibly faded, value)."""
         key = self._key(item, batch, context_chunks, seconds)
         if self._has(item):
             predicted = self.predict(item, batch, context_chunks)
@@ -99,11 +145,14 @@ class CostModel:
             self._error[item] = rel if prev is None else prev + self.alpha * (rel - prev)
         self._observed[item] = self._observed.get(item, 0) + 1
         entry = self._table.get(key)
+        now = self._clock()
         if entry is None:
-            self._table[key] = _Entry(seconds, 1)
+            self._table[key] = _Entry(1, online=seconds, online_at=now)
         else:
+            current = self.seconds(key)
             entry.samples += 1
-            entry.seconds += self.alpha * (seconds - entry.seconds)
+            entry.online = current + self.alpha * (seconds - current)
+            entry.online_at = now
 
     def observe_step(self, result: StepResult) -> None:
         """Feed one engine StepResult: its measured seconds per phase at its batch sizes; the context
@@ -129,7 +178,7 @@ class CostModel:
             raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
         want = context_bucket(context_chunks)
         ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
-        points = sorted((k.batch, e.seconds) for k, e in self._table.items() if k.item == item and k.context == ctx)
+        points = sorted((k.batch, self.seconds(k)) for k in self._table if k.item == item and k.context == ctx)
         return _interpolate(points, batch)
 
     def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
@@ -138,8 +187,28 @@ class CostModel:
                 + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
 
     def steady_context(self) -> int:
-        """The largest context measured: admission plans for sessions in their steady state."""
+        """The context of a session in its steady state, which admission plans for: the full
+        attention window when the model states it, else the largest context measured."""
+        if self.context_chunks is not None:
+            return context_bucket(self.context_chunks)
         return max((k.context for k in self._table if k.item == "denoise"), default=0)
+
+    def spread(self, batch: int = 1) -> tuple[float, float] | None:
+        """The profile's uncertainty about the steady cost rate at `batch`: the cost rate from every
+        profiled bucket's lower quartile and from its upper quartile (None: a chunk item of that
+        steady bucket was not profiled at this batch)."""
+        ctx = self.steady_context()
+        rates = []
+        for q in (0.25, 0.75):
+            parts = {}
+            for item in CHUNK_ITEMS:
+                entry = self._table.get(CostKey(item, batch, ctx))
+                if entry is None or not entry.calibration:
+                    return None
+                parts[item] = _quantile(entry.calibration, q)
+            chunk = self.info.denoise_steps * parts["denoise"] + parts["cache"] + parts["decode"]
+            rates.append(chunk / (batch * self.chunk_media_s))
+        return rates[0], rates[1]
 
     def cost_rate(self, batch: int = 1, context_chunks: int | None = None) -> float:
         """GPU seconds per media second for one session when `batch` sessions are generated together."""
@@ -159,8 +228,13 @@ class CostModel:
             "chunk_media_s": self.chunk_media_s,
             "denoise_steps": self.info.denoise_steps,
             "alpha": self.alpha,
-            "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": e.seconds,
+            "context_chunks": self.context_chunks,
+            "steady_context": self.steady_context(),
+            "half_life_s": self.half_life_s,
+            "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": self.seconds(k),
                        "samples": e.samples} for k, e in sorted(self._table.items(), key=lambda kv: kv[0].label())],
+            "profile_spread": {str(b): list(r) for b in range(1, max_batch + 1)
+                               if (r := self.spread(b)) is not None},
             "cost_rate": {str(b): self.cost_rate(b) for b in range(1, max_batch + 1)} if ready else {},
             "chunk_seconds": {str(b): self.predict_chunk(b, self.steady_context())
                               for b in range(1, max_batch + 1)} if ready else {},
@@ -177,6 +251,8 @@ class CostModel:
         if batch < 1 or not math.isfinite(seconds) or seconds < 0:
             raise CostModelError("invalid_sample", f"{item}: batch must be >= 1 and seconds finite and >= 0, "
                                  f"got batch={batch} seconds={seconds}")
+        if self.context_chunks is not None:
+            context_chunks = min(context_chunks, self.context_chunks)  # the model attends no further back
         return CostKey(item, batch, context_bucket(context_chunks))
 
 

@@ -33,9 +33,11 @@ class _Host:
         return _kv(self._slabs_free)
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
-                        time_budget_s: float | None) -> CostModel:
+                        time_budget_s: float | None, context_chunks: int | None = None,
+                        steady_chunks: int = 0) -> CostModel:
         self.profiles.append({"batches": tuple(batches), "chunks": chunks, "rounds": rounds,
-                              "time_budget_s": time_budget_s})
+                              "time_budget_s": time_budget_s, "context_chunks": context_chunks,
+                              "steady_chunks": steady_chunks})
         return known_cost(0.5)
 
 
@@ -50,8 +52,10 @@ async def test_a_cost_model_policy_is_profiled_within_the_pool_and_the_budget() 
     host = _Host(slabs_free=6)  # 3 sessions fit: batches 1, 2 and 3 (max_batch 8)
     config = ServeConfig(model="tiny", policy="fifo", calibration_budget_s=12.0)
     runtime = await build_admission(config, host, CollectorRegistry(), lambda: None)
-    # 3 context chunks: the profile runs 4 chunks, so the last one attends to a full context (the steady cost)
-    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 4, "rounds": 1, "time_budget_s": 12.0}]
+    # 3 context chunks: the profile runs 4 chunks, so the last one attends to a full context (the steady
+    # cost), then 12 more at batch 1 (12 / b at batch b) at that full context, filed under it
+    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 4, "rounds": 1, "time_budget_s": 12.0,
+                              "context_chunks": 3, "steady_chunks": 12}]
     assert isinstance(runtime.policy, FifoPolicy) and runtime.measured is runtime.policy
     assert runtime.scheduling == "fifo"
     snapshot = runtime.policy.snapshot(0.0)
