@@ -18,6 +18,7 @@ from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.admission.summary import summarize
 from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
 from sessiond.engine_host import EngineHost
@@ -136,6 +137,9 @@ class Daemon:
         self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
         logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.host.info.device,
                     time.monotonic() - started)
+        summary = summarize(self.admission.policy, time.monotonic())
+        if summary is not None:
+            logger.info("%s", summary.statement)
 
     async def stop(self) -> None:
         """Cancel and await every task, snapshot live sessions, flush the store, stop the engine thread."""
@@ -272,6 +276,9 @@ class Daemon:
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
                                       reason=decision.reason).inc()
         if not decision.admitted:
+            log_event("refused", session_id, mode=mode, kind=kind, reason=decision.reason,
+                      load=round(decision.predicted_load, 3), budget=round(decision.load_budget, 3),
+                      retry_after_s=decision.retry_after_s, detail=repr(decision.detail))
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
                           decision.retry_after_s, decision.reason)
 

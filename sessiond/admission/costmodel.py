@@ -28,6 +28,7 @@ __all__ = ["CHUNK_ITEMS", "ITEMS", "CostKey", "CostModel", "context_bucket"]
 
 CHUNK_ITEMS = ("denoise", "cache", "decode")
 ITEMS = (*CHUNK_ITEMS, "offload", "restore")
+_MEMO_S = 0.25
 
 
 def context_bucket(chunks: int) -> int:
@@ -60,10 +61,7 @@ class _Entry:
     calibration: list[float] = field(default_factory=list)  # profile samples; their lower quartile is the base
     online: float | None = None  # EWMA of online measurements (None: none since the last settle)
     online_at: float = 0.0  # when `online` last moved
-
-    @property
-    def base(self) -> float | None:
-        return _quantile(self.calibration, 0.25) if self.calibration else None
+    base: float | None = None  # the lower quartile of `calibration` (None: no profile sample)
 
 
 class CostModel:
@@ -85,6 +83,9 @@ class CostModel:
         self.half_life_s = half_life_s
         self._clock = clock
         self._table: dict[CostKey, _Entry] = {}
+        self._index: dict[str, dict[int, dict[int, CostKey]]] = {}  # item -> context -> batch -> key
+        self._memo: dict[tuple[int, int], float] = {}  # (batch, context bucket) -> predict_chunk
+        self._memo_at = float("-inf")
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
 
@@ -94,15 +95,17 @@ class CostModel:
         return self.info.frames_per_chunk / self.info.fps
 
     def calibrated(self) -> bool:
-        return all(any(k.item == item for k in self._table) for item in CHUNK_ITEMS)
+        return all(self._has(item) for item in CHUNK_ITEMS)
 
     def record(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
         """A calibration sample: the bucket's base is the lower quartile of its calibration samples
         (robust to a noisy neighbour on a shared machine, which only ever slows a sample)."""
         key = self._key(item, batch, context_chunks, seconds)
-        entry = self._table.setdefault(key, _Entry(0))
+        entry = self._table.get(key) or self._add(key, _Entry(0))
+        self._memo.clear()
         entry.calibration.append(seconds)
         entry.samples += 1
+        entry.base = _quantile(entry.calibration, 0.25)
 
     def settle(self) -> int:
         """Back to the start-up profile: every online correction is dropped, and buckets only the
@@ -112,10 +115,14 @@ class CostModel:
         cost from 0.74 to 0.87 engine s per media s on the 2-core box, over the 0.85 budget), and
         nothing idle would ever correct that, so the next lone session would be refused as if it
         could never fit."""
+        self._memo.clear()
         moved = 0
         for key, entry in list(self._table.items()):
             if not entry.calibration:
                 del self._table[key]
+                del self._index[key.item][key.context][key.batch]
+                if not self._index[key.item][key.context]:
+                    del self._index[key.item][key.context]
                 moved += 1
             elif entry.online is not None:
                 moved += entry.online != entry.base
@@ -147,9 +154,10 @@ class CostModel:
         entry = self._table.get(key)
         now = self._clock()
         if entry is None:
-            self._table[key] = _Entry(1, online=seconds, online_at=now)
+            self._add(key, _Entry(1, online=seconds, online_at=now))
         else:
             current = self.seconds(key)
+            self._memo.clear()
             entry.samples += 1
             entry.online = current + self.alpha * (seconds - current)
             entry.online_at = now
@@ -173,25 +181,36 @@ class CostModel:
             raise CostModelError("invalid_sample", f"unknown item {item!r}; expected one of {list(ITEMS)}")
         if batch < 1:
             raise CostModelError("invalid_sample", f"batch must be >= 1, got {batch}")
-        contexts = sorted({k.context for k in self._table if k.item == item})
+        contexts = self._index.get(item)
         if not contexts:
             raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
         want = context_bucket(context_chunks)
         ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
-        points = sorted((k.batch, self.seconds(k)) for k in self._table if k.item == item and k.context == ctx)
+        points = sorted((b, self.seconds(k)) for b, k in contexts[ctx].items())
         return _interpolate(points, batch)
 
     def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
-        """GPU seconds to make one chunk for `batch` sessions together (all its phases)."""
-        return (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
-                + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+        """GPU seconds to make one chunk for `batch` sessions together (all its phases). Remembered
+        until the table changes or `_MEMO_S` passes (a correction fades far slower than that): one
+        admission answer asks for the same few values thousands of times."""
+        now = self._clock()
+        if now - self._memo_at > _MEMO_S:
+            self._memo.clear()
+            self._memo_at = now
+        key = (batch, context_bucket(context_chunks))
+        value = self._memo.get(key)
+        if value is None:
+            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
+                     + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+            self._memo[key] = value
+        return value
 
     def steady_context(self) -> int:
         """The context of a session in its steady state, which admission plans for: the full
         attention window when the model states it, else the largest context measured."""
         if self.context_chunks is not None:
             return context_bucket(self.context_chunks)
-        return max((k.context for k in self._table if k.item == "denoise"), default=0)
+        return max(self._index.get("denoise", {}), default=0)
 
     def spread(self, batch: int = 1) -> tuple[float, float] | None:
         """The profile's uncertainty about the steady cost rate at `batch`: the cost rate from every
@@ -243,7 +262,13 @@ class CostModel:
         }
 
     def _has(self, item: str) -> bool:
-        return any(k.item == item for k in self._table)
+        return bool(self._index.get(item))
+
+    def _add(self, key: CostKey, entry: _Entry) -> _Entry:
+        self._memo.clear()
+        self._table[key] = entry
+        self._index.setdefault(key.item, {}).setdefault(key.context, {})[key.batch] = key
+        return entry
 
     def _key(self, item: str, batch: int, context_chunks: int, seconds: float) -> CostKey:
         if item not in ITEMS:
