@@ -34,6 +34,7 @@ from sessiond.session import Session, SessionEnv
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
 from sessiond.store.sweep import sweep_stale
+from sessiond.unconnected import ConnectWatch
 from transports.inbound import InboundLimits
 
 __all__ = ["Daemon", "Refused"]
@@ -97,6 +98,7 @@ class Daemon:
         self.draining = False
         self.handed_off: dict[str, Session] = {}
         self.owns: Callable[[str], Awaitable[bool]] | None = None
+        self.unconnected = ConnectWatch(config.unconnected_close_s)
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -330,9 +332,13 @@ class Daemon:
             logger.warning("session %s closed but its record could not be deleted (store unavailable)", session_id)
 
     def _tick(self) -> None:
-        """Twice a second: admission's gauges, and its answer to sessions over their prior."""
+        """Twice a second: admission's gauges, and its answer to sessions over their prior; created
+        sessions no client connected within `unconnected_close_s` are released."""
         if self.admission is not None:
             self.admission.tick(self.sessions)
+        for sid in self.unconnected.expired(self.sessions):
+            self.metrics.unconnected_closed.inc()
+            self._close_soon(sid, "unconnected")
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}

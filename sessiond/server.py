@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 GRACEFUL_SHUTDOWN_S = 10
 
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
+                 "unconnected_close_s",
                  "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
                  "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
