@@ -19,6 +19,7 @@ const status = new StatusLine($("status"));
 const world = {
   session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
+  jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
 window.world = world;
 
@@ -108,10 +109,14 @@ function pollStats() {
       }
       world.framesDecoded = s.framesDecoded || 0;
       if (last) world.fps = ((s.framesDecoded - last.framesDecoded) * 1000) / (s.timestamp - last.timestamp);
+      const emitted = (s.jitterBufferEmittedCount || 0) - (last ? last.jitterBufferEmittedCount || 0 : 0);
+      if (emitted > 0) {  // over this interval: a buffer that grew shows now, not diluted by the whole session
+        world.jitterMs = (((s.jitterBufferDelay || 0) - (last ? last.jitterBufferDelay || 0 : 0)) / emitted) * 1000;
+        $("jitter").textContent = `${world.jitterMs.toFixed(0)} ms`;
+      }
       last = s;
       $("frames-decoded").textContent = String(world.framesDecoded);
       $("fps").textContent = world.fps.toFixed(1);
-      if (s.jitterBufferEmittedCount) $("jitter").textContent = `${((s.jitterBufferDelay / s.jitterBufferEmittedCount) * 1000).toFixed(0)} ms`;
     });
   }, 500);
 }
