@@ -12,7 +12,8 @@ max in ms -- for every displayed frame carrying a new action, the time from send
 to the frame's expected display (the page's ``world.a2p``, every sample of the run collected) --
 and, to see whether latency stays flat, its p95 in the first and the last minute and their ratio,
 and the jitter buffer's delay as the page reads it every half second (``world.jitterMs``, over
-the last stats interval): p50, largest, largest in the first and in the last minute.
+the last stats interval): p50, largest, largest in the first and in the last minute; and how often
+the page's playout bound gave the video a fresh receiver (``resyncs``, web/playout.js).
 With ``--screenshots DIR`` the page is also saved as DIR/play_SSSs.png when play starts and every
 ``--screenshot-every`` seconds (default 20) after, to look at what the player saw. Shots disturb
 the numbers: each stalls headless Chromium's compositor, and the WebRTC jitter buffer grows after
@@ -191,6 +192,7 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
             a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
             a2p_at = [(float(t) - play_t0_ms) / 1000.0 for t in page.evaluate("window.a2pAt || []")]
             errors = page.evaluate("world.errors")
+            resyncs = int(page.evaluate("world.resyncs || 0"))
         finally:
             context.close()
     return {
@@ -206,6 +208,7 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
         "a2p_ms_p95": _percentile(a2p, 95),
         "a2p_ms_max": max(a2p, default=None),
         **_minutes(a2p, a2p_at, jitter_readings, elapsed),
+        "resyncs": resyncs,  # fresh video receivers the page asked for (its playout bound, web/playout.js)
         "errors": errors,
         "screenshots": taken,
     }
