@@ -5,7 +5,9 @@ Each start is ``sessiond serve --model MODEL`` with the daemon's defaults (what 
 scripts/serve.sh`` runs) on a free loopback port; once ready, its ``/v1/capacity`` is read and the
 daemon stopped. One line per start: the verdict (``serves``: sessions of each mode this start
 serves within objective), the world cost rate at batch 1 the verdict planned with, the profile's
-spread (its lower and upper quartiles), how long the start took, and the machine's 1-minute load
+spread (its lower and upper quartiles), what its samples measured (``cpu``: the engine thread's CPU
+time, ``wall``) and how much other load stretched them (wall / CPU time, 1.00: a core to itself),
+how long the start took, and the machine's 1-minute load
 average when it was read (``os.getloadavg``: the box may be shared). Last, how many distinct
 verdicts the starts gave: the target is one.
 """
@@ -35,8 +37,10 @@ def one_start(model: str, serve_args: list[str], log: Path) -> dict[str, Any]:
         ready_s = time.monotonic() - began
         cap = httpx.get(f"{url}/v1/capacity", timeout=30.0).json()
     admission = cap.get("admission") or {}
-    rates = (admission.get("cost_model") or {}).get("cost_rate") or {}
+    cost = admission.get("cost_model") or {}
+    rates = cost.get("cost_rate") or {}
     return {"serves": cap.get("serves"), "world_cost_rate_b1": rates.get("1"),
+            "profile_clock": cost.get("profile_clock"), "profile_contention": cost.get("profile_contention"),
             "world_cost_spread": cap.get("world_cost_spread"), "budget": cap.get("budget"),
             "ready_s": round(ready_s, 1), "load_1min": round(os.getloadavg()[0], 2), "statement": cap.get("statement")}
 
@@ -59,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
             spread = start["world_cost_spread"] or [float("nan")] * 2
             rate = start["world_cost_rate_b1"]
             print(f"start {i + 1:2d}: serves {json.dumps(start['serves'])}  world cost {rate:.3f} "
-                  f"(quartiles {spread[0]:.3f}-{spread[1]:.3f}, budget {start['budget']})  "
+                  f"(quartiles {spread[0]:.3f}-{spread[1]:.3f}, budget {start['budget']}; {start['profile_clock']} "
+                  f"time, wall/CPU {start['profile_contention'] or float('nan'):.2f})  "
                   f"ready in {start['ready_s']} s  load {start['load_1min']}", flush=True)
     verdicts = {json.dumps(s["serves"], sort_keys=True) for s in starts}
     print(f"{len(verdicts)} distinct verdict(s) in {len(starts)} starts: {', '.join(sorted(verdicts))}")

@@ -86,6 +86,8 @@ class CostModel:
         self._index: dict[str, dict[int, dict[int, CostKey]]] = {}  # item -> context -> batch -> key
         self._memo: dict[tuple[int, int], float] = {}  # (batch, context bucket) -> predict_chunk
         self._memo_at = float("-inf")
+        self.profile_clock = "wall"  # what the profile's samples measured: "wall" or "cpu" (thread CPU time)
+        self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
 
@@ -106,6 +108,16 @@ class CostModel:
         entry.calibration.append(seconds)
         entry.samples += 1
         entry.base = _quantile(entry.calibration, 0.25)
+
+    def note_contention(self, wall_over_cpu: float) -> None:
+        """One profile step's wall seconds over its CPU seconds (the engine thread's)."""
+        self._contention.append(wall_over_cpu)
+
+    @property
+    def contention(self) -> float | None:
+        """The profile's median wall / CPU time: 1.0 when its thread had a core to itself, 2.0 when
+        other load made it wait as long as it ran (None: not measured)."""
+        return _quantile(self._contention, 0.5) if self._contention else None
 
     def settle(self) -> int:
         """Back to the start-up profile: every online correction is dropped, and buckets only the
@@ -248,6 +260,8 @@ class CostModel:
             "denoise_steps": self.info.denoise_steps,
             "alpha": self.alpha,
             "context_chunks": self.context_chunks,
+            "profile_clock": self.profile_clock,
+            "profile_contention": self.contention,
             "steady_context": self.steady_context(),
             "half_life_s": self.half_life_s,
             "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": self.seconds(k),

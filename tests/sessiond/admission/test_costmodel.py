@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -235,3 +236,22 @@ def test_the_snapshot_is_json_for_the_capacity_endpoint() -> None:
     assert text["chunk_media_s"] == 1.0
     assert text["cost_rate"]["1"] == pytest.approx(0.8)
     assert text["cost_rate"]["2"] == pytest.approx(0.8 * 1.5 / 2)
+
+
+class _WaitingEngine(FakeEngine):
+    """Each step waits 20 ms for something else (a sleep: no CPU) and reports that wall time."""
+
+    def step(self, plan: StepPlan) -> StepResult:
+        result = super().step(plan)
+        time.sleep(0.02)
+        return StepResult(result.results, {p: 0.02 for p in result.seconds}, result.batch_sizes)
+
+
+def test_a_cpu_time_profile_counts_what_the_thread_computed_not_what_it_waited_for() -> None:
+    by_cpu = calibrate(_WaitingEngine(), batches=(1,), chunks=2, rounds=1, cpu_time=True)
+    by_wall = calibrate(_WaitingEngine(), batches=(1,), chunks=2, rounds=1)
+    assert (by_cpu.profile_clock, by_wall.profile_clock) == ("cpu", "wall")
+    assert by_wall.predict("decode", 1, 1) == 0.02
+    assert by_cpu.predict("decode", 1, 1) < 0.002  # a sleeping thread computes nothing
+    assert by_cpu.contention is not None and by_cpu.contention > 10  # waited 10x longer than it ran
+    assert by_cpu.snapshot()["profile_clock"] == "cpu"
