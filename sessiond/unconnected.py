@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["ConnectWatch"]
@@ -17,18 +18,20 @@ __all__ = ["ConnectWatch"]
 _SEEN_LATE_S = 1.0  # first seen this long after its creation: resumed, not created here
 
 
+@dataclass
 class ConnectWatch:
-    def __init__(self, bound_s: float, clock: Callable[[], float] = time.time) -> None:
-        if bound_s <= 0:
-            raise ValueError(f"unconnected_close_s must be > 0 seconds, got {bound_s}")
-        self.bound_s = bound_s
-        self._clock = clock
-        self._deadline: dict[str, float] = {}  # session id -> wall time it is released at, unless connected
-        self._connected: set[str] = set()
+    bound_s: float  # seconds from creation a session may stay unconnected
+    clock: Callable[[], float] = time.time
+    _deadline: dict[str, float] = field(default_factory=dict)  # session id -> when it is released, unless connected
+    _connected: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        if self.bound_s <= 0:
+            raise ValueError(f"unconnected_close_s must be > 0 seconds, got {self.bound_s}")
 
     def expired(self, sessions: Mapping[str, Any]) -> list[str]:
         """Ids of live sessions past their bound with no connection ever: the caller releases them."""
-        now = self._clock()
+        now = self.clock()
         for gone in [sid for sid in self._deadline if sid not in sessions]:
             del self._deadline[gone]
         self._connected &= sessions.keys()
