@@ -9,7 +9,11 @@ then holds keys in a fixed cycle (every direction, diagonals, runs, brakes, rest
 written as JSON with ``--json``): decoded frames per second over the whole run (the WebRTC
 decoder's own count), the page's per-half-second fps readings, and action-to-photon p50 / p95 /
 max in ms -- for every displayed frame carrying a new action, the time from sending that action
-to the frame's expected display (the page's ``world.a2p``, every sample of the run collected).
+to the frame's expected display (the page's ``world.a2p``, every sample of the run collected) --
+and, to see whether latency stays flat, its p95 in the first and the last minute and their ratio,
+and the jitter buffer's delay as the page reads it every half second (``world.jitterMs``, over
+the last stats interval): p50, largest, largest in the first and in the last minute; and how often
+the page's playout bound gave the video a fresh receiver (``resyncs``, web/playout.js).
 With ``--screenshots DIR`` the page is also saved as DIR/play_SSSs.png when play starts and every
 ``--screenshot-every`` seconds (default 20) after, to look at what the player saw. Shots disturb
 the numbers: each stalls headless Chromium's compositor, and the WebRTC jitter buffer grows after
@@ -50,12 +54,18 @@ KEY_CYCLE: tuple[tuple[tuple[str, ...], float], ...] = (
     (("ArrowUp", "ArrowRight"), 2.5), (("ArrowDown", "ArrowLeft"), 2.5), (("Space",), 1.0), ((), 1.5),
     (("ShiftLeft", "ArrowRight"), 2.5), (("ArrowUp",), 2.0), (("ArrowLeft",), 2.0), (("ArrowDown",), 2.0),
 )
-# collects every action-to-photon sample: the page keeps only its last 64 in world.a2p
+# collects every action-to-photon sample with the time it was taken (performance.now() ms): the
+# page keeps only its last 64 in world.a2p
 COLLECT_A2P = """
 Object.defineProperty(window, "world", { configurable: true, set(value) {
   window.a2pAll = [];
+  window.a2pAt = [];
   const push = value.a2p.push.bind(value.a2p);
-  value.a2p.push = (...xs) => { window.a2pAll.push(...xs); return push(...xs); };
+  value.a2p.push = (...xs) => {
+    window.a2pAll.push(...xs);
+    for (const _ of xs) window.a2pAt.push(performance.now());
+    return push(...xs);
+  };
   Object.defineProperty(window, "world", { value, writable: true, configurable: true });
 } });
 """
@@ -101,6 +111,27 @@ def _describe(error: object) -> str:
     return str(error)
 
 
+def _minutes(a2p: list[float], a2p_at: list[float], jitter: list[tuple[float, float]], elapsed: float
+             ) -> dict[str, object]:
+    """Action-to-photon p95 and the jitter buffer in the first and the last minute of play (the
+    whole run when shorter than two minutes), and the jitter buffer's largest reading: does
+    latency stay flat over a long play?"""
+    span = min(60.0, elapsed / 2)
+    first = [v for v, t in zip(a2p, a2p_at, strict=False) if 0 <= t < span]
+    last = [v for v, t in zip(a2p, a2p_at, strict=False) if t >= elapsed - span]
+    p95_first, p95_last = _percentile(first, 95), _percentile(last, 95)
+    return {
+        "window_s": span,
+        "a2p_ms_p95_first": p95_first,
+        "a2p_ms_p95_last": p95_last,
+        "a2p_p95_last_over_first": p95_last / p95_first if p95_first and p95_last is not None else None,
+        "jitter_buffer_ms_p50": _percentile([j for _, j in jitter], 50),
+        "jitter_buffer_ms_max": max((j for _, j in jitter), default=None),
+        "jitter_buffer_ms_max_first": max((j for t, j in jitter if t < span), default=None),
+        "jitter_buffer_ms_max_last": max((j for t, j in jitter if t >= elapsed - span), default=None),
+    }
+
+
 class PageFailed(Exception):
     """The World page reported an error before it played (e.g. the daemon refused the session)."""
 
@@ -130,6 +161,8 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
             page.locator("body").click(position={"x": 5, "y": 5})
             start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
             fps_readings: list[float] = []
+            jitter_readings: list[tuple[float, float]] = []  # (seconds into play, the page's jitter buffer ms)
+            play_t0_ms = float(page.evaluate("performance.now()"))
             taken: list[str] = []
             next_shot = 0.0
             if shots is not None:
@@ -148,13 +181,18 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
                         taken.append(path.name)
                         next_shot += shot_every_s
                     page.wait_for_timeout(500)
-                    fps_readings.append(float(page.evaluate("world.fps")))
+                    fps, jitter = page.evaluate("[world.fps, world.jitterMs]")
+                    fps_readings.append(float(fps))
+                    if jitter is not None:
+                        jitter_readings.append((time.monotonic() - started, float(jitter)))
                 for key in reversed(keys):
                     page.keyboard.up(key)
             elapsed = time.monotonic() - started
             decoded = int(page.evaluate("world.framesDecoded")) - int(start_frames)
             a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
+            a2p_at = [(float(t) - play_t0_ms) / 1000.0 for t in page.evaluate("window.a2pAt || []")]
             errors = page.evaluate("world.errors")
+            resyncs = int(page.evaluate("world.resyncs || 0"))
         finally:
             context.close()
     return {
@@ -169,6 +207,8 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
         "a2p_ms_p50": _percentile(a2p, 50),
         "a2p_ms_p95": _percentile(a2p, 95),
         "a2p_ms_max": max(a2p, default=None),
+        **_minutes(a2p, a2p_at, jitter_readings, elapsed),
+        "resyncs": resyncs,  # fresh video receivers the page asked for (its playout bound, web/playout.js)
         "errors": errors,
         "screenshots": taken,
     }

@@ -19,7 +19,7 @@ __all__ = ["LOG_LEVELS", "ServeConfig", "config_from_args"]
 LOG_LEVELS = ("debug", "info", "warning")
 
 _POSITIVE = (
-    "window_s", "idle_offload_s", "idle_close_s", "default_segment_s", "hello_timeout_s",
+    "window_s", "idle_offload_s", "idle_close_s", "unconnected_close_s", "default_segment_s", "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
     "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
 )
@@ -54,6 +54,7 @@ class ServeConfig:
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
     idle_close_s: float = 600.0  # idle this long: the session is closed
+    unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/unconnected.py)
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
     director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
     director_lead_s: float = 10.0  # director: most media generated ahead of the segment's playback
@@ -164,7 +165,7 @@ class ServeConfig:
 
 
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
-                 "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
+                 "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
                  "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
                  "objective_director_start_delay_p95_s", "objective_director_risk")

@@ -18,6 +18,7 @@ from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.admission.summary import summarize
 from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
 from sessiond.engine_host import EngineHost
@@ -33,6 +34,7 @@ from sessiond.session import Session, SessionEnv
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
 from sessiond.store.sweep import sweep_stale
+from sessiond.unconnected import ConnectWatch
 from transports.inbound import InboundLimits
 
 __all__ = ["Daemon", "Refused"]
@@ -96,6 +98,7 @@ class Daemon:
         self.draining = False
         self.handed_off: dict[str, Session] = {}
         self.owns: Callable[[str], Awaitable[bool]] | None = None
+        self.unconnected = ConnectWatch(config.unconnected_close_s)
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -136,6 +139,9 @@ class Daemon:
         self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
         logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.host.info.device,
                     time.monotonic() - started)
+        summary = summarize(self.admission.policy, time.monotonic())
+        if summary is not None:
+            logger.info("%s", summary.statement)
 
     async def stop(self) -> None:
         """Cancel and await every task, snapshot live sessions, flush the store, stop the engine thread."""
@@ -272,6 +278,9 @@ class Daemon:
         self.metrics.admission.labels(kind=kind, decision="admit" if decision.admitted else "refuse",
                                       reason=decision.reason).inc()
         if not decision.admitted:
+            log_event("refused", session_id, mode=mode, kind=kind, reason=decision.reason,
+                      load=round(decision.predicted_load, 3), budget=round(decision.load_budget, 3),
+                      retry_after_s=decision.retry_after_s, detail=repr(decision.detail))
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
                           decision.retry_after_s, decision.reason)
 
@@ -323,9 +332,13 @@ class Daemon:
             logger.warning("session %s closed but its record could not be deleted (store unavailable)", session_id)
 
     def _tick(self) -> None:
-        """Twice a second: admission's gauges, and its answer to sessions over their prior."""
+        """Twice a second: admission's gauges, and its answer to sessions over their prior; created
+        sessions no client connected within `unconnected_close_s` are released."""
         if self.admission is not None:
             self.admission.tick(self.sessions)
+        for sid in self.unconnected.expired(self.sessions):
+            self.metrics.unconnected_closed.inc()
+            self._close_soon(sid, "unconnected")
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}

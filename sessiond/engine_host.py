@@ -124,10 +124,12 @@ class EngineHost:
         return _DEFAULT_CONTEXT_CHUNKS
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
-                        time_budget_s: float | None) -> CostModel:
+                        time_budget_s: float | None, context_chunks: int | None = None,
+                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
         """The start-up profile through the engine, filling a cost model."""
         return await self._worker.call(calibrate, self._require(), batches=batches, chunks=chunks, rounds=rounds,
-                                       time_budget_s=time_budget_s)
+                                       time_budget_s=time_budget_s, context_chunks=context_chunks,
+                                       steady_chunks=steady_chunks, cpu_time=cpu_time)
 
     async def kv_stats(self) -> KVStats:
         return await self._worker.call(self._require().kv_stats)

@@ -44,6 +44,9 @@ class Metrics:
                                        registry=r)
         self.engine_faults = Counter("sessiond_engine_faults", "Sessions ended by an engine fault",
                                      registry=r)
+        self.unconnected_closed = Counter("sessiond_sessions_unconnected_closed",
+                                          "Created sessions released because no client connected in time",
+                                          registry=r)
         self.store_errors = Counter("sessiond_store_errors", "Store operations that failed", registry=r)
         self.position_unguarded_frames = Counter(
             "sessiond_position_unguarded_frames",

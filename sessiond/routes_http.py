@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
 from sessiond.admission.build import objectives_of
+from sessiond.admission.summary import summarize
 from sessiond.daemon import Daemon
 from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
 from sessiond.session import connect
@@ -131,7 +132,11 @@ async def metrics(request: Request) -> Response:
 async def capacity(request: Request) -> Response:
     daemon = _daemon(request)
     now = time.monotonic()
-    body: dict[str, Any] = {
+    body: dict[str, Any] = {}
+    summary = summarize(daemon.admission.policy, now) if daemon.admission is not None else None
+    if summary is not None:  # first, the answer a person wants: can I get a session of each mode now?
+        body.update(summary.to_json())
+    body |= {
         "ready": daemon.ready, "model": daemon.model_name, "model_requested": daemon.config.model,
         "model_fallback": daemon.fallback,
         "sessions": {"total": len(daemon.sessions), "by_state": daemon.state_counts()},

@@ -33,6 +33,8 @@ def add_parser(sub: Any, name: str) -> None:
                        help="offload an idle session's KV to host memory after this many seconds (default 30)")
     serve.add_argument("--idle-close-s", type=float, default=None,
                        help="close a session idle this many seconds (default 600)")
+    serve.add_argument("--unconnected-close-s", type=float, default=None,
+                       help="release a created session no client connects within this many seconds (default 30)")
     serve.add_argument("--lead-chunks", type=float, default=None,
                        help="world mode: chunks generated ahead of playback (default: the model's; 2, the demo model 1: "
                        "its a2p p50 ~290 ms at 1 against 330-600 at 2 on a 2-core CPU)")

@@ -7,6 +7,7 @@ import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
+import { PlayoutBound } from "./playout.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
@@ -19,6 +20,7 @@ const status = new StatusLine($("status"));
 const world = {
   session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
+  jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
 window.world = world;
 
@@ -89,6 +91,7 @@ function watchFrames(video) {
 }
 
 function pollStats() {
+  const bound = new PlayoutBound();
   let last = null;
   let lastPc = null;
   let rate = null; // frames/s over the last seconds against the session's: "Playing" or how much slower
@@ -108,10 +111,15 @@ function pollStats() {
       }
       world.framesDecoded = s.framesDecoded || 0;
       if (last) world.fps = ((s.framesDecoded - last.framesDecoded) * 1000) / (s.timestamp - last.timestamp);
+      const emitted = (s.jitterBufferEmittedCount || 0) - (last ? last.jitterBufferEmittedCount || 0 : 0);
+      if (emitted > 0) {  // over this interval: a buffer that grew shows now, not diluted by the whole session
+        world.jitterMs = (((s.jitterBufferDelay || 0) - (last ? last.jitterBufferDelay || 0 : 0)) / emitted) * 1000;
+        $("jitter").textContent = `${world.jitterMs.toFixed(0)} ms`;
+        if (status.step === "playing" && bound.tick(s.timestamp, world.jitterMs)) resync(world.jitterMs);
+      }
       last = s;
       $("frames-decoded").textContent = String(world.framesDecoded);
       $("fps").textContent = world.fps.toFixed(1);
-      if (s.jitterBufferEmittedCount) $("jitter").textContent = `${((s.jitterBufferDelay / s.jitterBufferEmittedCount) * 1000).toFixed(0)} ms`;
     });
   }, 500);
 }
@@ -291,6 +299,32 @@ async function follow(mine) {
     following = false;
   }
 }
+
+// A fresh receiver for the video (PlayoutBound): the peer is replaced, the session goes on (the
+// server drops what the old peer had not sent and starts the new one at a key frame).
+async function resync(bufferedMs) {
+  if (following || !rtc) return;
+  following = true;
+  const mine = attempt;
+  world.resyncs = (world.resyncs || 0) + 1;
+  log(`resync: the jitter buffer held ${bufferedMs.toFixed(0)} ms`);
+  note(`The browser had buffered ${bufferedMs.toFixed(0)} ms of video: reconnected the video to play with less delay.`);
+  try {
+    const old = rtc;
+    rtc = null;
+    world.pc = null;  // its closing is not a lost connection
+    old.pc.close();
+    await attach(mine);
+    lastFrameAt = performance.now();
+  } catch (err) {
+    log(`resync failed: ${err.message}`);
+    following = false;
+    follow(mine);
+    return;
+  }
+  following = false;
+}
+world.resync = () => resync(world.jitterMs || 0);  // tests force one
 
 let sessionShown = false;
 function onSession(session) {

@@ -30,6 +30,10 @@ logger = logging.getLogger(__name__)
 
 POLICIES: dict[str, type[PolicyBase]] = {"duty": DutyPolicy, "one-per-gpu": OnePerGpuPolicy, "fifo": FifoPolicy}
 
+# chunks at the full context profiled beyond the first pass (a batch of b runs 1/b of them): the
+# steady bucket's lower quartile then repeats from start to start (docs/performance.md, "Admission")
+STEADY_CHUNKS = 12
+
 
 class Calibrator(Protocol):
     """What building a cost-model policy needs of the engine (the daemon's EngineHost)."""
@@ -42,7 +46,8 @@ class Calibrator(Protocol):
     async def kv_stats(self) -> KVStats: ...
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
-                        time_budget_s: float | None) -> CostModel: ...
+                        time_budget_s: float | None, context_chunks: int | None = None,
+                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel: ...
 
 
 def make_policy(name: str, cost: CostModel, tracker: DutyTracker | None = None, **options: Any) -> PolicyBase:
@@ -88,10 +93,17 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     fit = max(1, (kv.slabs_free * kv.slab_bytes) // max(1, per_session))
     # contexts 0 .. sink + window: a chunk reaches the steady cost only once sink + window chunks
     # precede it, and admission plans every session at that steady cost
-    chunks = host.context_chunks() + 1
+    context = host.context_chunks()
+    chunks = context + 1
+    # a CPU engine on one torch thread computes on the engine thread alone: its profile counts that
+    # thread's CPU time, so other load on the machine does not move the verdict from start to start
+    cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1
     cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
-                                time_budget_s=config.calibration_budget_s)
-    logger.info("cost model calibrated through %d chunks in %.1f s", chunks, time.monotonic() - started)
+                                time_budget_s=config.calibration_budget_s, context_chunks=context,
+                                steady_chunks=STEADY_CHUNKS, cpu_time=cpu_time)
+    logger.info("cost model calibrated through %d chunks (+%d at the full context) in %.1f s, by %s time "
+                "(wall / CPU time %.2f)", chunks, STEADY_CHUNKS, time.monotonic() - started, cost.profile_clock,
+                cost.contention or float("nan"))
     policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                          max_batch=config.max_batch, margin=config.admission_margin, objectives=objectives_of(config),
                          segment_s=config.default_segment_s, max_sessions=config.max_sessions)

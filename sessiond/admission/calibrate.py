@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -29,46 +30,66 @@ class ProfileEngine(SteppingEngine, Protocol):
     def restore(self, session_id: str) -> bool: ...
 
 
-def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | None) -> None:
+def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | None, cpu_time: bool = False) -> None:
     """One chunk for every session of `group`, each step asking every session for its own next
     phase (a stream's first chunk may need two decodes where a later one needs one), recording
-    each phase's batch when `model` is given."""
+    each phase's batch when `model` is given. With `cpu_time`, a step's seconds are the CPU time
+    this thread spent in it (shared between its phases as their wall seconds are), not wall time."""
     for sid in group:
         engine.begin_chunk(sid, [FrameAction()])
     while True:
         items = tuple(StepItem(sid, phase) for sid in group if (phase := engine.next_phase(sid)) is not None)
         if not items:
             return
+        cpu_began = time.thread_time()
         result = engine.step(StepPlan(items))
+        cpu = time.thread_time() - cpu_began
         failed = [r for r in result.results if r.error is not None]
         if failed:
             raise CostModelError("uncalibrated", f"profile step {failed[0].phase.value} failed: {failed[0].error}")
         if model is None:
             continue
+        wall = sum(result.seconds.values())
+        if wall > 0:
+            model.note_contention(wall / max(cpu, 1e-9))
         for phase in {item.phase for item in items}:
             seconds = result.seconds.get(phase.value)
             if seconds is not None:
+                if cpu_time and wall > 0:
+                    seconds = cpu * seconds / wall
                 context = max(r.chunk_index for r in result.results if r.phase is phase)
                 model.record(phase.value, result.batch_sizes.get(phase.value, len(items)), context, seconds)
 
 
 def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
               progress: Progress | None = None, model: CostModel | None = None,
-              time_budget_s: float | None = None) -> CostModel:
+              time_budget_s: float | None = None, context_chunks: int | None = None,
+              steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
     """At each batch size: one unrecorded warm-up chunk, then `rounds` times `chunks` chunks from an
-    empty context (contexts 0..chunks-1); each bucket keeps the median of its samples. Then one
-    offload and restore. Reports progress as it goes. With `time_budget_s`, each batch size gets an
-    equal share of it: once a batch size has used its share, its remaining chunks and rounds are
-    skipped (at least one recorded chunk each), so a slow engine still finishes in bounded time."""
+    empty context (contexts 0..chunks-1), plus `steady_chunks` / batch (rounded up) more at the
+    full context, so the steady bucket admission plans with holds enough samples at every batch for
+    its lower quartile to repeat from start to start; each bucket keeps the lower quartile of its
+    samples. Then one offload and restore. Reports progress as it goes. A new model files contexts
+    past `context_chunks` (the attention window) under it. With `time_budget_s`, each batch size
+    gets an equal share of it: once a batch size has used its share, its remaining chunks and rounds
+    are skipped (at least one recorded chunk each), so a slow engine still finishes in bounded time.
+    With `cpu_time` (a CPU engine computing on this thread alone: one torch thread), each sample is
+    the CPU time the step took: what this machine's core needs, whatever else runs beside it, so
+    every start of the same box gets the same profile; how much other load slowed the profile's
+    wall time is kept (`CostModel.contention`)."""
     if not batches or min(batches) < 1 or chunks < 1 or rounds < 1:
         raise CostModelError("invalid_sample", f"batches, chunks and rounds must be >= 1, got {batches}, "
                              f"{chunks}, {rounds}")
+    if steady_chunks < 0:
+        raise CostModelError("invalid_sample", f"steady_chunks must be >= 0, got {steady_chunks}")
     if time_budget_s is not None and time_budget_s <= 0:
         raise CostModelError("invalid_sample", f"time_budget_s must be > 0, got {time_budget_s}")
     share = None if time_budget_s is None else time_budget_s / len(set(batches))
-    model = model or CostModel(engine.info)
+    model = model or CostModel(engine.info, context_chunks=context_chunks)
+    model.profile_clock = "cpu" if cpu_time else "wall"
     sids = [f"calibrate-{i}" for i in range(max(batches))]
-    total = len(set(batches)) * (rounds * chunks + 1) + 1
+    per_batch = {b: rounds * chunks + math.ceil(steady_chunks / b) for b in set(batches)}
+    total = sum(per_batch.values()) + len(per_batch) + 1
     done = 0
 
     def tick(what: str) -> None:
@@ -97,8 +118,9 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
                     break
                 for i, sid in enumerate(group):
                     engine.reset(sid, seed=i, prompt=_PROMPT)
-                for c in range(chunks):
-                    _run_chunk(engine, group, model)
+                extra = math.ceil(steady_chunks / batch) if r == rounds - 1 else 0
+                for c in range(chunks + extra):
+                    _run_chunk(engine, group, model, cpu_time)
                     tick(f"batch {batch} round {r} chunk {c}")
                     if share is not None and time.perf_counter() - began > share:
                         logger.info("cost model profile: batch %d used its %.1f s share after %d chunk(s) of "

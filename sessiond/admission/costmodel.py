@@ -2,16 +2,23 @@
 
 Items: a batched ``denoise`` step, a ``cache`` pass, a ``decode`` (keyed by batch size and a
 context bucket), and an ``offload`` / ``restore`` of one session's KV. Values come from a
-start-up profile (:func:`sessiond.admission.calibrate.calibrate`) and are corrected online from
-the engine's measured step times with an EWMA per bucket. The running relative error of each
-prediction against the next measurement is kept, so the model states how far to trust it.
+start-up profile (:func:`sessiond.admission.calibrate.calibrate`): each bucket takes the lower
+quartile of its samples (a neighbour on a shared machine only ever slows a sample, so the low
+quartile of many is what repeats from start to start; the margin absorbs the rest). They are
+corrected online from the engine's measured step times with an EWMA per bucket; a correction
+fades back to the profile with `half_life_s` once its bucket stops being measured, and
+`settle()` drops it. Contexts are filed under what the model attends: a chunk index past the
+attention window (`context_chunks`, sink + window) costs what the full window costs, so a long
+session never opens buckets of its own. The running relative error of each prediction against
+the next measurement is kept, so the model states how far to trust it.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import statistics
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.api import ModelInfo, StepResult
@@ -21,6 +28,7 @@ __all__ = ["CHUNK_ITEMS", "ITEMS", "CostKey", "CostModel", "context_bucket"]
 
 CHUNK_ITEMS = ("denoise", "cache", "decode")
 ITEMS = (*CHUNK_ITEMS, "offload", "restore")
+_MEMO_S = 0.25
 
 
 def context_bucket(chunks: int) -> int:
@@ -38,22 +46,48 @@ class CostKey:
         return f"{self.item}/b{self.batch}/c{self.context}"
 
 
+def _quantile(samples: list[float], q: float) -> float:
+    """The q-quantile of `samples`, linear between order statistics (q=0.25: the lower quartile)."""
+    ordered = sorted(samples)
+    pos = (len(ordered) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
 @dataclass
 class _Entry:
-    seconds: float
     samples: int
-    calibration: list[float] = field(default_factory=list)  # profile samples; their median seeds `seconds`
+    calibration: list[float] = field(default_factory=list)  # profile samples; their lower quartile is the base
+    online: float | None = None  # EWMA of online measurements (None: none since the last settle)
+    online_at: float = 0.0  # when `online` last moved
+    base: float | None = None  # the lower quartile of `calibration` (None: no profile sample)
 
 
 class CostModel:
-    """Seconds per item from calibration plus EWMA correction (``alpha`` weights the newest sample)."""
+    """Seconds per item from calibration plus EWMA correction (``alpha`` weights the newest sample).
+    ``context_chunks``: the chunks the model attends (sink + window); None files every context under
+    its own bucket. ``half_life_s``: how fast an online correction fades once not measured."""
 
-    def __init__(self, info: ModelInfo, *, alpha: float = 0.2) -> None:
+    def __init__(self, info: ModelInfo, *, alpha: float = 0.2, context_chunks: int | None = None,
+                 half_life_s: float = 30.0, clock: Callable[[], float] = time.monotonic) -> None:
         if not 0.0 < alpha <= 1.0:
             raise CostModelError("invalid_sample", f"alpha must be in (0, 1], got {alpha}")
+        if context_chunks is not None and context_chunks < 0:
+            raise CostModelError("invalid_sample", f"context_chunks must be >= 0, got {context_chunks}")
+        if half_life_s <= 0:
+            raise CostModelError("invalid_sample", f"half_life_s must be > 0, got {half_life_s}")
         self.info = info
         self.alpha = alpha
+        self.context_chunks = context_chunks
+        self.half_life_s = half_life_s
+        self._clock = clock
         self._table: dict[CostKey, _Entry] = {}
+        self._index: dict[str, dict[int, dict[int, CostKey]]] = {}  # item -> context -> batch -> key
+        self._memo: dict[tuple[int, int], float] = {}  # (batch, context bucket) -> predict_chunk
+        self._memo_at = float("-inf")
+        self.profile_clock = "wall"  # what the profile's samples measured: "wall" or "cpu" (thread CPU time)
+        self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
 
@@ -63,34 +97,65 @@ class CostModel:
         return self.info.frames_per_chunk / self.info.fps
 
     def calibrated(self) -> bool:
-        return all(any(k.item == item for k in self._table) for item in CHUNK_ITEMS)
+        return all(self._has(item) for item in CHUNK_ITEMS)
 
     def record(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
-        """A calibration sample: the bucket holds the median of its calibration samples (robust to a
-        noisy neighbour on a shared machine)."""
+        """A calibration sample: the bucket's base is the lower quartile of its calibration samples
+        (robust to a noisy neighbour on a shared machine, which only ever slows a sample)."""
         key = self._key(item, batch, context_chunks, seconds)
-        entry = self._table.setdefault(key, _Entry(seconds, 0))
+        entry = self._table.get(key) or self._add(key, _Entry(0))
+        self._memo.clear()
         entry.calibration.append(seconds)
         entry.samples += 1
-        entry.seconds = statistics.median(entry.calibration)
+        entry.base = _quantile(entry.calibration, 0.25)
+
+    def note_contention(self, wall_over_cpu: float) -> None:
+        """One profile step's wall seconds over its CPU seconds (the engine thread's)."""
+        self._contention.append(wall_over_cpu)
+
+    @property
+    def contention(self) -> float | None:
+        """The profile's median wall / CPU time: 1.0 when its thread had a core to itself, 2.0 when
+        other load made it wait as long as it ran (None: not measured)."""
+        return _quantile(self._contention, 0.5) if self._contention else None
 
     def settle(self) -> int:
-        """Back to the start-up profile: every bucket the profile measured takes its median again
-        (online corrections dropped); returns how many moved. For an engine with nothing open: its
-        steps were measured beside the sessions that ran and whatever else shared the machine (a
-        browser decoding on the same cores raised the demo model's world cost from 0.74 to 0.87
-        engine s per media s on the 2-core box, over the 0.85 budget), and nothing idle would ever
-        correct that, so the next lone session would be refused as if it could never fit."""
+        """Back to the start-up profile: every online correction is dropped, and buckets only the
+        online measurements ever filled are forgotten; returns how many buckets changed. For an
+        engine with nothing open: its steps were measured beside the sessions that ran and whatever
+        else shared the machine (a browser decoding on the same cores raised the demo model's world
+        cost from 0.74 to 0.87 engine s per media s on the 2-core box, over the 0.85 budget), and
+        nothing idle would ever correct that, so the next lone session would be refused as if it
+        could never fit."""
+        self._memo.clear()
         moved = 0
-        for entry in self._table.values():
-            if entry.calibration:
-                median = statistics.median(entry.calibration)
-                moved += entry.seconds != median
-                entry.seconds = median
+        for key, entry in list(self._table.items()):
+            if not entry.calibration:
+                del self._table[key]
+                del self._index[key.item][key.context][key.batch]
+                if not self._index[key.item][key.context]:
+                    del self._index[key.item][key.context]
+                moved += 1
+            elif entry.online is not None:
+                moved += entry.online != entry.base
+                entry.online = None
         return moved
 
+    def seconds(self, key: CostKey) -> float:
+        """The bucket's value now: its profile base, plus its online correction faded by age."""
+        entry = self._table[key]
+        base = entry.base
+        if entry.online is None:
+            assert base is not None  # an entry is created by record() or with an online value
+            return base
+        if base is None:
+            return entry.online
+        age = max(0.0, self._clock() - entry.online_at)
+        return base + (entry.online - base) * 0.5 ** (age / self.half_life_s)
+
     def observe(self, item: str, batch: int, context_chunks: int, seconds: float) -> None:
-        """An online measurement: tracks the prediction error, then moves the bucket by EWMA."""
+        """An online measurement: tracks the prediction error, then moves the bucket by EWMA (from
+        its current, possibly faded, value)."""
         key = self._key(item, batch, context_chunks, seconds)
         if self._has(item):
             predicted = self.predict(item, batch, context_chunks)
@@ -99,11 +164,15 @@ class CostModel:
             self._error[item] = rel if prev is None else prev + self.alpha * (rel - prev)
         self._observed[item] = self._observed.get(item, 0) + 1
         entry = self._table.get(key)
+        now = self._clock()
         if entry is None:
-            self._table[key] = _Entry(seconds, 1)
+            self._add(key, _Entry(1, online=seconds, online_at=now))
         else:
+            current = self.seconds(key)
+            self._memo.clear()
             entry.samples += 1
-            entry.seconds += self.alpha * (seconds - entry.seconds)
+            entry.online = current + self.alpha * (seconds - current)
+            entry.online_at = now
 
     def observe_step(self, result: StepResult) -> None:
         """Feed one engine StepResult: its measured seconds per phase at its batch sizes; the context
@@ -124,22 +193,53 @@ class CostModel:
             raise CostModelError("invalid_sample", f"unknown item {item!r}; expected one of {list(ITEMS)}")
         if batch < 1:
             raise CostModelError("invalid_sample", f"batch must be >= 1, got {batch}")
-        contexts = sorted({k.context for k in self._table if k.item == item})
+        contexts = self._index.get(item)
         if not contexts:
             raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
         want = context_bucket(context_chunks)
         ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
-        points = sorted((k.batch, e.seconds) for k, e in self._table.items() if k.item == item and k.context == ctx)
+        points = sorted((b, self.seconds(k)) for b, k in contexts[ctx].items())
         return _interpolate(points, batch)
 
     def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
-        """GPU seconds to make one chunk for `batch` sessions together (all its phases)."""
-        return (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
-                + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+        """GPU seconds to make one chunk for `batch` sessions together (all its phases). Remembered
+        until the table changes or `_MEMO_S` passes (a correction fades far slower than that): one
+        admission answer asks for the same few values thousands of times."""
+        now = self._clock()
+        if now - self._memo_at > _MEMO_S:
+            self._memo.clear()
+            self._memo_at = now
+        key = (batch, context_bucket(context_chunks))
+        value = self._memo.get(key)
+        if value is None:
+            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
+                     + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+            self._memo[key] = value
+        return value
 
     def steady_context(self) -> int:
-        """The largest context measured: admission plans for sessions in their steady state."""
-        return max((k.context for k in self._table if k.item == "denoise"), default=0)
+        """The context of a session in its steady state, which admission plans for: the full
+        attention window when the model states it, else the largest context measured."""
+        if self.context_chunks is not None:
+            return context_bucket(self.context_chunks)
+        return max(self._index.get("denoise", {}), default=0)
+
+    def spread(self, batch: int = 1) -> tuple[float, float] | None:
+        """The profile's uncertainty about the steady cost rate at `batch`: the cost rate from every
+        profiled bucket's lower quartile and from its upper quartile (None: a chunk item of that
+        steady bucket was not profiled at this batch)."""
+        ctx = self.steady_context()
+        rates = []
+        for q in (0.25, 0.75):
+            parts = {}
+            for item in CHUNK_ITEMS:
+                entry = self._table.get(CostKey(item, batch, ctx))
+                if entry is None or not entry.calibration:
+                    return None
+                parts[item] = _quantile(entry.calibration, q)
+            chunk = self.info.denoise_steps * parts["denoise"] + parts["cache"] + parts["decode"]
+            rates.append(chunk / (batch * self.chunk_media_s))
+        return rates[0], rates[1]
 
     def cost_rate(self, batch: int = 1, context_chunks: int | None = None) -> float:
         """GPU seconds per media second for one session when `batch` sessions are generated together."""
@@ -159,8 +259,15 @@ class CostModel:
             "chunk_media_s": self.chunk_media_s,
             "denoise_steps": self.info.denoise_steps,
             "alpha": self.alpha,
-            "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": e.seconds,
+            "context_chunks": self.context_chunks,
+            "profile_clock": self.profile_clock,
+            "profile_contention": self.contention,
+            "steady_context": self.steady_context(),
+            "half_life_s": self.half_life_s,
+            "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": self.seconds(k),
                        "samples": e.samples} for k, e in sorted(self._table.items(), key=lambda kv: kv[0].label())],
+            "profile_spread": {str(b): list(r) for b in range(1, max_batch + 1)
+                               if (r := self.spread(b)) is not None},
             "cost_rate": {str(b): self.cost_rate(b) for b in range(1, max_batch + 1)} if ready else {},
             "chunk_seconds": {str(b): self.predict_chunk(b, self.steady_context())
                               for b in range(1, max_batch + 1)} if ready else {},
@@ -169,7 +276,13 @@ class CostModel:
         }
 
     def _has(self, item: str) -> bool:
-        return any(k.item == item for k in self._table)
+        return bool(self._index.get(item))
+
+    def _add(self, key: CostKey, entry: _Entry) -> _Entry:
+        self._memo.clear()
+        self._table[key] = entry
+        self._index.setdefault(key.item, {}).setdefault(key.context, {})[key.batch] = key
+        return entry
 
     def _key(self, item: str, batch: int, context_chunks: int, seconds: float) -> CostKey:
         if item not in ITEMS:
@@ -177,6 +290,8 @@ class CostModel:
         if batch < 1 or not math.isfinite(seconds) or seconds < 0:
             raise CostModelError("invalid_sample", f"{item}: batch must be >= 1 and seconds finite and >= 0, "
                                  f"got batch={batch} seconds={seconds}")
+        if self.context_chunks is not None:
+            context_chunks = min(context_chunks, self.context_chunks)  # the model attends no further back
         return CostKey(item, batch, context_bucket(context_chunks))
 
 

@@ -42,6 +42,14 @@ class KVPoolAdmission:
         self._admitted.add(request.session_id)
         return self._decision(True, "ok", "")
 
+    def room(self) -> tuple[int, int]:
+        """(sessions open, sessions it would still admit: free slabs and the session limit)."""
+        kv = self._kv()
+        room = max(0, self.max_sessions - len(self._admitted))
+        if kv is not None:
+            room = min(room, kv.slabs_free // self._slabs_per_session(kv))
+        return len(self._admitted), room
+
     def release(self, session_id: str, now: float) -> list[str]:
         self._admitted.discard(session_id)
         return []

@@ -19,8 +19,11 @@ def test_it_plays_the_world_page_and_writes_the_numbers(tmp_path: Path) -> None:
                  "--screenshot-every", "1", "--", "--policy", "kv"]) == 0
     report = json.loads(out.read_text())
     assert report["model"] == "tiny" and report["serve_args"] == ["--policy", "kv"]
-    assert report["decoded_frames"] > 0 and report["errors"] == []
+    assert report["decoded_frames"] > 0 and report["errors"] == [] and report["resyncs"] >= 0
     assert report["seconds"] >= 3.0
+    assert report["window_s"] == pytest.approx(report["seconds"] / 2, abs=0.1)  # a run under 2 min: its halves
+    assert report["jitter_buffer_ms_max"] >= report["jitter_buffer_ms_p50"] >= 0
+    assert report["jitter_buffer_ms_max"] in (report["jitter_buffer_ms_max_first"], report["jitter_buffer_ms_max_last"])
     assert report["screenshots"][:3] == ["play_000s.png", "play_001s.png", "play_002s.png"]
     assert sorted(p.name for p in shots.iterdir()) == report["screenshots"]
     assert all((shots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for name in report["screenshots"])

@@ -5,6 +5,7 @@ whose players, honouring `segment_start.start_after_ms`, never stall."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from typing import Any
 
@@ -86,3 +87,44 @@ async def test_a_director_generated_slower_than_real_time_plays_without_a_stall_
     assert report["start_delay_ms"]["p50"] > report["ttff_ms"]["p50"] + 200
     assert report["start_delay_ms"]["p95"] <= 3000
     assert report["sessions"]["within_objective"] == 1
+
+
+def test_capacity_opens_with_what_this_start_serves_and_what_it_would_admit_now() -> None:
+    with running_daemon(max_sessions=4) as d:
+        fresh = httpx.get(f"{d.url}/v1/capacity").json()
+        created = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
+        one_open = httpx.get(f"{d.url}/v1/capacity").json()
+    assert list(fresh)[:6] == ["serves", "serves_now", "cannot", "world_cost_spread", "budget", "statement"]
+    assert (fresh["serves"], fresh["serves_now"], fresh["cannot"]) == (
+        {"world": 4, "director": 4}, {"world": 4, "director": 4}, {})
+    low, high = fresh["world_cost_spread"]
+    assert 0 < low <= high
+    assert fresh["statement"] == (f"This start serves World for 4 sessions and Director for 4 sessions (a World "
+                                  f"session costs {low:.2f}-{high:.2f} s of engine time per media second here, "
+                                  "budget 0.85).")
+    assert created.status_code == 201
+    assert (one_open["serves"], one_open["serves_now"]) == ({"world": 4, "director": 4}, {"world": 3, "director": 3})
+
+
+def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is_logged(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="sessiond.lifecycle")
+    caplog.set_level(logging.INFO, logger="sessiond.daemon")
+    with running_daemon(objective_world_a2p_p95_ms=50.0) as d:
+        cap = httpx.get(f"{d.url}/v1/capacity").json()
+        refused = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
+    assert (cap["serves"]["world"], cap["serves_now"]["world"]) == (0, 0)
+    assert cap["serves_now"]["director"] >= 1
+    why = cap["cannot"]["world"]
+    assert why.startswith("an input would show after ") and why.endswith(" s, the objective is 0.05 s")
+    assert cap["statement"].endswith(f" It cannot serve a World session within objective on this machine ({why}); "
+                                     "to look anyway, start it with --policy kv.")
+    said = [r.getMessage() for r in caplog.records if r.name == "sessiond.daemon"]
+    assert said[-1] == cap["statement"]  # the start-up line after "engine ready"
+    assert refused.status_code == 503
+    lines = [r for r in caplog.records if getattr(r, "event", None) == "refused"]
+    assert len(lines) == 1
+    line = lines[0]
+    assert (line.mode, line.kind, line.reason, line.retry_after_s, line.budget) == (  # type: ignore[attr-defined]
+        "world", "create", "never", None, 0.85)
+    assert line.detail == repr(refused.json()["error"]["message"])  # type: ignore[attr-defined]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
+from protocols.timeline import pts_for
 from transports.webrtc._clock import MediaClock
 
 
@@ -54,3 +57,40 @@ def test_a_late_frame_re_anchors_instead_of_rushing_the_rest() -> None:
 def test_a_nonpositive_reset_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="late_reset_s"):
         MediaClock(late_reset_s=0)
+
+
+def _send_times(clock: MediaClock, now: FakeTime, arrivals: list[tuple[float, int]]) -> list[float]:
+    """When each frame (arrival time, pts) leaves: the pacer takes it once it has arrived and the
+    previous one has left, and waits the clock's delay."""
+    out: list[float] = []
+    for arrived, pts in arrivals:
+        now.t = max(arrived, out[-1] if out else arrived)
+        now.t += clock.delay(pts)
+        out.append(now.t)
+    return out
+
+
+def test_a_slow_chunk_re_anchors_on_its_first_frame_and_its_frames_leave_one_interval_apart() -> None:
+    now = FakeTime()
+    clock = MediaClock(late_reset_s=0.0625 / 4, now=now)
+    t0 = now.t
+    first = [(t0, pts_for(i, 16)) for i in range(4)]
+    slow = [(t0 + 0.29, pts_for(i, 16)) for i in range(4, 8)]  # due at t0 + 0.25: 40 ms late
+    prompt = [(t0 + 0.30, pts_for(i, 16)) for i in range(8, 12)]
+    sent = [t - t0 for t in _send_times(clock, now, first + slow + prompt)]
+    assert sent == pytest.approx([0.0, 0.0625, 0.125, 0.1875,
+                                  0.29, 0.3525, 0.415, 0.4775, 0.54, 0.6025, 0.665, 0.7275], abs=1e-9)
+    assert clock.resets == 1
+
+
+def test_no_two_frames_leave_closer_than_an_interval_minus_the_reset_threshold() -> None:
+    now = FakeTime()
+    clock = MediaClock(late_reset_s=0.0625 / 4, now=now)
+    t0 = now.t
+    arrivals = []
+    for chunk in range(40):  # chunks 0..14 ms late, one 40 ms late every fifth
+        late = 0.040 if chunk % 5 == 4 else 0.0035 * (chunk % 5)
+        arrivals += [(t0 + 0.25 * chunk + late, pts_for(4 * chunk + i, 16)) for i in range(4)]
+    sent = _send_times(clock, now, arrivals)
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert min(gaps) >= 0.0625 - 0.0625 / 4 - 1e-9

@@ -58,6 +58,35 @@ async def test_frames_leave_at_their_media_time_not_in_a_burst() -> None:
         await stream.close()
 
 
+async def test_after_a_slow_chunk_frames_leave_evenly_paced_not_in_a_burst() -> None:
+    port = FakePort(fps=FPS)
+    with ThreadPoolExecutor(1) as executor:
+        stream = SessionStream(port, executor)  # the default: re-anchor a quarter interval late
+        track = ViewerTrack(max_queued=32)
+        stream.add_viewer(Viewer(track, lambda message: None))
+        stream.start()
+        drained = asyncio.ensure_future(_drain(track, 12))  # reading starts the stream
+        port.outputs.put_nowait(make_chunk(0, 4, FPS, port.width, port.height))
+        while not port.sent_at:  # the clock anchors on frame 0 as it leaves
+            await asyncio.sleep(0.001)
+        anchor = port.sent_at[0]
+        await asyncio.sleep(anchor + 0.29 - time.monotonic())  # the next chunk is due at 0.25 s: 40 ms late
+        port.outputs.put_nowait(make_chunk(4, 4, FPS, port.width, port.height))
+        port.outputs.put_nowait(make_chunk(8, 4, FPS, port.width, port.height))  # then one on time
+        packets = await asyncio.wait_for(drained, 20)
+        await stream.close()
+    assert [p.pts for p in packets] == [pts_for(i, FPS) for i in range(12)]
+    assert [f.idx for f in port.sent] == list(range(12))
+    gaps = [b - a for a, b in zip(port.sent_at, port.sent_at[1:], strict=False)]
+    interval = 1 / FPS
+    # frame 4 leaves when it arrives (late), 5-11 one interval apart from it: nothing closer than
+    # an interval minus the quarter interval a frame may be late without re-anchoring (and the
+    # timer's slack); before, frame 5 kept its old slot and left 22 ms after frame 4
+    assert min(gaps) >= interval - interval / 4 - 0.004, [round(g, 4) for g in gaps]
+    assert port.sent_at[4] - anchor >= 0.29
+    assert stream.clock_resets == 1
+
+
 async def test_a_new_segment_and_a_disc_start_with_key_frames() -> None:
     port = FakePort(fps=FPS)
     with ThreadPoolExecutor(1) as executor:

@@ -1,9 +1,11 @@
 """The media clock that paces a stream: each frame leaves at its pts, never in a burst.
 
 Anchored on the first frame (wall time t0 <-> pts0), frame `pts` is due at
-t0 + (pts - pts0) / 90 kHz. A frame later than `late_reset_s` past its due time (a stall, or
-a director session idle between segments) re-anchors the clock on itself instead of rushing
-the following frames out to catch up.
+t0 + (pts - pts0) / 90 kHz. A frame later than `late_reset_s` past its due time (a slow chunk,
+a stall, or a director session idle between segments) re-anchors the clock on itself instead of
+rushing the following frames out to catch up. So no two frames leave closer together than their
+pts distance minus `late_reset_s` (the stream uses a quarter of a frame interval): a receiver
+sees an even stream that sometimes pauses, never a burst, which would grow its jitter buffer.
 """
 
 from __future__ import annotations

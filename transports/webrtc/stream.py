@@ -1,8 +1,10 @@
 """One session's video stream for WebRTC: paced, encoded once, fanned out to its viewers.
 
 `SessionStream` pulls the session's output (`SessionPort.next_output`), drops frames of old
-generations, waits for each frame's media time (`MediaClock`), encodes it ONCE in an executor
-(never on the event loop) and hands the same H.264 access unit, stamped with the session pts
+generations, encodes each frame ONCE in an executor (never on the event loop), waits for its
+media time (`MediaClock`: a frame late by more than a quarter of a frame interval re-anchors the
+clock, so frames never leave in a burst; encoding before the wait keeps the encoder's varying
+time off the send time) and hands the same H.264 access unit, stamped with the session pts
 (90 kHz), to every viewer's `ViewerTrack`; aiortc's sender packetizes it with the pts as RTP
 timestamp. Before the first frame of each chunk goes out, viewers get a `frames` message on
 their control channel; every other output (acks, segment_start/end, errors) goes there too.
@@ -33,6 +35,7 @@ __all__ = ["KEYFRAME_MIN_INTERVAL_S", "SessionStream", "Viewer", "ViewerTrack"]
 logger = logging.getLogger(__name__)
 
 KEYFRAME_MIN_INTERVAL_S = 0.5
+LATE_RESET_FRAMES = 0.25  # a frame this many frame intervals late re-anchors the media clock
 
 
 class ViewerTrack(MediaStreamTrack):
@@ -99,7 +102,7 @@ class SessionStream:
         self.port = port
         self._settings = EncoderSettings(port.width, port.height, port.fps, crf=crf)
         self._executor = executor
-        self._clock = MediaClock(late_reset_s if late_reset_s is not None else 1.0 / port.fps)
+        self._clock = MediaClock(late_reset_s if late_reset_s is not None else LATE_RESET_FRAMES / port.fps)
         self._viewers: list[Viewer] = []
         self._encoder: H264Encoder | None = None
         self._force_key = True
@@ -180,9 +183,6 @@ class SessionStream:
         self.stale_dropped += len(chunk.frames) - len(frames)
         announced = False
         for i, frame in enumerate(frames):
-            delay = self._clock.delay(frame.pts)
-            if delay > 0:
-                await asyncio.sleep(delay)
             if self._stale(frame):
                 self.stale_dropped += len(frames) - i
                 return
@@ -193,7 +193,11 @@ class SessionStream:
             encoded = await asyncio.get_running_loop().run_in_executor(
                 self._executor, encoder.encode, frame.rgb, frame.pts, keyframe
             )
-            if self._stale(frame):  # interrupted while encoding: never sent; restart clean
+            if not self._stale(frame):
+                delay = self._clock.delay(frame.pts)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if self._stale(frame):  # interrupted while encoding or waiting: never sent; restart clean
                 self._force_key = True
                 self.stale_dropped += len(frames) - i
                 return

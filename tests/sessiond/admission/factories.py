@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from engine.api import ActionSpace, ModelInfo
 from sessiond.admission import CostModel
 
@@ -13,11 +15,13 @@ def model_info(*, fps: int = 16, frames_per_chunk: int = 16, denoise_steps: int 
                      kv_bytes_per_session=kv_bytes, device="cpu", dtype="float32")
 
 
-def known_cost(chunk_seconds_b1: float, *, per_extra_session: float | None = None) -> CostModel:
+def known_cost(chunk_seconds_b1: float, *, per_extra_session: float | None = None,
+               clock: Callable[[], float] | None = None, context_chunks: int | None = None) -> CostModel:
     """A chunk of 1 media second that costs `chunk_seconds_b1` at batch 1 (denoise 4 x 1/8, cache 1/4,
     decode 1/4 of it); at batch b it costs chunk x (1 + (b - 1) x per_extra_session) when given,
     else the model only knows batch 1 (and assumes no batching gain)."""
-    cost = CostModel(model_info())
+    cost = CostModel(model_info(), context_chunks=context_chunks) if clock is None else CostModel(
+        model_info(), clock=clock, context_chunks=context_chunks)
     batches = [1] if per_extra_session is None else [1, 2, 4, 8]
     for b in batches:
         scale = 1.0 if per_extra_session is None else 1.0 + (b - 1) * per_extra_session

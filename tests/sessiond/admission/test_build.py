@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,9 +34,11 @@ class _Host:
         return _kv(self._slabs_free)
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
-                        time_budget_s: float | None) -> CostModel:
+                        time_budget_s: float | None, context_chunks: int | None = None,
+                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
         self.profiles.append({"batches": tuple(batches), "chunks": chunks, "rounds": rounds,
-                              "time_budget_s": time_budget_s})
+                              "time_budget_s": time_budget_s, "context_chunks": context_chunks,
+                              "steady_chunks": steady_chunks, "cpu_time": cpu_time})
         return known_cost(0.5)
 
 
@@ -48,12 +51,17 @@ async def test_the_kv_policy_needs_no_profile() -> None:
 
 async def test_a_cost_model_policy_is_profiled_within_the_pool_and_the_budget() -> None:
     host = _Host(slabs_free=6)  # 3 sessions fit: batches 1, 2 and 3 (max_batch 8)
-    config = ServeConfig(model="tiny", policy="fifo", calibration_budget_s=12.0)
+    config = ServeConfig(model="tiny", policy="fifo", calibration_budget_s=12.0, cpu_threads=1)
     runtime = await build_admission(config, host, CollectorRegistry(), lambda: None)
-    # 3 context chunks: the profile runs 4 chunks, so the last one attends to a full context (the steady cost)
-    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 4, "rounds": 1, "time_budget_s": 12.0}]
+    # 3 context chunks: the profile runs 4 chunks, so the last one attends to a full context (the steady
+    # cost), then 12 more at batch 1 (12 / b at batch b) at that full context, filed under it; a CPU
+    # engine on one thread is profiled by its thread's CPU time
+    assert host.profiles == [{"batches": (1, 2, 3), "chunks": 4, "rounds": 1, "time_budget_s": 12.0,
+                              "context_chunks": 3, "steady_chunks": 12, "cpu_time": True}]
     assert isinstance(runtime.policy, FifoPolicy) and runtime.measured is runtime.policy
     assert runtime.scheduling == "fifo"
+    await build_admission(dataclasses.replace(config, cpu_threads=2), host, CollectorRegistry(), lambda: None)
+    assert host.profiles[1]["cpu_time"] is False  # two threads: the other one's CPU time is not this thread's
     snapshot = runtime.policy.snapshot(0.0)
     assert (snapshot["policy"], snapshot["kv"]["device_bytes"], snapshot["kv"]["per_session_bytes"]) == (
         "fifo", 4000, 1000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -94,9 +95,9 @@ def test_calibration_refuses_clearly_when_the_pool_cannot_hold_the_profile() -> 
     assert engine.closed == ["calibrate-0", "calibrate-1"]
 
 
-def test_a_bucket_keeps_the_median_of_its_calibration_samples() -> None:
+def test_a_bucket_keeps_the_lower_quartile_of_its_calibration_samples() -> None:
     cost = CostModel(model_info())
-    for seconds in (0.010, 0.011, 0.500):  # one sample hit by a noisy neighbour
+    for seconds in (0.500, 0.010, 0.012, 0.011, 0.490):  # two samples hit by a noisy neighbour
         cost.record("cache", 1, 0, seconds)
     assert cost.predict("cache") == 0.011
 
@@ -130,7 +131,7 @@ def test_an_unmeasured_context_takes_the_nearest_measured_bucket() -> None:
 
 
 def test_online_measurements_move_a_bucket_by_ewma_and_track_the_error() -> None:
-    cost = known_cost(0.8)  # decode at batch 1: 0.2 s
+    cost = known_cost(0.8, clock=lambda: 100.0)  # decode at batch 1: 0.2 s; no time passes
     cost.observe("decode", 1, 0, 0.4)
     assert cost.predict("decode", 1) == pytest.approx(0.2 + 0.2 * 0.2)
     assert cost.error("decode") == pytest.approx(0.5)  # predicted 0.2 against 0.4
@@ -140,7 +141,7 @@ def test_online_measurements_move_a_bucket_by_ewma_and_track_the_error() -> None
     assert cost.error("decode") == pytest.approx(0.0, abs=1e-4)
 
 
-def test_settling_returns_every_profiled_bucket_to_its_profile_median() -> None:
+def test_settling_returns_every_profiled_bucket_to_its_profile_and_forgets_online_only_buckets() -> None:
     cost = known_cost(0.8)  # decode at batch 1: 0.2 s
     for seconds in (0.011, 0.010, 0.500):
         cost.record("cache", 2, 0, seconds)
@@ -148,10 +149,58 @@ def test_settling_returns_every_profiled_bucket_to_its_profile_median() -> None:
         cost.observe("decode", 1, 0, 0.4)
         cost.observe("cache", 2, 0, 0.05)
     cost.observe("decode", 1, 8, 0.9)  # a bucket only the online corrections ever measured
-    assert cost.settle() == 2
-    assert (cost.predict("decode", 1), cost.predict("cache", 2)) == pytest.approx((0.2, 0.011), abs=1e-12)
-    assert cost.predict("decode", 1, 8) == 0.9  # nothing to go back to: kept
+    assert cost.settle() == 3
+    assert (cost.predict("decode", 1), cost.predict("cache", 2)) == pytest.approx((0.2, 0.0105), abs=1e-15)
+    assert cost.predict("decode", 1, 8) == 0.2  # forgotten: the nearest profiled bucket answers
+    assert cost.snapshot()["cost_rate"]["1"] == 0.8
     assert cost.settle() == 0
+
+
+def test_an_online_correction_fades_back_to_the_profile_once_not_measured() -> None:
+    now = [0.0]
+    cost = known_cost(0.8, clock=lambda: now[0])  # decode at batch 1: 0.2 s; half-life 30 s
+    for _ in range(60):
+        cost.observe("decode", 1, 0, 0.4)
+    assert cost.predict("decode", 1) == pytest.approx(0.4, rel=1e-4)
+    now[0] = 30.0
+    assert cost.predict("decode", 1) == pytest.approx(0.3, rel=1e-4)
+    now[0] = 90.0
+    assert cost.predict("decode", 1) == pytest.approx(0.225, rel=1e-4)
+    cost.observe("decode", 1, 0, 0.225)  # measured again: the EWMA starts from the faded value
+    assert cost.predict("decode", 1) == pytest.approx(0.225, rel=1e-4)
+
+
+def test_chunks_past_the_attention_window_are_filed_under_the_window() -> None:
+    cost = known_cost(0.8, context_chunks=2, clock=lambda: 5.0)  # profiled at context 0 only
+    cost.record("decode", 1, 2, 0.3)
+    for index in (3, 4, 8, 16, 64):  # a long session's growing chunk index
+        cost.observe("decode", 1, index, 0.5)
+    contexts = sorted({(i["item"], i["context"]) for i in cost.snapshot()["items"]})
+    assert contexts == [("cache", 0), ("decode", 0), ("decode", 2), ("denoise", 0)]
+    assert cost.steady_context() == 2
+    assert cost.predict("decode", 1, 500) == pytest.approx(0.3 + (0.5 - 0.3) * (1 - 0.8 ** 5))
+    assert cost.settle() == 1
+    assert cost.predict("decode", 1, 500) == 0.3
+
+
+def test_the_profile_states_its_spread_at_the_steady_context() -> None:
+    cost = CostModel(model_info(frames_per_chunk=16, fps=16, denoise_steps=1), context_chunks=1)
+    for seconds in (0.1, 0.2, 0.3, 0.4, 0.5):
+        for item in ("denoise", "cache", "decode"):
+            cost.record(item, 1, 1, seconds)
+    assert cost.spread(1) == pytest.approx((0.6, 1.2))  # 3 items at 0.2 and at 0.4, 1 media s a chunk
+    assert cost.spread(2) is None
+    assert cost.snapshot(max_batch=2)["profile_spread"] == {"1": [pytest.approx(0.6), pytest.approx(1.2)]}
+
+
+def test_calibration_adds_steady_chunks_at_the_full_context_divided_by_the_batch() -> None:
+    engine = FakeEngine()
+    cost = calibrate(engine, batches=(1, 2, 4), chunks=3, rounds=1, context_chunks=2, steady_chunks=4)
+    samples = {(i["item"], i["batch"], i["context"]): i["samples"] for i in cost.snapshot()["items"]}
+    # contexts 0 and 1 once each; context 2 once plus 4 / b more chunks (chunk indices 3.. filed under 2)
+    assert [samples[("decode", b, c)] for b in (1, 2, 4) for c in (0, 1, 2)] == [1, 1, 5, 1, 1, 3, 1, 1, 2]
+    assert samples[("denoise", 1, 2)] == 5 * engine.info.denoise_steps
+    assert cost.steady_context() == 2
 
 
 def test_engine_step_results_feed_the_model_per_phase() -> None:
@@ -187,3 +236,22 @@ def test_the_snapshot_is_json_for_the_capacity_endpoint() -> None:
     assert text["chunk_media_s"] == 1.0
     assert text["cost_rate"]["1"] == pytest.approx(0.8)
     assert text["cost_rate"]["2"] == pytest.approx(0.8 * 1.5 / 2)
+
+
+class _WaitingEngine(FakeEngine):
+    """Each step waits 20 ms for something else (a sleep: no CPU) and reports that wall time."""
+
+    def step(self, plan: StepPlan) -> StepResult:
+        result = super().step(plan)
+        time.sleep(0.02)
+        return StepResult(result.results, {p: 0.02 for p in result.seconds}, result.batch_sizes)
+
+
+def test_a_cpu_time_profile_counts_what_the_thread_computed_not_what_it_waited_for() -> None:
+    by_cpu = calibrate(_WaitingEngine(), batches=(1,), chunks=2, rounds=1, cpu_time=True)
+    by_wall = calibrate(_WaitingEngine(), batches=(1,), chunks=2, rounds=1)
+    assert (by_cpu.profile_clock, by_wall.profile_clock) == ("cpu", "wall")
+    assert by_wall.predict("decode", 1, 1) == 0.02
+    assert by_cpu.predict("decode", 1, 1) < 0.002  # a sleeping thread computes nothing
+    assert by_cpu.contention is not None and by_cpu.contention > 10  # waited 10x longer than it ran
+    assert by_cpu.snapshot()["profile_clock"] == "cpu"

@@ -1,0 +1,124 @@
+"""What a person asks of admission first: which modes this start serves, for how many sessions,
+and whether a session of each mode can be had now. Said once at start-up (the log), on the index
+page and at the top of `/v1/capacity` (`serves_now`, `statement`), from the same checks the
+policy admits by (`DutyPolicy.decide`: never, max_sessions, load, risk, kv)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+from sessiond.admission.feasibility import worst_group_risk
+from sessiond.admission.kvpool import KVPoolAdmission
+from sessiond.admission.policy import PolicyBase
+
+__all__ = ["LOOK_ANYWAY", "MODES", "AdmissionSummary", "summarize"]
+
+MODES = ("world", "director")
+LOOK_ANYWAY = "--policy kv"  # the one flag that admits by memory alone, objectives unchecked
+_LIMIT = 64
+_LABEL = {"world": "World", "director": "Director"}
+
+
+@dataclass(frozen=True)
+class AdmissionSummary:
+    serves: dict[str, int]  # sessions of each mode alone this start serves within objective
+    serves_now: dict[str, int]  # sessions of each mode that would be admitted now, beside those open
+    cannot: dict[str, str] = field(default_factory=dict)  # mode -> why this start never serves it
+    spread: tuple[float, float] | None = None  # the world cost rate's profile quartiles (engine s / media s)
+    budget: float | None = None  # engine seconds per wall second admission plans with (1 - margin)
+    policy: str = "duty"
+
+    @property
+    def statement(self) -> str:
+        """One or two sentences for the start-up log and the index page."""
+        if self.policy == "kv":
+            return (f"This start admits by memory alone ({LOOK_ANYWAY}): up to {self.serves['world']} sessions, "
+                    "with no check that they play within objective.")
+        served = [m for m in MODES if self.serves[m] > 0]
+        parts = [f"{_LABEL[m]} for {self.serves[m]} session{'s' if self.serves[m] != 1 else ''}" for m in served]
+        head = f"This start serves {' and '.join(parts)}" if parts else "This start serves no session"
+        if self.spread is not None and self.budget is not None:
+            lo, hi = self.spread
+            head += (f" (a World session costs {lo:.2f}-{hi:.2f} s of engine time per media second here, "
+                     f"budget {self.budget:.2f})")
+        text = head + "."
+        for mode, why in self.cannot.items():
+            text += (f" It cannot serve a {_LABEL[mode]} session within objective on this machine ({why}); "
+                     f"to look anyway, start it with {LOOK_ANYWAY}.")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        return {"serves": dict(self.serves), "serves_now": dict(self.serves_now), "cannot": dict(self.cannot),
+                "world_cost_spread": list(self.spread) if self.spread is not None else None,
+                "budget": self.budget, "statement": self.statement}
+
+
+def summarize(policy: Any, now: float) -> AdmissionSummary | None:
+    """The summary of a built policy (None for a policy handed in from outside)."""
+    if isinstance(policy, KVPoolAdmission):
+        open_now, room = policy.room()
+        return AdmissionSummary(serves=dict.fromkeys(MODES, open_now + room), serves_now=dict.fromkeys(MODES, room),
+                                policy="kv")
+    if not isinstance(policy, PolicyBase):
+        return None
+    cap = policy.max_sessions if policy.max_sessions is not None else _LIMIT
+    serves = {m: min(cap, policy.mode_capacity(m)) for m in MODES}
+    cannot = {}
+    if policy.cost.calibrated():
+        model = policy.group_model()
+        for mode in MODES:
+            fits, need = model.alone(mode)
+            if not fits:
+                cannot[mode] = _why(policy, mode, need)
+    if policy.name == "duty":
+        serves_now = {m: 0 if m in cannot else _headroom(policy, m, now) for m in MODES}
+    else:  # the comparison policies admit by their own rule: what is left of their capacity
+        open_now = len(policy.tracker.sessions())
+        serves_now = {m: max(0, serves[m] - open_now) for m in MODES}
+    spread = policy.cost.spread(1) if policy.cost.calibrated() else None
+    return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name)
+
+
+def _why(policy: PolicyBase, mode: str, need: float) -> str:
+    model = policy.group_model()
+    if need > model.budget + 1e-12:
+        return f"needs {need:.2f} s of engine time per media second, has {model.budget:.2f}"
+    a2p = model.chunk_media_s + model.chunk_seconds(1)
+    return f"an input would show after {a2p:.2f} s, the objective is {model.action_to_photon_s:.2f} s"
+
+
+def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
+    """The most newcomers of `mode` (each at its prior) the duty policy's checks admit beside the
+    sessions open now: max_sessions, load, risk and KV, as `DutyPolicy.decide` applies them."""
+    tracker = policy.tracker
+    others = tracker.sessions()
+    if others and not policy.group_model().alone(mode)[0]:
+        return 0  # as the policy measures now, beside the open sessions: `full`
+    prior = tracker.priors.prior(mode)
+    tolerance = policy.objectives.tolerance(mode)
+    group = [(tracker.mode(s), tracker.duty(s, now), policy.objectives.tolerance(tracker.mode(s))) for s in others]
+    demanding = sum(tracker.demanding(s, now) for s in others)
+    feasible = cache(policy.group_model().feasible)  # each group size is asked about many times
+
+    def admits(n: int) -> bool:
+        if policy.max_sessions is not None and len(others) + n > policy.max_sessions:
+            return False
+        load, _ = policy.load(now, extra_duty=n * prior)
+        if load > policy.load_budget + 1e-12:
+            return False
+        _, p_over, tol = worst_group_risk([*group, *[(mode, prior, tolerance)] * n], feasible)
+        if p_over > tol + 1e-12:
+            return False
+        return policy.kv is None or policy.kv.fits(len(others) + n, demanding + n)
+
+    # every check only tightens as newcomers are added: the largest n admitted, by bisection
+    lo, hi = 0, _LIMIT
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if admits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
