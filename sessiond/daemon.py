@@ -30,6 +30,7 @@ from sessiond.positions import PositionLedger
 from sessiond.recording import write_recording
 from sessiond.scheduler import Scheduler
 from sessiond.session import Session, SessionEnv
+from sessiond.session.overruns import apply_overruns
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
 from sessiond.store.sweep import sweep_stale
@@ -151,9 +152,7 @@ class Daemon:
         for task in list(self._tasks):
             await _settled(task)
         for session in [*self.sessions.values(), *self.handed_off.values()]:
-            if session.connection is not None:
-                session.connection.close()
-                session.out.event.set()
+            session.hang_up()
         if self._gateway is not None:
             await _settled(asyncio.ensure_future(self._gateway.shutdown()))
         await self._release_engine_sessions()
@@ -275,6 +274,10 @@ class Daemon:
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
                           decision.retry_after_s, decision.reason)
 
+    def resume_lock(self, session_id: str) -> asyncio.Lock:
+        """The lock that lets one resume of the session run at a time (dropped on close)."""
+        return self._resume_locks.setdefault(session_id, asyncio.Lock())
+
     def release(self, session_id: str) -> None:
         if self.api_keys is not None:
             self.api_keys.release(session_id)
@@ -325,7 +328,7 @@ class Daemon:
     def _tick(self) -> None:
         """Twice a second: admission's gauges, and its answer to sessions over their prior."""
         if self.admission is not None:
-            self.admission.tick(self.sessions)
+            apply_overruns(self.sessions, self.admission.refresh(self.sessions))
 
     def state_counts(self) -> dict[str, int]:
         counts = {state.label: 0 for state in SessionState}

@@ -4,7 +4,7 @@ restart it is resumed from its durable record and continuation snapshot."""
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import secrets
 import time
 from typing import Any
@@ -136,7 +136,7 @@ async def _stored(daemon: Daemon, sid: str) -> SessionRecord | None:
     if record is not None:
         position = await daemon.store.get_position(sid)
         if position is not None and position > record.frames_sent:
-            record.frames_sent = position
+            return dataclasses.replace(record, frames_sent=position)
     return record
 
 
@@ -166,8 +166,7 @@ async def resume_session(daemon: Daemon, record: SessionRecord, base_url: str) -
     """The live session of `record`: resumed here from the store unless it already is live (one
     resume at a time per session). No token check: callers check it (or are the fleet's control)."""
     sid = record.session_id
-    lock = daemon._resume_locks.setdefault(sid, asyncio.Lock())
-    async with lock:
+    async with daemon.resume_lock(sid):
         live = daemon.sessions.get(sid)
         if live is not None:
             return live
@@ -199,7 +198,6 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
     if not opened:
         daemon.release(sid)
         raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0, "kv")
-    record.state = "created"
     session = Session(record, daemon.new_env(), _public(record, base_url, daemon.info.prompt_examples),
                       restored=True)
     daemon.positions.reopen(sid)

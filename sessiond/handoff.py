@@ -16,10 +16,8 @@ import logging
 
 from protocols.messages import Moved
 from sessiond.daemon import Daemon
-from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.session import Session
-from sessiond.session.jobs import EngineOp, Op
 from sessiond.store.base import SessionRecord
 
 __all__ = ["checkpoint", "drop_duplicate", "hand_off", "let_go"]
@@ -29,10 +27,7 @@ logger = logging.getLogger(__name__)
 
 def _freeze(daemon: Daemon, session: Session) -> None:
     daemon.sessions.pop(session.id, None)  # the scheduler no longer sees it: nothing more is generated
-    session.job = None
-    session.segment = None
-    session.ops.clear()
-    session.drop_output("moved")  # unsent frames go: the stored position is what the viewer got
+    session.freeze()
     daemon.handed_off[session.id] = session
     daemon.release(session.id)
 
@@ -61,12 +56,7 @@ def let_go(daemon: Daemon, session_id: str, moved: Moved | None) -> bool:
     session = daemon.handed_off.pop(session_id, None)
     if session is None:
         return False
-    connection = session.connection
-    if connection is not None:
-        if moved is not None:
-            session.push_control(moved)
-        connection.end()
-        session.out.event.set()
+    session.move_away(moved)
     log_event("moved", session_id, to=moved.ws_url if moved else None)
     return True
 
@@ -91,11 +81,7 @@ async def drop_duplicate(daemon: Daemon, session_id: str) -> bool:
 def checkpoint(daemon: Daemon) -> int:
     """Queue a snapshot of each active session (its finished chunks' latents; the scheduler runs it
     between steps and the store writer stores it). Returns how many were queued."""
-    queued = 0
-    for session in daemon.sessions.values():
-        if session.state == SessionState.ACTIVE and not any(op.kind == Op.SNAPSHOT for op in session.ops):
-            session.ops.append(EngineOp(Op.SNAPSHOT))
-            queued += 1
+    queued = sum(session.snapshot() for session in daemon.sessions.values())
     if queued and daemon.scheduler is not None:
         daemon.scheduler.wake()
     return queued

@@ -25,11 +25,10 @@ from typing import Any
 
 from engine.api import KVStats, StepResult
 from protocols.errors import ErrorCode
-from protocols.messages import Error
 from sessiond.engine_host import EngineHost, Entry
 from sessiond.engine_worker import WorkerStopped
 from sessiond.lifecycle import SessionState
-from sessiond.session.jobs import ChunkJob, EngineOp, Op
+from sessiond.session.jobs import ChunkJob, EngineOp
 from sessiond.session.session import Session
 
 __all__ = ["Scheduler"]
@@ -114,7 +113,7 @@ class Scheduler:
         ops: dict[str, list[EngineOp]] = {}
         for session in self.sessions.values():
             if session.ops:
-                ops[session.id], session.ops = session.ops, []
+                ops[session.id] = session.take_ops()
         if not ops:
             return
         outcome = await self.host.run_ops(ops)
@@ -123,12 +122,8 @@ class Scheduler:
             self._fault(sid, why)
         for sid in outcome.restore_failed:
             failed = self.sessions.get(sid)
-            if failed is not None and not failed.state.terminal:
-                if failed.state == SessionState.ACTIVE:
-                    failed.set_state(SessionState.IDLE)
-                failed.set_state(SessionState.OFFLOADED)
-                failed.push_control(Error(code=ErrorCode.CAPACITY.value, fatal=False,
-                                           message="no KV memory free to restore this session; retry shortly"))
+            if failed is not None:
+                failed.restore_failed()
         for sid, data in outcome.snapshots.items():
             self.on_snapshot(sid, data)
 
@@ -201,9 +196,8 @@ class Scheduler:
             job = jobs.get(item.session_id)
             if session is None or job is None or session.state.terminal:
                 continue
-            job.chunk_index = item.chunk_index
             if item.chunk is not None:
-                session.on_frames(job, item.chunk_index, item.chunk.frames)
+                session.on_frames(job, item.chunk)
             if item.session_id in outcome.finished:
                 took = session.on_job_done(job)
                 if took is not None:
@@ -229,9 +223,8 @@ class Scheduler:
                 if stats is not None:
                     session.push_control(stats)
             idle_for = now - session.idle_since
-            if session.state == SessionState.IDLE and session.job is None and idle_for >= self.idle_offload_s:
-                session.ops.append(EngineOp(Op.OFFLOAD))
-                session.set_state(SessionState.OFFLOADED, idle_s=round(idle_for, 1))
+            if idle_for >= self.idle_offload_s:
+                session.offload(idle_s=round(idle_for, 1))
             if session.state in (SessionState.IDLE, SessionState.OFFLOADED) and idle_for >= self.idle_close_s:
                 self.on_close(session.id, "idle")
 
