@@ -345,10 +345,18 @@ class Daemon:
                 raise ProtocolError(ErrorCode.INTERNAL, f"WebRTC is not available in this build ({exc})") from exc
             c = self.config
             self._gateway = WebRTCGateway(WebRTCConfig(
-                host_addresses=tuple(c.webrtc_hosts) or None, max_message_bytes=c.max_message_bytes,
-                viewer_silence_s=c.viewer_silence_s,
-                inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)))
+                host_addresses=tuple(c.webrtc_hosts) or None, viewer_silence_s=c.viewer_silence_s,
+                inbound=self.inbound_limits()), on_error=self.count_protocol_error)
         return self._gateway
+
+    def inbound_limits(self) -> InboundLimits:
+        """What every transport's inbound reader applies to a client's messages."""
+        c = self.config
+        return InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s, max_message_bytes=c.max_message_bytes,
+                             max_prompt_chars=c.max_prompt_chars)
+
+    def count_protocol_error(self, code: str) -> None:
+        self.metrics.protocol_errors.labels(code=code).inc()
 
     def update_gauges(self) -> None:
         if self.admission is not None:

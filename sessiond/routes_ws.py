@@ -18,7 +18,6 @@ from sessiond.daemon import Daemon
 from sessiond.directory import open_for_connection
 from sessiond.routes_http import base_url, bearer_token
 from sessiond.session import connect
-from transports.inbound import InboundLimits
 from transports.interface import MediaPacker
 from transports.raw import RawPacker
 from transports.websocket import ConnectionOptions, WebSocketConnection
@@ -115,8 +114,6 @@ async def session_socket(ws: WebSocket) -> None:
                     max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
     conn = WebSocketConnection(
         StarletteWire(ws), lambda: connect(session, media), packer, dict(session.public),
-        ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s,
-                          inbound=InboundLimits(c.max_requests_per_s, c.abuse_errors_per_10s)),
-        executor=daemon.executor,
-        on_error=lambda code: daemon.metrics.protocol_errors.labels(code=code).inc())
+        ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s, inbound=daemon.inbound_limits()),
+        executor=daemon.executor, on_error=daemon.count_protocol_error)
     await conn.run()
