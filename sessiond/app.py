@@ -10,14 +10,15 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from engine.api import EngineProtocol
+from httpapi import mount
 from sessiond.admission.decision import AdmissionPolicy
 from sessiond.config import ServeConfig
 from sessiond.daemon import Daemon
-from sessiond.routes_http import http_routes
+from sessiond.routes_http import HANDLERS, metrics
 from sessiond.routes_ws import session_socket
 from sessiond.store import Store
 
@@ -40,10 +41,8 @@ def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, sto
         finally:
             await daemon.stop()
 
-    routes: list[Route | WebSocketRoute | Mount] = [
-        Route(path, handler, methods=methods) for path, handler, methods in http_routes()
-    ]
-    routes.append(WebSocketRoute("/v1/sessions/{sid}/ws", session_socket))
+    routes: list[BaseRoute] = mount({**HANDLERS, "ws": session_socket})  # the public surface, as a gateway's
+    routes.append(Route("/metrics", metrics, methods=["GET"]))  # the daemon's own: Prometheus
     static = web_dir(config)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
     middleware = [Middleware(

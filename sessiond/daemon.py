@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from engine.api import EngineProtocol, KVStats, ModelInfo
-from protocols.errors import ErrorCode, ProtocolError
+from protocols.errors import ErrorCode, ProtocolError, Refused
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.metrics import AdmissionMetrics
@@ -36,7 +36,7 @@ from sessiond.store.base import SessionRecord
 from sessiond.store.sweep import sweep_stale
 from transports.inbound import InboundLimits
 
-__all__ = ["Daemon", "Refused"]
+__all__ = ["Daemon"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,16 +51,6 @@ async def _settled(task: asyncio.Future[Any]) -> None:
         pass
     except Exception:
         logger.exception("task %r failed while stopping", task)
-
-
-class Refused(ProtocolError):
-    """A request refused (503): carries the seconds after which to retry, or None when waiting
-    cannot help (the server can never serve it)."""
-
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None, reason: str | None = None) -> None:
-        super().__init__(code, message)
-        self.retry_after_s = retry_after_s
-        self.reason = reason  # the error body's `reason` (protocols.http.CAPACITY_REASONS)
 
 
 class Daemon:

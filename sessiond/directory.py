@@ -9,11 +9,11 @@ import secrets
 import time
 from typing import Any
 
-from protocols.errors import ErrorCode, ProtocolError
+from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 from protocols.timeline import pts_for
 from sessiond.auth import hash_token, new_session_id, new_token, token_matches
-from sessiond.daemon import Daemon, Refused
+from sessiond.daemon import Daemon
 from sessiond.errors import StoreUnavailable
 from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event

@@ -13,10 +13,10 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from engine.api import KVStats
-from protocols.errors import ErrorCode, ProtocolError
+from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 from protocols.messages import Moved
-from sessiond.daemon import Daemon, Refused
+from sessiond.daemon import Daemon
 from sessiond.directory import create_session, delete_session, find_session, resume_session, status_of
 from sessiond.errors import StoreUnavailable
 from sessiond.handoff import drop_duplicate, hand_off, let_go

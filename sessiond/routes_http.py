@@ -1,39 +1,23 @@
-"""The HTTP routes of docs/protocol.md (JSON bodies; every failure is {"error": {...}})."""
+"""The daemon's handlers of the public HTTP routes of docs/protocol.md (the table, the error
+bodies and the token live in `httpapi`; JSON bodies; every failure is {"error": {...}})."""
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from httpapi import bearer_token, error_response, read_json
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
+from protocols.http import CreateSessionRequest
 from sessiond.admission.build import objectives_of
 from sessiond.daemon import Daemon
 from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
 from sessiond.session import connect
 
-__all__ = ["bearer_token", "error_response", "http_routes"]
-
-_MAX_BODY = 64 * 1024
-
-
-def error_response(exc: ProtocolError) -> JSONResponse:
-    body = ErrorBody.of(exc)
-    retry = body.retry_after_s
-    headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
-    return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
-
-
-def bearer_token(request: Any) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return str(auth[7:].strip())
-    token = request.query_params.get("token")
-    return str(token) if token else None
+__all__ = ["HANDLERS", "base_url", "metrics"]
 
 
 def base_url(request: Any) -> str:
@@ -45,20 +29,10 @@ def _daemon(request: Request) -> Daemon:
     return daemon
 
 
-async def _json_body(request: Request) -> Any:
-    body = await request.body()
-    if len(body) > _MAX_BODY:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
-    try:
-        return json.loads(body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the body is not JSON: {exc}") from exc
-
-
 async def create(request: Request) -> Response:
     daemon = _daemon(request)
     try:
-        req = CreateSessionRequest.from_json(await _json_body(request),
+        req = CreateSessionRequest.from_json(await read_json(request),
                                              max_prompt_chars=daemon.config.max_prompt_chars)
         resp = await create_session(daemon, req, base_url(request), request.headers.get("x-api-key"))
     except ProtocolError as exc:
@@ -94,7 +68,7 @@ async def webrtc(request: Request) -> Response:
     try:
         session = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
                                             base_url(request))
-        offer = await _json_body(request)
+        offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):
             raise ProtocolError(ErrorCode.INVALID_FIELD, "the body must be {sdp: str, type: \"offer\"}", "sdp")
@@ -153,14 +127,6 @@ async def capacity(request: Request) -> Response:
     return JSONResponse(body)
 
 
-def http_routes() -> list[tuple[str, Any, list[str]]]:
-    return [
-        ("/v1/sessions", create, ["POST"]),
-        ("/v1/sessions/{sid}", status, ["GET"]),
-        ("/v1/sessions/{sid}", delete, ["DELETE"]),
-        ("/v1/sessions/{sid}/webrtc", webrtc, ["POST"]),
-        ("/healthz", healthz, ["GET"]),
-        ("/readyz", readyz, ["GET"]),
-        ("/metrics", metrics, ["GET"]),
-        ("/v1/capacity", capacity, ["GET"]),
-    ]
+# the daemon's handler of each public route (httpapi.ROUTES) but the WebSocket (routes_ws)
+HANDLERS = {"create": create, "status": status, "delete": delete, "webrtc": webrtc, "capacity": capacity,
+            "healthz": healthz, "readyz": readyz}

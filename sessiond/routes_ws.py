@@ -10,13 +10,12 @@ from concurrent.futures import Executor
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from protocols.codec import encode
+from httpapi import bearer_token, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.http import ws_close_code_for
-from protocols.messages import Error, Limits
+from protocols.messages import Limits
 from sessiond.daemon import Daemon
 from sessiond.directory import open_for_connection
-from sessiond.routes_http import base_url, bearer_token
+from sessiond.routes_http import base_url
 from sessiond.session import connect
 from transports.interface import MediaPacker
 from transports.raw import RawPacker
@@ -89,12 +88,6 @@ async def make_packer(media: str, width: int, height: int, fps: int, executor: E
                             "media") from exc
 
 
-async def _refuse(ws: WebSocket, exc: ProtocolError) -> None:
-    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
-        await ws.send_bytes(encode(Error(code=exc.code.value, message=exc.message, fatal=True)))
-        await ws.close(ws_close_code_for(exc.code))
-
-
 async def session_socket(ws: WebSocket) -> None:
     daemon: Daemon = ws.app.state.daemon
     sid = ws.path_params["sid"]
@@ -107,7 +100,7 @@ async def session_socket(ws: WebSocket) -> None:
         packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
-        await _refuse(ws, exc)
+        await refuse_socket(ws, exc)
         return
     c = daemon.config
     limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,

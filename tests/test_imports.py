@@ -10,10 +10,12 @@ ALLOWED = {
     "protocols": set(),
     "engine": set(),
     "transports": {"protocols"},
-    "sessiond": {"engine", "transports", "protocols"},
+    # the public HTTP surface (route table, error bodies, token) both the daemon and the gateway mount
+    "httpapi": {"protocols"},
+    "sessiond": {"engine", "transports", "protocols", "httpapi"},
     "loadtest": {"sessiond", "engine", "protocols", "fleet"},
     # the fleet speaks the public protocol and declares the daemon interface it needs
-    "fleet": {"protocols"},
+    "fleet": {"protocols", "httpapi"},
 }
 # the one way into the load-test tooling from the daemon: its command line dispatches the
 # replay and trace subcommands; the daemon's runtime never imports loadtest. The daemon joins a
