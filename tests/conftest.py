@@ -213,3 +213,20 @@ def daemon_process(*args: str, port: int | None = None, log: Path | None = None
         stop_process(proc)
         if log is not None:
             out.close()  # type: ignore[union-attr]
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """An ASGI app under a real uvicorn server on a free loopback port, in this event loop; its URL."""
+    import uvicorn
+
+    port = find_free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

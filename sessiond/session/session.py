@@ -9,25 +9,11 @@ overrun answer, the fleet's hand-off and the client's requests (dispatched by
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
-from protocols.messages import (
-    Ack,
-    Action,
-    Direct,
-    Error,
-    Flush,
-    Interrupt,
-    Moved,
-    Pause,
-    Ping,
-    Pong,
-    Received,
-    Resume,
-    Stats,
-)
+from protocols.messages import Ack, Error, Pong, Stats
 from protocols.timeline import pts_for
 from sessiond.lifecycle import Lifecycle, SessionState
 from sessiond.logs import log_event
@@ -41,6 +27,9 @@ from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
 from transports.interface import OutChunk, OutFrame
+
+if TYPE_CHECKING:  # the client requests' types, read only in annotations
+    from protocols.messages import Action, Direct, Flush, Interrupt, Moved, Pause, Ping, Received, Resume
 
 __all__ = ["Session"]
 

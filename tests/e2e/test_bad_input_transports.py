@@ -86,40 +86,36 @@ async def webrtc_daemon() -> AsyncIterator[RunningDaemon]:
         yield d
 
 
-async def test_every_bad_input_gets_the_same_code_and_count_over_websocket_and_webrtc(
-        webrtc_daemon: RunningDaemon) -> None:
-    d = webrtc_daemon
-    expected = [(code, False) for _, code in _INPUTS]
-    moved = {code: float(sum(1 for _, want in _INPUTS if want == code)) for code in _CODES}
+async def _over_both(d: RunningDaemon, work: Callable[[_Wire], Awaitable[Any]]) -> dict[str, Any]:
+    """`work` on a fresh world session over each transport: what it returned, by transport."""
+    out = {}
     async with httpx.AsyncClient(timeout=30) as http:
-        results = {}
         for name in ("websocket", "webrtc"):
             session = (await http.post(f"{d.url}/v1/sessions", json={"mode": "world"})).json()
             wire = await (_websocket(session) if name == "websocket" else _webrtc(session, http))
             try:
-                results[name] = await _send_table(d, wire)
+                out[name] = await work(wire)
             finally:
                 await wire.close()
                 await http.delete(f"{d.url}/v1/sessions/{session['session_id']}",
                                   headers={"Authorization": f"Bearer {session['token']}"})
-    assert results["websocket"] == (expected, moved)
-    assert results["webrtc"] == (expected, moved)
+    return out
+
+
+async def test_every_bad_input_gets_the_same_code_and_count_over_websocket_and_webrtc(
+        webrtc_daemon: RunningDaemon) -> None:
+    expected = [(code, False) for _, code in _INPUTS]
+    moved = {code: float(sum(1 for _, want in _INPUTS if want == code)) for code in _CODES}
+    results = await _over_both(webrtc_daemon, lambda wire: _send_table(webrtc_daemon, wire))
+    assert results == {"websocket": (expected, moved), "webrtc": (expected, moved)}
 
 
 async def test_the_request_rate_is_the_same_over_both_transports(webrtc_daemon: RunningDaemon) -> None:
-    d = webrtc_daemon
-    async with httpx.AsyncClient(timeout=30) as http:
-        limited = {}
-        for name in ("websocket", "webrtc"):
-            session = (await http.post(f"{d.url}/v1/sessions", json={"mode": "world"})).json()
-            wire = await (_websocket(session) if name == "websocket" else _webrtc(session, http))
-            try:
-                for i in range(55):  # 50 requests per second are allowed; pings are requests on both
-                    await wire.send(encode(Ping(id=i, ts=0.0)))
-                error: Error = await wire.next_of(Error)
-                limited[name] = (error.code, error.fatal, error.re)
-            finally:
-                await wire.close()
-                await http.delete(f"{d.url}/v1/sessions/{session['session_id']}",
-                                  headers={"Authorization": f"Bearer {session['token']}"})
+    async def flood(wire: _Wire) -> tuple[str, bool, int | None]:
+        for i in range(55):  # 50 requests per second are allowed; pings are requests on both
+            await wire.send(encode(Ping(id=i, ts=0.0)))
+        error: Error = await wire.next_of(Error)
+        return error.code, error.fatal, error.re
+
+    limited = await _over_both(webrtc_daemon, flood)
     assert limited == {"websocket": ("rate_limited", False, 50), "webrtc": ("rate_limited", False, 50)}

@@ -4,16 +4,12 @@ under uvicorn on loopback)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import msgpack
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.routing import Route, WebSocketRoute
 from websockets.asyncio.client import connect
@@ -27,7 +23,7 @@ from protocols.errors import ErrorCode, Refused
 from protocols.http import ErrorBody
 from sessiond.app import create_app
 from sessiond.config import ServeConfig
-from tests.conftest import RunningDaemon, find_free_port
+from tests.conftest import RunningDaemon, serving
 
 UNKNOWN = "s_0000000000000000"
 
@@ -77,20 +73,6 @@ def test_a_refusal_carries_retry_after_and_reason_into_its_body() -> None:
                                         "reason": "max_sessions"}}
 
 
-@contextlib.asynccontextmanager
-async def _serving(app: Starlette) -> AsyncIterator[str]:
-    port = find_free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
 BAD_REQUESTS = [
     pytest.param("POST", "/v1/sessions", b"{not json", id="create-body-not-json"),
     pytest.param("POST", "/v1/sessions", b"{" + b" " * 70_000 + b"}", id="create-body-over-64-KiB"),
@@ -108,7 +90,7 @@ BAD_REQUESTS = [
 @pytest.mark.parametrize(("method", "path", "body"), BAD_REQUESTS)
 async def test_a_bad_request_gets_the_same_error_body_from_the_daemon_and_the_gateway(
         daemon: RunningDaemon, method: str, path: str, body: bytes) -> None:
-    async with _serving(_gateway_app(proxy=True)) as gateway, httpx.AsyncClient(timeout=10) as http:
+    async with serving(_gateway_app(proxy=True)) as gateway, httpx.AsyncClient(timeout=10) as http:
         answers = []
         for base in (daemon.url, gateway):
             r = await http.request(method, base + path, content=body, headers={"authorization": "Bearer nope"})
@@ -119,7 +101,7 @@ async def test_a_bad_request_gets_the_same_error_body_from_the_daemon_and_the_ga
 
 
 async def test_a_websocket_to_an_unknown_session_is_refused_alike(daemon: RunningDaemon) -> None:
-    async with _serving(_gateway_app(proxy=True)) as gateway:
+    async with serving(_gateway_app(proxy=True)) as gateway:
         refusals = []
         for base in (daemon.url, gateway):
             ws_url = "ws" + base[4:] + f"/v1/sessions/{UNKNOWN}/ws?media=raw&token=nope"
