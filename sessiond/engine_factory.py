@@ -35,7 +35,7 @@ def default_device() -> str:
 
 def model_catalog() -> ModelCatalog:
     """The models `serve` can run: the engine core's and the demo family's."""
-    from engine.demo.registration import catalog_with_demo
+    from demo.registration import catalog_with_demo
 
     return catalog_with_demo()
 
@@ -54,7 +54,7 @@ def demo_dtype(device: str, cpuinfo: str | None = None) -> str | None:
     (AMX or AVX512-BF16; ``cpuinfo``: the text of /proc/cpuinfo, read when not given), else the
     engine's default (float32 on CPUs, where bf16 without them is emulated and several times
     slower). Measured on the 2-core AMX box, 1 thread: 25.7-26.9 frames/s against 16.4-17.2 for
-    float32, with the same evaluation (direction 0.98, themes 0.96; engine/demo/MODEL_CARD.md)."""
+    float32, with the same evaluation (direction 0.98, themes 0.96; demo/MODEL_CARD.md)."""
     if device != "cpu":
         return None
     if cpuinfo is None:
