@@ -131,9 +131,9 @@ def running_daemon(engine: Any = None, *, fresh_engine: bool = False, wait: bool
     """The real app under a real uvicorn server on a free port, in a thread of this process."""
     import uvicorn
 
-    from sessiond.app import create_app
+    from sessiond.api.app import create_app
+    from sessiond.api.server import uvicorn_config
     from sessiond.config import ServeConfig
-    from sessiond.server import uvicorn_config
 
     options.setdefault("model", "tiny")
     options.setdefault("port", find_free_port())

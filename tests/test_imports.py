@@ -25,8 +25,8 @@ ALLOWED = {
 # replay and trace subcommands; the daemon's runtime never imports loadtest. The daemon joins a
 # fleet only through its adapter and the fleet commands (`serve --fleet`, `gateway`), which the
 # single daemon never imports
-DISPATCH = {"sessiond.cli": {"loadtest"}, "sessiond.fleet_daemon": {"fleet"}, "sessiond.fleet_serve": {"fleet"},
-            "sessiond.gateway_cli": {"fleet"}, "sessiond.drain_cli": {"fleet"}}
+DISPATCH = {"sessiond.cli": {"loadtest"}, "sessiond.fleet_adapter.daemon": {"fleet"}, "sessiond.fleet_adapter.serve": {"fleet"},
+            "sessiond.commands.gateway": {"fleet"}, "sessiond.commands.drain": {"fleet"}}
 
 
 def _layer_violations(graph: dict[str, set[str]]) -> list[str]:

@@ -124,7 +124,7 @@ def analytic_capacity(cost: CostModel, trace: Trace, cfg: CompareConfig, segment
 
 def _engine(cfg: CompareConfig) -> Any:
     from engine.engine import Engine
-    from sessiond.engine_factory import model_catalog
+    from sessiond.runtime.engine_factory import model_catalog
 
     engine = Engine.create(model=cfg.model, catalog=model_catalog(), device=cfg.device, kv_budget_bytes=cfg.kv_budget_bytes,
                            max_batch=cfg.max_batch)

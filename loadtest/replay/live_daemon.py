@@ -34,9 +34,9 @@ def policy_daemon(engine: EngineProtocol, policy: PolicyBase, *, model: str, max
     """Yields the daemon's URL; stops it (its sessions closed) on exit."""
     import uvicorn
 
-    from sessiond.app import create_app
+    from sessiond.api.app import create_app
+    from sessiond.api.server import uvicorn_config
     from sessiond.config import ServeConfig
-    from sessiond.server import uvicorn_config
 
     config = ServeConfig.from_mapping({"model": model, "port": free_port(), "policy": policy.name,
                                        "max_batch": max_batch})

@@ -1,4 +1,4 @@
-"""`Session`: composes the parts that each own one thing — lifecycle (`sessiond.lifecycle`),
+"""`Session`: composes the parts that each own one thing — lifecycle (`sessiond.session.lifecycle`),
 the action timeline, the output stream, the playback clock, the director segment, the stats
 meter, the connection — and says what it asks of the scheduler (chunks, with deadlines) and of
 the engine (queued EngineOps). It is the only writer of its state: the scheduler, admission's
@@ -15,13 +15,13 @@ from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
 from protocols.messages import Ack, Error, Pong, Stats
 from protocols.timeline import pts_for
-from sessiond.lifecycle import Lifecycle, SessionState
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
 from sessiond.session.clock import PlaybackClock
 from sessiond.session.connection import Connection
 from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
+from sessiond.session.lifecycle import Lifecycle, SessionState
 from sessiond.session.output import OutputStream
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter

@@ -21,7 +21,7 @@ from fleet.sim.memdir import MemoryDirectory
 from httpapi import MEDIA, ROUTES, mount
 from protocols.errors import ErrorCode, Refused
 from protocols.http import ErrorBody
-from sessiond.app import create_app
+from sessiond.api.app import create_app
 from sessiond.config import ServeConfig
 from tests.conftest import RunningDaemon, serving
 

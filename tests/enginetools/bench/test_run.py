@@ -16,7 +16,7 @@ from engine.config import tiny_config, wan_13b_config
 from enginetools.bench.flops import attended_chunks, dit_pass_flops
 from enginetools.bench.report import check_targets
 from enginetools.bench.run import main
-from sessiond.bench_cli import add_parser
+from sessiond.commands.bench import add_parser
 
 PHASES = ("cache", "decode", "denoise")
 PHASE_FIELDS = ("calls", "p50_ms", "p95_ms", "mean_ms", "total_s", "tflop", "achieved_tflops")

@@ -8,8 +8,8 @@ import numpy as np
 from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
 from protocols.messages import Error, Moved
-from sessiond.lifecycle import SessionState
 from sessiond.session import EngineOp, Op, connect
+from sessiond.session.lifecycle import SessionState
 from tests.sessiond._factory import make_session
 
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from sessiond.app import create_app
+from sessiond.api.app import create_app
+from sessiond.api.server import uvicorn_config
 from sessiond.config import ServeConfig
-from sessiond.daemon import Daemon
 from sessiond.errors import ServeConfigError
-from sessiond.handoff import checkpoint
-from sessiond.server import uvicorn_config
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.handoff import checkpoint
 
 __all__ = ["FleetOptions", "run_fleet_worker"]
 
@@ -99,7 +99,7 @@ async def _until_ready(daemon: Daemon, serving: asyncio.Task[int], stop: asyncio
 async def _serve(config: ServeConfig, options: FleetOptions) -> int:
     from fleet.runtime import RuntimeConfig
     from fleet.worker import FleetWorker, WorkerConfig, worker_key
-    from sessiond.fleet_daemon import DaemonAdapter
+    from sessiond.fleet_adapter.daemon import DaemonAdapter
 
     app = create_app(config)
     daemon: Daemon = app.state.daemon

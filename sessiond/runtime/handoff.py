@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 
 from protocols.messages import Moved
-from sessiond.daemon import Daemon
 from sessiond.logs import log_event
+from sessiond.runtime.daemon import Daemon
 from sessiond.session import Session
 from sessiond.store.base import SessionRecord
 

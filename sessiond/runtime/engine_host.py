@@ -24,8 +24,8 @@ from engine.api import (
 from sessiond.admission.calibrate import calibrate
 from sessiond.admission.costmodel import CostModel
 from sessiond.config import ServeConfig
-from sessiond.engine_factory import BuiltEngine, build_engine
-from sessiond.engine_worker import EngineWorker
+from sessiond.runtime.engine_factory import BuiltEngine, build_engine
+from sessiond.runtime.engine_worker import EngineWorker
 from sessiond.session.jobs import EngineOp, Op
 
 __all__ = ["EngineHost", "Entry", "OpsOutcome", "StepOutcome", "run_ops", "run_step"]

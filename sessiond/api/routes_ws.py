@@ -13,9 +13,9 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from httpapi import bearer_token, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Limits
-from sessiond.daemon import Daemon
-from sessiond.directory import open_for_connection
-from sessiond.routes_http import base_url
+from sessiond.api.routes_http import base_url
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.directory import open_for_connection
 from sessiond.session import connect
 from transports.interface import MediaPacker
 from transports.raw import RawPacker

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 from engine.api import FrameAction, Phase
-from sessiond.engine_host import EngineHost
-from sessiond.lifecycle import SessionState
 from sessiond.metrics import Metrics
-from sessiond.scheduler import Scheduler
+from sessiond.runtime.engine_host import EngineHost
+from sessiond.runtime.scheduler import Scheduler
 from sessiond.session import EngineOp, Op, connect
+from sessiond.session.lifecycle import SessionState
 from sessiond.session.output import MediaItem
 from tests.sessiond._factory import make_env, make_session
 from tests.sessiond._fake_engine import FakeEngine

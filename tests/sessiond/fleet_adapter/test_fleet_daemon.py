@@ -8,11 +8,11 @@ import argparse
 import pytest
 
 from engine.api import KVStats
+from sessiond.commands.fleet_up import plan
 from sessiond.config import ServeConfig
 from sessiond.errors import ServeConfigError
-from sessiond.fleet_daemon import capacity_of
-from sessiond.fleet_serve import FleetOptions
-from sessiond.fleet_up import plan
+from sessiond.fleet_adapter.daemon import capacity_of
+from sessiond.fleet_adapter.serve import FleetOptions
 
 
 def _kv(free: int, slab_bytes: int = 100) -> KVStats:

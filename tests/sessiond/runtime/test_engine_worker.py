@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from sessiond.engine_worker import EngineWorker, WorkerStopped
+from sessiond.runtime.engine_worker import EngineWorker, WorkerStopped
 
 
 async def test_the_engine_thread_runs_calls_in_order_off_the_loop() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sessiond.errors import InvalidState
-from sessiond.lifecycle import Lifecycle, SessionState
+from sessiond.session.lifecycle import Lifecycle, SessionState
 
 
 def test_states_are_ordered_as_the_design_says() -> None:

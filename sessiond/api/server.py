@@ -8,7 +8,7 @@ from typing import Any
 
 import uvicorn
 
-from sessiond.app import create_app
+from sessiond.api.app import create_app
 from sessiond.config import ServeConfig
 from sessiond.logs import configure_logging, redact_server_logs
 

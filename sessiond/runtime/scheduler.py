@@ -25,10 +25,10 @@ from typing import Any
 
 from engine.api import KVStats, StepResult
 from protocols.errors import ErrorCode
-from sessiond.engine_host import EngineHost, Entry
-from sessiond.engine_worker import WorkerStopped
-from sessiond.lifecycle import SessionState
+from sessiond.runtime.engine_host import EngineHost, Entry
+from sessiond.runtime.engine_worker import WorkerStopped
 from sessiond.session.jobs import ChunkJob, EngineOp
+from sessiond.session.lifecycle import SessionState
 from sessiond.session.session import Session
 
 __all__ = ["Scheduler"]

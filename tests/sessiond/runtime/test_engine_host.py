@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from engine.api import FrameAction, Phase
-from sessiond.engine_host import EngineHost, Entry, run_ops, run_step
+from sessiond.runtime.engine_host import EngineHost, Entry, run_ops, run_step
 from sessiond.session import EngineOp, Op
 from tests.sessiond._fake_engine import FakeEngine
 

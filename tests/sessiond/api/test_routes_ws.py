@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from protocols.errors import ErrorCode, ProtocolError
-from sessiond.routes_ws import make_packer
+from sessiond.api.routes_ws import make_packer
 from transports.fmp4 import Fmp4Packer
 from transports.raw import RawPacker
 

@@ -10,10 +10,10 @@ import pytest
 
 from sessiond.errors import StoreUnavailable
 from sessiond.metrics import Metrics
-from sessiond.positions import PositionLedger
 from sessiond.session import connect
 from sessiond.store import MemoryStore, SessionRecord
 from sessiond.store.base import Store
+from sessiond.store.positions import PositionLedger
 from sessiond.store.redis_store import RedisStore
 from tests.conftest import RedisServer
 from tests.sessiond._factory import make_env, make_session

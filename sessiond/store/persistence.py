@@ -1,7 +1,7 @@
 """Background writers to the store: the event log (batched appends) and durable session records
 (latest state wins, coalesced). When the store is down they keep a bounded backlog, count the
 failures, and retry; the sessions never wait on these writes (the one write a session waits for
-is its timeline position before a chunk leaves: `sessiond.positions`, whose marks kept during an
+is its timeline position before a chunk leaves: `sessiond.store.positions`, whose marks kept during an
 outage are retried here)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sessiond.errors import StoreUnavailable
-from sessiond.positions import PositionLedger
 from sessiond.store.base import SessionRecord, Store, StoredEvent
+from sessiond.store.positions import PositionLedger
 
 __all__ = ["StoreWriter"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sessiond.engine_factory import demo_dtype
+from sessiond.runtime.engine_factory import demo_dtype
 
 AMX = "processor\t: 0\nflags\t\t: fpu vme sse2 avx2 avx512f avx512_bf16 amx_bf16 amx_tile\nbogomips\t: 4000\n"
 AVX512_BF16 = "flags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n"

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.fleet:
             return _fleet(args)
-        from sessiond.server import serve
+        from sessiond.api.server import serve
 
         return serve(args)
     except ServeConfigError as exc:
@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fleet(args: argparse.Namespace) -> int:
-    from sessiond.fleet_serve import FleetOptions, run_fleet_worker
+    from sessiond.api.server import config_from_args
+    from sessiond.fleet_adapter.serve import FleetOptions, run_fleet_worker
     from sessiond.logs import configure_logging
-    from sessiond.server import config_from_args
 
     config = config_from_args(args)
     configure_logging(config.log_json, config.log_level)

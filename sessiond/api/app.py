@@ -16,17 +16,17 @@ from starlette.staticfiles import StaticFiles
 from engine.api import EngineProtocol
 from httpapi import mount
 from sessiond.admission.decision import AdmissionPolicy
+from sessiond.api.routes_http import HANDLERS, metrics
+from sessiond.api.routes_ws import session_socket
 from sessiond.config import ServeConfig
-from sessiond.daemon import Daemon
-from sessiond.routes_http import HANDLERS, metrics
-from sessiond.routes_ws import session_socket
+from sessiond.runtime.daemon import Daemon
 from sessiond.store import Store
 
 __all__ = ["create_app", "web_dir"]
 
 
 def web_dir(config: ServeConfig) -> Path:
-    return Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
+    return Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[2] / "web"
 
 
 def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, store: Store | None = None,

@@ -20,19 +20,19 @@ from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.api_keys import ApiKeys
 from sessiond.config import ServeConfig
-from sessiond.engine_host import EngineHost
 from sessiond.errors import StoreUnavailable
-from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
-from sessiond.persistence import StoreWriter
-from sessiond.positions import PositionLedger
-from sessiond.recording import write_recording
-from sessiond.scheduler import Scheduler
+from sessiond.runtime.engine_host import EngineHost
+from sessiond.runtime.scheduler import Scheduler
 from sessiond.session import Session, SessionEnv
+from sessiond.session.lifecycle import SessionState
 from sessiond.session.overruns import apply_overruns
 from sessiond.store import Store, open_store
 from sessiond.store.base import SessionRecord
+from sessiond.store.persistence import StoreWriter
+from sessiond.store.positions import PositionLedger
+from sessiond.store.recording import write_recording
 from sessiond.store.sweep import sweep_stale
 from transports.inbound import InboundLimits
 

@@ -13,8 +13,14 @@ from httpapi import bearer_token, error_response, read_json
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest
 from sessiond.admission.build import objectives_of
-from sessiond.daemon import Daemon
-from sessiond.directory import create_session, delete_session, find_session, open_for_connection, status_of
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.directory import (
+    create_session,
+    delete_session,
+    find_session,
+    open_for_connection,
+    status_of,
+)
 from sessiond.session import connect
 
 __all__ = ["HANDLERS", "base_url", "metrics"]

@@ -13,11 +13,11 @@ from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 from protocols.timeline import pts_for
 from sessiond.auth import hash_token, new_session_id, new_token, token_matches
-from sessiond.daemon import Daemon
 from sessiond.errors import StoreUnavailable
-from sessiond.lifecycle import SessionState
 from sessiond.logs import log_event
+from sessiond.runtime.daemon import Daemon
 from sessiond.session import Session
+from sessiond.session.lifecycle import SessionState
 from sessiond.store.base import SessionRecord
 
 __all__ = ["create_session", "delete_session", "find_session", "open_for_connection", "resume_session",

@@ -1,6 +1,6 @@
 """The daemon as a fleet worker: `DaemonAdapter` implements the fleet's `FleetDaemon` interface over
 a running `Daemon` (create and resume through the daemon's own directory and admission, durable
-records in the shared store, drain and release through `sessiond.handoff`), and `capacity_of`
+records in the shared store, drain and release through `sessiond.runtime.handoff`), and `capacity_of`
 turns the admission policy's snapshot into the capacity a worker publishes.
 
 Imports nothing of the `fleet` package at runtime: the interface is structural (a Protocol)."""
@@ -16,10 +16,10 @@ from engine.api import KVStats
 from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 from protocols.messages import Moved
-from sessiond.daemon import Daemon
-from sessiond.directory import create_session, delete_session, find_session, resume_session, status_of
 from sessiond.errors import StoreUnavailable
-from sessiond.handoff import drop_duplicate, hand_off, let_go
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.directory import create_session, delete_session, find_session, resume_session, status_of
+from sessiond.runtime.handoff import drop_duplicate, hand_off, let_go
 
 if TYPE_CHECKING:
     from fleet.daemon_port import DaemonCapacity
