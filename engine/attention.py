@@ -62,7 +62,7 @@ def _matmul(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     AVX512-BF16 the bf16 GEMMs run at several times the flash kernel's rate at Lq 256, Lk 768. In
     bf16 the scores are rounded to bf16 before the softmax: on the demo model's q/k/v the output is
     8e-3 from fp64 against SDPA-bf16's 2e-3, and end to end within the bf16 path's own drift from
-    fp32 (engine/demo/MODEL_CARD.md, speed section)."""
+    fp32 (demo/MODEL_CARD.md, speed section)."""
     if mask is not None:  # the masked full-sequence forward (training, references) stays on SDPA
         return _sdpa(q, k, v, mask)
     scores = torch.matmul(q.transpose(1, 2) * q.shape[-1] ** -0.5, k.permute(0, 2, 3, 1))

@@ -3,7 +3,7 @@
 A `ModelCatalog` is a plain object that whoever composes the program builds and hands to
 `Engine.create`: `core_catalog()` holds the core's own models (tiny, wan-1.3b and its world and
 preview variants) and decoders (tiny, wan_vae, taehv); a model family outside the core adds its entries with `add_decoder` and `add_config`
-(`engine.demo.registration.register_demo` does so for the demo model). The core never imports such
+(`demo.registration.register_demo` does so for the demo model). The core never imports such
 a family.
 """
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,7 +21,7 @@ import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
@@ -32,19 +31,19 @@ from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
 from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
-from fleet.proxy import forward_offer, refuse_socket, relay_socket
+from fleet.proxy import forward_offer, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls
-from protocols.errors import ErrorCode, ProtocolError
-from protocols.http import CreateSessionRequest, ErrorBody, http_status_for
+from httpapi import MAX_BODY, MEDIA, bearer_token, error_response, mount, read_json, refuse_socket
+from protocols.errors import ErrorCode, ProtocolError, Refused
+from protocols.http import CreateSessionRequest
 
 __all__ = ["Gateway", "GatewayConfig", "RuntimeCalls", "WorkerCalls", "create_gateway_app", "media_urls",
            "sweep_forever"]
 
 logger = logging.getLogger(__name__)
 
-_MAX_BODY = 64 * 1024
 _MOVING_RETRY_S = 2.0
 
 
@@ -80,13 +79,6 @@ class RuntimeCalls:
             return await self.control.call(worker.instance_id, request)
         except Exception as exc:  # the runtime's errors for a dead, gone or slow instance
             raise WorkerUnreachable(f"{worker.worker} (instance {worker.instance_id}) failed: {exc}") from exc
-
-
-class Refused(ProtocolError):
-    def __init__(self, code: ErrorCode, message: str, retry_after_s: float, reason: str | None = None) -> None:
-        super().__init__(code, message)
-        self.retry_after_s = retry_after_s
-        self.reason = reason
 
 
 class Gateway:
@@ -203,20 +195,6 @@ async def sweep_forever(monitor: FailoverMonitor, every_s: float) -> None:
         await asyncio.sleep(every_s)
 
 
-def _error(exc: ProtocolError) -> JSONResponse:
-    body = ErrorBody.of(exc)
-    retry = body.retry_after_s
-    headers = {"Retry-After": str(max(1, round(retry)))} if retry is not None else None
-    return JSONResponse(body.to_json(), status_code=http_status_for(exc.code), headers=headers)
-
-
-def _token(request: Request) -> str | None:
-    auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip()
-    return request.query_params.get("token") or None
-
-
 def _gateway(request: Request) -> Gateway:
     gateway: Gateway = request.app.state.gateway
     return gateway
@@ -226,21 +204,14 @@ async def _answer(work: Awaitable[Response]) -> Response:
     try:
         return await work
     except ProtocolError as exc:
-        return _error(exc)
+        return error_response(exc)
     except FleetError as exc:  # the directory or a worker failed: the client retries shortly
-        return _error(Refused(ErrorCode.STORE_UNAVAILABLE, str(exc), _MOVING_RETRY_S))
+        return error_response(Refused(ErrorCode.STORE_UNAVAILABLE, str(exc), _MOVING_RETRY_S))
 
 
 async def _create(request: Request) -> Response:
     gateway = _gateway(request)
-    body = await request.body()
-    if len(body) > _MAX_BODY:
-        raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
-    try:
-        obj = json.loads(body or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(ErrorCode.BAD_MESSAGE, f"the body is not JSON: {exc}") from exc
-    req = CreateSessionRequest.from_json(obj, max_prompt_chars=gateway.config.max_prompt_chars)
+    req = CreateSessionRequest.from_json(await read_json(request), max_prompt_chars=gateway.config.max_prompt_chars)
     return JSONResponse(await gateway.create(req, _request_base(request)), status_code=201)
 
 
@@ -254,14 +225,14 @@ async def create(request: Request) -> Response:
 
 async def status(request: Request) -> Response:
     async def work() -> Response:
-        return JSONResponse(await _gateway(request).status(request.path_params["sid"], _token(request),
+        return JSONResponse(await _gateway(request).status(request.path_params["sid"], bearer_token(request),
                                                            _request_base(request)))
     return await _answer(work())
 
 
 async def delete(request: Request) -> Response:
     async def work() -> Response:
-        await _gateway(request).close(request.path_params["sid"], _token(request))
+        await _gateway(request).close(request.path_params["sid"], bearer_token(request))
         return Response(status_code=204)
     return await _answer(work())
 
@@ -297,8 +268,8 @@ async def proxy_webrtc(request: Request) -> Response:
         sid = request.path_params["sid"]
         worker = await gateway.worker_of(sid)
         body = await request.body()
-        if len(body) > _MAX_BODY:
-            raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {_MAX_BODY} bytes")
+        if len(body) > MAX_BODY:
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
         answer = await forward_offer(request.app.state.http, media_urls(worker.base_url, sid)["webrtc_url"], body,
                                      request.headers)
         return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
@@ -346,18 +317,10 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
                 await d.close()
 
     static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
-    proxied: list[Route | WebSocketRoute] = [
-        WebSocketRoute("/v1/sessions/{sid}/ws", proxy_socket),
-        Route("/v1/sessions/{sid}/webrtc", proxy_webrtc, methods=["POST"]),
-    ] if config.proxy else []
-    routes: list[Route | WebSocketRoute | Mount] = [
-        *proxied,
-        Route("/v1/sessions", create, methods=["POST"]),
-        Route("/v1/sessions/{sid}", status, methods=["GET"]),
-        Route("/v1/sessions/{sid}", delete, methods=["DELETE"]),
-        Route("/v1/capacity", capacity, methods=["GET"]),
-        Route("/healthz", healthz, methods=["GET"]),
-        Route("/readyz", readyz, methods=["GET"]),
-        Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"),
-    ]
+    handlers: dict[str, Callable[..., Any]] = {
+        "create": create, "status": status, "delete": delete, "capacity": capacity, "healthz": healthz,
+        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc}
+    # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
+    routes = mount(handlers, omit=() if config.proxy else MEDIA)
+    routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
     return Starlette(routes=routes, lifespan=lifespan)

@@ -23,12 +23,10 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from fleet.errors import WorkerUnreachable
-from protocols.codec import encode
+from httpapi import refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.http import ws_close_code_for
-from protocols.messages import Error
 
-__all__ = ["FORWARDED_HEADERS", "Signalled", "forward_offer", "refuse_socket", "relay_socket"]
+__all__ = ["FORWARDED_HEADERS", "Signalled", "forward_offer", "relay_socket"]
 
 FORWARDED_HEADERS = ("authorization", "x-api-key", "content-type")
 _SENDABLE_CLOSE = frozenset({1000, 1001})  # client close codes passed on to the worker as they are
@@ -46,14 +44,6 @@ class Signalled:
 
 def _forwarded(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name in FORWARDED_HEADERS if (value := headers.get(name)) is not None}
-
-
-async def refuse_socket(ws: WebSocket, exc: ProtocolError) -> None:
-    """Refuse a connection as a daemon does: an `error` (fatal), then close 4000 + the HTTP status
-    (the message's start as the close reason: a close frame holds 123 bytes)."""
-    with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
-        await ws.send_bytes(encode(Error(code=exc.code.value, message=exc.message, fatal=True)))
-        await ws.close(ws_close_code_for(exc.code), exc.message.encode()[:120].decode(errors="ignore"))
 
 
 async def _to_worker(ws: WebSocket, upstream: ClientConnection) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ErrorCode", "ProtocolError"]
+__all__ = ["ErrorCode", "ProtocolError", "Refused"]
 
 
 class ErrorCode(StrEnum):
@@ -37,3 +37,15 @@ class ProtocolError(Exception):
 
     def __repr__(self) -> str:
         return f"ProtocolError({self.code.value!r}, {self.message!r}, field={self.field!r})"
+
+
+class Refused(ProtocolError):
+    """A request refused for now (HTTP 503, WebSocket close 4503): `retry_after_s` says when to
+    retry (None: waiting cannot help); `reason` is the error body's one-word cause
+    (protocols.http.CAPACITY_REASONS)."""
+
+    def __init__(self, code: ErrorCode, message: str, retry_after_s: float | None,
+                 reason: str | None = None) -> None:
+        super().__init__(code, message)
+        self.retry_after_s = retry_after_s
+        self.reason = reason

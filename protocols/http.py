@@ -7,7 +7,7 @@ from typing import Any
 
 from ._fields import build, invalid, specs_of
 from ._rules import MAX_INT, MAX_NAME_CHARS
-from .errors import ErrorCode, ProtocolError
+from .errors import ErrorCode, ProtocolError, Refused
 
 __all__ = [
     "CAPACITY_REASONS",
@@ -201,10 +201,10 @@ class ErrorBody:
     @classmethod
     def of(cls, err: ProtocolError) -> ErrorBody:
         """The body of a raised error, with the `retry_after_s` and `reason` a refusal carries."""
-        retry = getattr(err, "retry_after_s", None)
-        reason = getattr(err, "reason", None)
-        return cls.from_error(err, retry_after_s=None if retry is None else float(retry),
-                              reason=reason if isinstance(reason, str) else None)
+        if not isinstance(err, Refused):
+            return cls.from_error(err)
+        retry = err.retry_after_s
+        return cls.from_error(err, retry_after_s=None if retry is None else float(retry), reason=err.reason)
 
     @classmethod
     def from_json(cls, obj: object) -> ErrorBody:

@@ -12,7 +12,7 @@
 # distribution matching (a new run's default is regress; a continued run keeps its own). A dmd
 # step runs about twice the network passes of a regress step: expect about half the steps.
 # EVALUATE=0 (environment): train only and copy the weights out; evaluate them elsewhere with
-# `python -m engine.demo.eval --weights W --long-play --seconds 300 --figures DIR --json J` (the long
+# `python -m demo.eval --weights W --long-play --seconds 300 --figures DIR --json J` (the long
 # play's statistics are CPU work: about 12 minutes on a 2-core box), leaving the GPU call's minutes
 # to training.
 set -euo pipefail
@@ -25,15 +25,15 @@ python=${PYTHON:-python3}
 mkdir -p "$out" "$work"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv > "$out/gpu.txt" || true
 # shellcheck disable=SC2086  # ROLLOUT_FLAGS is split into flags on purpose
-"$python" -m engine.demo.train_rollout --resume "$from" --out "$work" --minutes "$minutes" --device cuda \
+"$python" -m demo.train_rollout --resume "$from" --out "$work" --minutes "$minutes" --device cuda \
   ${ROLLOUT_FLAGS:-} 2>&1 | tee "$out/train_log.txt"
 cp "$work/demo.safetensors" "$work/demo_encoder.safetensors" "$work/demo.json" "$work/losses.png" "$out/"
 if [ "${EVALUATE:-1}" = "0" ]; then
   exit 0
 fi
-"$python" -m engine.demo.eval --weights "$work/demo.safetensors" --device cuda --long-play --seconds 300 \
+"$python" -m demo.eval --weights "$work/demo.safetensors" --device cuda --long-play --seconds 300 \
   --figures "$out" --json "$out/long_play.json" > "$out/long_play_log.txt" 2>&1
-"$python" -m engine.demo.eval --weights "$work/demo.safetensors" --device cuda --quick --json "$out/eval_quick.json" \
+"$python" -m demo.eval --weights "$work/demo.safetensors" --device cuda --quick --json "$out/eval_quick.json" \
   > /dev/null
 "$python" - "$out" <<'EOF'
 import json, sys

@@ -25,28 +25,28 @@ shift || true
 model=wan-1.3b-world-preview
 case "$mode" in
   smoke)
-    timeout 270 python3 -m engine.tools.bench.attention --json "$OUT/attention.json" --batch 1,2,4 --chunks 4,8 \
+    timeout 270 python3 -m enginetools.bench.attention --json "$OUT/attention.json" --batch 1,2,4 --chunks 4,8 \
       --engine "$model" --engine-attention fa3,fp8 2>&1 | tee "$OUT/attention_log.txt"
-    timeout 300 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1 --rounds 1 \
+    timeout 300 python3 -m enginetools.bench.cost --model "$model" --geometries world --batch 1 --rounds 1 \
       --steady-chunks 4 --levers base,fa3,fp8,fp8+graphs,fp8+fp8_proj,fp8+fp8_ffn --fidelity-seeds 1 \
       --json "$OUT/cost_smoke.json" "$@" 2>&1 | tee "$OUT/cost_smoke_log.txt"
     ;;
   world)
-    timeout 575 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1,2,4 --rounds 3 \
+    timeout 575 python3 -m enginetools.bench.cost --model "$model" --geometries world --batch 1,2,4 --rounds 3 \
       --steady-chunks 8 --levers base,fa3,fa3+graphs,fp8,fp8+graphs,fp8+graphs+fp8_proj --fidelity-seeds 2 \
       --profile-levers base,fp8,fp8+graphs --json "$OUT/cost_world.json" --plot "$OUT/cost_world.png" "$@" \
       2>&1 | tee "$OUT/cost_world_log.txt"
     ;;
   diag)  # FP8 error sources on the model's own q/k/v, GPU busy/idle of one steady chunk per lever, then serving
-    timeout 200 python3 -m engine.tools.bench.cost --model "$model" --geometries world --batch 1 --rounds 1 \
+    timeout 200 python3 -m enginetools.bench.cost --model "$model" --geometries world --batch 1 --rounds 1 \
       --steady-chunks 2 --chunks 4 --levers base,fp8 --fidelity-seeds 1 --profile-levers base,fa3,fp8,fp8+graphs \
       --json "$OUT/cost_diag.json" 2>&1 | tee "$OUT/cost_diag_log.txt"
-    timeout 330 python3 -m engine.tools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
+    timeout 330 python3 -m enginetools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
       --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
       2>&1 | tee "$OUT/cost_serving_log.txt"
     ;;
   serving)
-    timeout 570 python3 -m engine.tools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
+    timeout 570 python3 -m enginetools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
       --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
       "$@" 2>&1 | tee "$OUT/cost_serving_log.txt"
     ;;

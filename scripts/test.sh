@@ -16,8 +16,8 @@ if [ ! -x /usr/bin/chromium ]; then
   (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null))
 fi
 echo "[test] ruff"
-.venv/bin/ruff check protocols engine sessiond transports loadtest fleet tests
+.venv/bin/ruff check protocols engine demo enginetools sessiond transports loadtest fleet httpapi tests
 echo "[test] mypy"
-.venv/bin/mypy protocols engine sessiond transports loadtest fleet
+.venv/bin/mypy protocols engine demo enginetools sessiond transports loadtest fleet httpapi
 echo "[test] pytest"
 .venv/bin/python -m pytest -q "$@"

@@ -13,7 +13,12 @@ from typing import Any, Protocol
 
 from loadtest.replay import compare_cli, replay_cli
 from loadtest.trace_tools import trace_export_cli, trace_gen_cli
-from sessiond import api_key_cli, bench_cli, drain_cli, fleet_up, gateway_cli, serve_cli
+from sessiond.commands import api_key as api_key_cli
+from sessiond.commands import bench as bench_cli
+from sessiond.commands import drain as drain_cli
+from sessiond.commands import fleet_up
+from sessiond.commands import gateway as gateway_cli
+from sessiond.commands import serve as serve_cli
 
 __all__ = ["SUBCOMMANDS", "Subcommand", "build_parser", "main"]
 

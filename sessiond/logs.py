@@ -12,7 +12,7 @@ from typing import Any
 
 __all__ = ["QUIET_LOGGERS", "JsonFormatter", "RedactTokens", "configure_logging", "log_event", "redact_server_logs"]
 
-logger = logging.getLogger("sessiond.lifecycle")
+logger = logging.getLogger("sessiond.session.lifecycle")
 
 _STD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 

@@ -131,9 +131,9 @@ def running_daemon(engine: Any = None, *, fresh_engine: bool = False, wait: bool
     """The real app under a real uvicorn server on a free port, in a thread of this process."""
     import uvicorn
 
-    from sessiond.app import create_app
+    from sessiond.api.app import create_app
+    from sessiond.api.server import uvicorn_config
     from sessiond.config import ServeConfig
-    from sessiond.server import uvicorn_config
 
     options.setdefault("model", "tiny")
     options.setdefault("port", find_free_port())
@@ -213,3 +213,20 @@ def daemon_process(*args: str, port: int | None = None, log: Path | None = None
         stop_process(proc)
         if log is not None:
             out.close()  # type: ignore[union-attr]
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any) -> AsyncIterator[str]:
+    """An ASGI app under a real uvicorn server on a free loopback port, in this event loop; its URL."""
+    import uvicorn
+
+    port = find_free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.02)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task

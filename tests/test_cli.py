@@ -34,8 +34,8 @@ def test_the_single_daemon_never_loads_the_fleet_runtime() -> None:
     """`sessiond serve` without --fleet: the command line and the app load neither the Dynamo
     runtime nor the daemon's fleet adapter (the `fleet` extra is optional)."""
     code = ("import sys; from sessiond.cli import build_parser; build_parser().parse_args(['serve']); "
-            "from sessiond.app import create_app; from sessiond.config import ServeConfig; create_app(ServeConfig()); "
+            "from sessiond.api.app import create_app; from sessiond.config import ServeConfig; create_app(ServeConfig()); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'dynamo' "
-            "or m in ('sessiond.fleet_daemon', 'sessiond.fleet_serve', 'fleet.worker')))")
+            "or m in ('sessiond.fleet_adapter.daemon', 'sessiond.fleet_adapter.serve', 'fleet.worker')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "[]"

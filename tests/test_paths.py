@@ -33,8 +33,8 @@ def _action_path(transport: str) -> list[Hop]:
         (transport, "protocols.codec", ()),
         ("protocols.codec", "sessiond.session.inbound", (transport, "transports.interface", "sessiond.session.port")),
         ("sessiond.session.inbound", "sessiond.session.actions", ("sessiond.session.session",)),
-        ("sessiond.session.actions", "sessiond.engine_host", ("sessiond.session.session", "sessiond.scheduler")),
-        ("sessiond.engine_host", "engine.engine", ("engine.api",)),
+        ("sessiond.session.actions", "sessiond.runtime.engine_host", ("sessiond.session.session", "sessiond.runtime.scheduler")),
+        ("sessiond.runtime.engine_host", "engine.engine", ("engine.api",)),
     ]
 
 
@@ -44,19 +44,19 @@ _TO_THE_TRANSPORT: tuple[str, ...] = ("sessiond.session.session", "sessiond.sess
 
 FRAME_PATHS: dict[str, list[Hop]] = {
     "raw": [
-        ("sessiond.engine_host", "sessiond.session.output", ("sessiond.scheduler", "sessiond.session.session")),
+        ("sessiond.runtime.engine_host", "sessiond.session.output", ("sessiond.runtime.scheduler", "sessiond.session.session")),
         ("sessiond.session.output", "transports.websocket", _TO_THE_TRANSPORT),
         ("transports.websocket", "transports.raw", ("transports.interface",)),
         ("transports.raw", "protocols.codec", ("protocols.messages",)),
     ],
     "fmp4": [
-        ("sessiond.engine_host", "sessiond.session.output", ("sessiond.scheduler", "sessiond.session.session")),
+        ("sessiond.runtime.engine_host", "sessiond.session.output", ("sessiond.runtime.scheduler", "sessiond.session.session")),
         ("sessiond.session.output", "transports.websocket", _TO_THE_TRANSPORT),
         ("transports.websocket", "transports.fmp4", ("transports.interface",)),
         ("transports.fmp4", "protocols.codec", ("protocols.messages",)),
     ],
     "webrtc": [
-        ("sessiond.engine_host", "sessiond.session.output", ("sessiond.scheduler", "sessiond.session.session")),
+        ("sessiond.runtime.engine_host", "sessiond.session.output", ("sessiond.runtime.scheduler", "sessiond.session.session")),
         ("sessiond.session.output", "transports.webrtc.stream", _TO_THE_TRANSPORT),
         ("transports.webrtc.stream", "transports.encoding", ()),
     ],
@@ -111,7 +111,7 @@ def test_modules_that_hand_the_data_on_never_build_their_types() -> None:
     sources = module_sources()
     handing_on = {m for hops in ALL_PATHS.values() for _, _, via in hops for m in via} - CONTRACTS
     handing_on -= {m for hops in ALL_PATHS.values() for m in path_modules(hops)}
-    assert handing_on == {"sessiond.scheduler", "sessiond.session.session", "sessiond.session.port",
+    assert handing_on == {"sessiond.runtime.scheduler", "sessiond.session.session", "sessiond.session.port",
                           "transports.interface"} - CONTRACTS
     assert {m: sorted(_built_types(sources[m])) for m in sorted(handing_on) if _built_types(sources[m])} == {}
 

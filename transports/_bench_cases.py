@@ -11,11 +11,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-import av
 import numpy as np
 from aiortc.codecs.h264 import H264Encoder as RtpH264Packetizer
 
-from protocols.timeline import TIME_BASE, pts_for, pts_seconds
+from protocols.timeline import pts_for, pts_seconds
 from transports.encoding import EncoderSettings, H264Encoder
 from transports.fmp4 import Fmp4Packer
 from transports.interface import OutChunk, OutFrame
@@ -79,11 +78,7 @@ def cpu_webrtc(case: Case, frames: list[np.ndarray]) -> float:
     packetizer = RtpH264Packetizer()
 
     def one(i: int) -> None:
-        encoded = encoder.encode(frames[i], pts_for(i, case.fps))
-        packet = av.Packet(encoded.data)
-        packet.pts = encoded.pts
-        packet.time_base = TIME_BASE
-        packetizer.pack(packet)
+        packetizer.pack(encoder.encode(frames[i], pts_for(i, case.fps)).packet)
 
     one(0)
     t0 = time.process_time()

@@ -53,9 +53,17 @@ class EncoderSettings:
 
 @dataclass(frozen=True)
 class EncodedFrame:
-    data: bytes  # one H.264 access unit, Annex B (start codes)
+    """One frame's H.264 access unit as the encoder made it: the packet (pts, dts and time base
+    set: 90 kHz, the session pts) that RTP sends as it is, and its Annex B bytes for fMP4."""
+
+    packet: av.Packet
     pts: int  # 90 kHz, the session pts of the frame
     keyframe: bool
+
+    @property
+    def data(self) -> bytes:
+        """The access unit, Annex B (start codes)."""
+        return bytes(self.packet)
 
 
 def split_annexb(data: bytes) -> list[bytes]:
@@ -124,4 +132,6 @@ class H264Encoder:
         if len(packets) != 1:
             raise RuntimeError(f"x264 returned {len(packets)} packets for one frame; expected 1 (zerolatency)")
         packet = packets[0]
-        return EncodedFrame(data=bytes(packet), pts=pts, keyframe=bool(packet.is_keyframe))
+        packet.pts = packet.dts = pts  # decode order = presentation order (no B-frames)
+        packet.time_base = TIME_BASE
+        return EncodedFrame(packet=packet, pts=pts, keyframe=bool(packet.is_keyframe))

@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from protocols.messages import ClientMessage
+
 __all__ = ["MediaPacker", "OutChunk", "OutFrame", "SessionPort", "WebRTCGatewayProtocol"]
 
 
@@ -50,7 +52,7 @@ class SessionPort(Protocol):
         """The current output generation; frames of older generations must not be sent."""
         ...
 
-    def submit(self, message: Any) -> None:
+    def submit(self, message: ClientMessage) -> None:
         """A decoded client message (a protocols message dataclass); handled at once."""
         ...
 

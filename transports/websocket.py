@@ -1,8 +1,9 @@
 """The WebSocket connection handler: one client connection attached to one session.
 
-hello -> welcome, then two tasks: the reader decodes every client message with the
-connection's limits and submits it to the session (a bad message gets a coded `error` and is
-dropped; only `unsupported_version`, a missing hello and repeated abuse end the connection);
+hello -> welcome, then two tasks: the reader reads every client message with the one inbound
+reader of all transports (`transports.inbound.InboundReader`: limits, rate, abuse, metrics) and
+submits it to the session (a bad message gets a coded `error` and is dropped; only
+`unsupported_version`, a missing hello and repeated abuse end the connection);
 the writer pulls the session's output in order, packs media in an executor, drops any frame of
 an old generation right before the wire, and reports each frame it hands to the socket with
 `mark_sent` (with no await between the generation check and the report, so an interrupt's
@@ -19,12 +20,10 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import msgpack
-
-from protocols.codec import decode, encode
-from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import PROTOCOL_VERSION, Error, Frame, Hello, Limits, Media, Welcome
-from transports.inbound import InboundGuard, InboundLimits
+from protocols.codec import encode
+from protocols.errors import ErrorCode
+from protocols.messages import PROTOCOL_VERSION, Error, Frame, Limits, Media, Welcome
+from transports.inbound import InboundLimits, InboundReader
 from transports.interface import MediaPacker, OutChunk, OutFrame, SessionPort
 
 __all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "WebSocketConnection", "WireSocket"]
@@ -50,9 +49,10 @@ class WireSocket(Protocol):
 
 @dataclass(frozen=True)
 class ConnectionOptions:
-    limits: Limits
+    limits: Limits  # announced in welcome
     hello_timeout_s: float = 10.0
-    inbound: InboundLimits = field(default_factory=InboundLimits)  # request rate and abuse: the same for every transport
+    # message size, prompt length, request rate and abuse: the same for every transport
+    inbound: InboundLimits = field(default_factory=InboundLimits)
 
 
 class _Abusive(Exception):
@@ -72,9 +72,8 @@ class WebSocketConnection:
         self.welcome_session = welcome_session
         self.options = options
         self.executor = executor
-        self.on_error = on_error
         self._send_lock = asyncio.Lock()
-        self._guard = InboundGuard(options.inbound)
+        self._reader = InboundReader(options.inbound, hello_required=True, on_error=on_error)
         self.frames_sent = 0
         self.frames_dropped = 0
 
@@ -121,68 +120,42 @@ class WebSocketConnection:
             try:
                 data = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
             except TimeoutError:
-                await self._fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send hello first")
+                await self._fatal(self._reader.fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send "
+                                                     "hello first"))
                 return False
             if data is None:
                 return False
-            try:
-                msg = self._decode(data)
-            except ProtocolError as exc:
-                if exc.code == ErrorCode.UNSUPPORTED_VERSION:
-                    await self._fatal(exc.code, exc.message, CLOSE_UNSUPPORTED)
-                    return False
-                if not await self._soft_error(exc.code, exc.message):
-                    return False
-                continue
-            if not isinstance(msg, Hello):
-                if not await self._soft_error(ErrorCode.INVALID_FIELD,
-                                              f"the first message must be hello, got {msg.T}"):
-                    return False
-                continue
-            return True
+            verdict = self._reader.read(data)
+            if verdict.hello is not None:
+                return True
+            if verdict.error is not None and not await self._answer(verdict.error):
+                return False
 
     # ---- reading -----------------------------------------------------------------------------
-    def _decode(self, data: bytes | str) -> Any:
-        if isinstance(data, str):
-            raise ProtocolError(ErrorCode.BAD_MESSAGE, "text frames are not messages; send msgpack in binary frames")
-        limits = self.options.limits
-        return decode(data, max_bytes=limits.max_message_bytes, expect="client",
-                      max_prompt_chars=limits.max_prompt_chars)
-
     async def _read_loop(self) -> None:
         while True:
             data = await self.ws.receive()
             if data is None:
                 return
-            try:
-                msg = self._decode(data)
-            except ProtocolError as exc:
-                if not await self._soft_error(exc.code, exc.message, re=_request_id(data)):
-                    raise _Abusive from exc
-                continue
-            if self._guard.over_rate(msg):
-                why = f"more than {self.options.inbound.max_requests_per_s} requests per second; this one was dropped"
-                if not await self._soft_error(ErrorCode.RATE_LIMITED, why, re=getattr(msg, "id", None)):
+            verdict = self._reader.read(data)
+            if verdict.error is not None:
+                if not await self._answer(verdict.error):
                     raise _Abusive
-                continue
-            self.port.submit(msg)
+            elif verdict.message is not None:
+                self.port.submit(verdict.message)
 
-    async def _soft_error(self, code: ErrorCode, message: str, re: int | None = None) -> bool:
-        """Send a non-fatal error; False (after a fatal one) when this connection is abusive."""
-        abusive = self._guard.error()
-        if self.on_error is not None:
-            self.on_error(code.value)
-        if abusive:
-            await self._fatal(ErrorCode.RATE_LIMITED, "too many bad messages; fix the client and reconnect")
+    async def _answer(self, error: Error) -> bool:
+        """Send the reader's error; False (the connection is closed after a fatal one) when it ends here."""
+        if error.fatal:
+            close_code = CLOSE_UNSUPPORTED if error.code == ErrorCode.UNSUPPORTED_VERSION.value else CLOSE_ABUSE
+            await self._fatal(error, close_code)
             return False
-        await self._send(encode(Error(code=code.value, message=message, fatal=False, re=re)))
+        await self._send(encode(error))
         return True
 
-    async def _fatal(self, code: ErrorCode, message: str, close_code: int = CLOSE_ABUSE) -> None:
-        if self.on_error is not None:
-            self.on_error(code.value)
+    async def _fatal(self, error: Error, close_code: int = CLOSE_ABUSE) -> None:
         with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-            await self._send(encode(Error(code=code.value, message=message, fatal=True)))
+            await self._send(encode(error))
         await self._close(close_code)
 
     # ---- writing -----------------------------------------------------------------------------
@@ -238,15 +211,3 @@ def _frames_of(msg: Any, by_idx: dict[int, OutFrame]) -> list[OutFrame]:
         return [by_idx[i] for i in range(msg.idx, msg.idx + msg.n) if i in by_idx]
     return []
 
-
-def _request_id(data: bytes | str) -> int | None:
-    """Best effort: the `id` of a request that failed validation, so its error can carry `re`."""
-    if isinstance(data, str) or len(data) > 65536:
-        return None
-    try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=False, max_bin_len=65536, max_str_len=65536,
-                              max_array_len=4096, max_map_len=4096, max_ext_len=0)
-    except (ValueError, msgpack.UnpackException):
-        return None
-    value = obj.get("id") if isinstance(obj, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

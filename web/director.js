@@ -7,6 +7,7 @@ import { MsePlayer } from "./mse.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
 import { connectWebSocket, createSession, deleteOnPageHide, idCounter, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StallWatch, StatusLine } from "./status.js";
+import { PTS_HZ } from "./timeline.js";
 
 const $ = (id) => document.getElementById(id);
 const log = debugLog($("log"));
@@ -92,7 +93,7 @@ function onMessage(message, send) {
       if (s) Object.assign(s, { status: message.status, frames: message.frames, endPts: message.pts });
       else director.segments.push({ segment: message.segment, pts: null, status: message.status, frames: message.frames, endPts: message.pts });
       log(`segment ${message.segment} ${message.status} (${message.frames} frames)`);
-      ending = { segment: message.segment, status: message.status, endS: message.pts / 90000 };
+      ending = { segment: message.segment, status: message.status, endS: message.pts / PTS_HZ };
       renderTimeline();
       break;
     }

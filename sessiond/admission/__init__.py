@@ -25,7 +25,7 @@ from sessiond.admission.errors import AdmissionConfigError, CostModelError
 from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import DutyPolicy, PolicyBase
-from sessiond.admission.runtime import AdmissionRuntime, apply_overruns, demand_states
+from sessiond.admission.runtime import AdmissionRuntime, demand_states
 
 __all__ = [
     "POLICIES",
@@ -49,7 +49,6 @@ __all__ = [
     "OnePerGpuPolicy",
     "OverrunAction",
     "PolicyBase",
-    "apply_overruns",
     "build_admission",
     "calibrate",
     "calibration_batches",

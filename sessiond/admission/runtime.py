@@ -1,14 +1,14 @@
 """`AdmissionRuntime`: the admission policy the daemon runs with, and what it does each scheduler
 tick. For a cost-model policy (`measured`): feed the duty tracker from the sessions' states,
-publish the admission gauges, and apply the overrun answer to the sessions (a world session over
-its prior keeps one chunk of lead until admission no longer names it; idle sessions are
-offloaded); every measured engine step corrects its cost model."""
+publish the admission gauges, and answer which sessions are over their prior (the overrun
+actions: the sessions apply them, `sessiond.session.overruns`); every measured engine step
+corrects its cost model."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,11 +17,8 @@ from sessiond.admission.decision import AdmissionPolicy, OverrunAction
 from sessiond.admission.demand import DemandState, DemandSync
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
-from sessiond.lifecycle import SessionState
-from sessiond.logs import log_event
-from sessiond.session.jobs import EngineOp, Op
 
-__all__ = ["AdmissionRuntime", "apply_overruns", "demand_states"]
+__all__ = ["AdmissionRuntime", "demand_states"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,28 +32,6 @@ def demand_states(sessions: Mapping[str, Any]) -> dict[str, DemandState]:
         out[sid] = DemandState(active=session.state.label == "active", paused=bool(session.paused),
                                segment=segment.id if segment is not None else None, segment_media_s=media)
     return out
-
-
-def apply_overruns(sessions: Mapping[str, Any], actions: Iterable[OverrunAction]) -> None:
-    """degrade_lead: the world session keeps one chunk of lead (until admission no longer names
-    it); offload_idle: an idle session's KV goes to host memory now."""
-    actions = list(actions)
-    degraded = {a.session_id for a in actions if a.action == "degrade_lead"}
-    for sid, live in sessions.items():
-        if live.lead_override is not None and sid not in degraded:
-            live.lead_override = None
-            log_event("lead_restored", sid)
-    for action in actions:
-        session = sessions.get(action.session_id)
-        if session is None or session.state.terminal:
-            continue
-        if action.action == "degrade_lead":
-            if session.lead_override is None:
-                log_event("lead_degraded", session.id, duty=round(action.duty, 3), prior=action.prior)
-            session.lead_override = 1.0
-        elif action.action == "offload_idle" and session.state == SessionState.IDLE and session.job is None:
-            session.ops.append(EngineOp(Op.OFFLOAD))
-            session.set_state(SessionState.OFFLOADED, reason="overrun")
 
 
 @dataclass
@@ -93,11 +68,6 @@ class AdmissionRuntime:
         if self.metrics is not None:
             self.metrics.record_overruns(actions)
         return actions
-
-    def tick(self, sessions: Mapping[str, Any]) -> None:
-        """Twice a second: admission's gauges, and its answer to sessions over their prior."""
-        if self.measured is not None:
-            apply_overruns(sessions, self.refresh(sessions))
 
     def update_gauges(self, now: float) -> None:
         if self.measured is not None and self.metrics is not None:

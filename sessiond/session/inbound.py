@@ -1,15 +1,17 @@
-"""What each client message does to a session (docs/protocol.md, client -> server): `handle` is
-where every decoded message from any transport enters a session."""
+"""Where every decoded client message from any transport enters a session: `handle` checks the
+connection is the session's current one and dispatches the message by type to the Session
+method that does it (docs/protocol.md, client -> server); a request the session's state cannot
+take is answered with `conflict`."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from typing import Any
 
 from protocols.errors import ErrorCode
 from protocols.messages import (
-    Ack,
     Action,
+    ClientMessage,
     Direct,
     Error,
     Flush,
@@ -17,19 +19,35 @@ from protocols.messages import (
     Interrupt,
     Pause,
     Ping,
-    Pong,
     Received,
     Resume,
 )
 from sessiond.errors import InvalidState
 from sessiond.session.connection import Connection
-from sessiond.session.jobs import EngineOp, Op
 from sessiond.session.session import Session
 
-__all__ = ["dispatch", "handle"]
+__all__ = ["DISPATCH", "dispatch", "handle"]
 
 
-def handle(s: Session, connection: Connection, message: Any) -> None:
+def _second_hello(s: Session, msg: Hello) -> None:
+    s.refuse(ErrorCode.CONFLICT, "hello was already received on this connection")
+
+
+# message type -> what the session does with it
+DISPATCH: dict[type[Any], Callable[[Session, Any], None]] = {
+    Action: Session.act,
+    Received: Session.received,
+    Ping: Session.ping,
+    Direct: Session.direct,
+    Interrupt: Session.interrupt,
+    Flush: Session.flush,
+    Pause: Session.pause,
+    Resume: Session.resume,
+    Hello: _second_hello,
+}
+
+
+def handle(s: Session, connection: Connection, message: ClientMessage) -> None:
     """One message from `connection` (ignored unless it is the session's current one)."""
     if connection is not s.connection or s.state.terminal:
         return
@@ -42,119 +60,9 @@ def handle(s: Session, connection: Connection, message: Any) -> None:
                              message=f"{type(message).__name__.lower()} cannot be done now: {exc}"))
 
 
-def _error(session: Session, code: ErrorCode, message: str, re: int | None = None) -> None:
-    session.env.metrics.protocol_errors.labels(code=code.value).inc()
-    session.push_control(Error(code=code.value, message=message, fatal=False, re=re))
-
-
-def _action(s: Session, msg: Action) -> None:
-    problem = s.actions.check(msg)
-    if problem is not None:
-        field, why = problem
-        _error(s, ErrorCode.INVALID_FIELD, f"action {msg.seq}, field `{field}`: {why}")
-        return
-    verdict = s.actions.accept(msg, time.monotonic())
-    if verdict == "stale":
-        return
-    s.env.metrics.actions.inc()
-    if verdict == "coalesced":
-        s.env.metrics.actions_coalesced.inc()
-        return
-    fields: dict[str, Any] = {"seq": msg.seq, "keys": list(msg.keys)}
-    if msg.mouse is not None:
-        fields["mouse"] = list(msg.mouse)
-    if msg.buttons is not None:
-        fields["buttons"] = msg.buttons
-    if msg.axes is not None:
-        fields["axes"] = list(msg.axes)
-    s.env.record_event(s.id, "action", fields)
-
-
-def _direct(s: Session, msg: Direct) -> None:
-    fields: dict[str, Any] = {"prompt": msg.prompt}
-    if msg.seconds is not None:
-        fields["seconds"] = msg.seconds
-    if msg.cut:
-        fields["cut"] = True
-    if msg.seed is not None:
-        fields["seed"] = msg.seed
-    s.env.record_event(s.id, "direct", fields)
-    s.push_control(Ack(re=msg.id))
-    if s.mode == "world":
-        s.prompt = s.record.prompt = msg.prompt
-        s.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
-        s.env.persist(s.id)
-        return
-    s.wake_from_offload()
-    if s.segment is not None:  # a re-direction replaces the running segment
-        s.drop_output("interrupt")
-        s.end_segment("interrupted", notify=True)
-        s.stop_generation()
-    elif msg.cut:
-        s.drop_output("cut")
-    if msg.cut:
-        if msg.seed is not None:
-            s.record.seed = msg.seed
-        s.ops.append(EngineOp(Op.RESET, seed=s.record.seed, prompt=msg.prompt))
-    elif msg.prompt != s.prompt:
-        s.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
-    s.prompt = s.record.prompt = msg.prompt
-    s.start_segment(msg.id, msg.seconds if msg.seconds is not None else s.env.default_segment_s)
-    s.settle()
-    s.env.wake()
-
-
-def _take_back(s: Session, msg: Interrupt | Flush, *, stop: bool) -> None:
-    """Flush: every unsent frame is dropped (acked with the last pts sent) and playback restarts
-    from there; interrupt also ends the running segment and stops generation."""
-    s.env.record_event(s.id, msg.T, {})
-    s.drop_output(msg.T)
-    s.push_control(Ack(re=msg.id, pts=s.out.last_sent_pts()))
-    if stop:
-        if s.segment is not None:
-            s.end_segment("interrupted", notify=True)
-        s.stop_generation()
-    s.clock.reanchor(time.monotonic(), s.out.total)
-    if stop:
-        s.settle()
-    s.env.wake()
-
-
-def _pause(s: Session, msg: Pause) -> None:
-    s.env.record_event(s.id, "pause", {})
-    if s.mode == "world":
-        s.paused = True
-        s.settle()
-    s.push_control(Ack(re=msg.id))
-
-
-def _resume(s: Session, msg: Resume) -> None:
-    s.env.record_event(s.id, "resume", {})
-    if s.mode == "world" and s.paused:
-        s.paused = False
-        s.clock.reanchor(time.monotonic(), s.out.total)
-        s.wake_from_offload()
-        s.settle()
-        s.env.wake()
-    s.push_control(Ack(re=msg.id))
-
-
 def dispatch(s: Session, msg: Any) -> None:
-    if isinstance(msg, Action):
-        _action(s, msg)
-    elif isinstance(msg, Received):
-        s.out.received(msg.idx)
-    elif isinstance(msg, Ping):
-        s.push_control(Pong(re=msg.id, ts=msg.ts))
-    elif isinstance(msg, Direct):
-        _direct(s, msg)
-    elif isinstance(msg, Interrupt | Flush):
-        _take_back(s, msg, stop=isinstance(msg, Interrupt))
-    elif isinstance(msg, Pause):
-        _pause(s, msg)
-    elif isinstance(msg, Resume):
-        _resume(s, msg)
-    elif isinstance(msg, Hello):
-        _error(s, ErrorCode.CONFLICT, "hello was already received on this connection")
-    else:
-        _error(s, ErrorCode.UNKNOWN_TYPE, f"{type(msg).__name__} is not a client message")
+    act = DISPATCH.get(type(msg))
+    if act is None:
+        s.refuse(ErrorCode.UNKNOWN_TYPE, f"{type(msg).__name__} is not a client message")
+        return
+    act(s, msg)

@@ -43,4 +43,3 @@ class ChunkJob:
     started_at: float
     deadline: float
     arrival: float = 0.0  # when the request it serves arrived (request-level FIFO orders by it)
-    chunk_index: int = -1  # set once begun

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from protocols.messages import ClientMessage
 from sessiond.session.connection import Connection
 from sessiond.session.inbound import handle
 from sessiond.session.session import Session
@@ -45,7 +46,7 @@ class ConnectionPort:
     def welcome_session(self) -> dict[str, Any]:
         return dict(self._session.public)
 
-    def submit(self, message: Any) -> None:
+    def submit(self, message: ClientMessage) -> None:
         if not self.connection.closed:
             handle(self._session, self.connection, message)
 

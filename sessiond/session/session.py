@@ -1,29 +1,35 @@
-"""`Session`: composes the parts that each own one thing — lifecycle (`sessiond.lifecycle`),
+"""`Session`: composes the parts that each own one thing — lifecycle (`sessiond.session.lifecycle`),
 the action timeline, the output stream, the playback clock, the director segment, the stats
 meter, the connection — and says what it asks of the scheduler (chunks, with deadlines) and of
-the engine (queued EngineOps). Client messages reach it through `sessiond.session.inbound`;
-transports reach it through `sessiond.session.port`."""
+the engine (queued EngineOps). It is the only writer of its state: the scheduler, admission's
+overrun answer, the fleet's hand-off and the client's requests (dispatched by
+`sessiond.session.inbound`) all call its methods. Transports reach it through
+`sessiond.session.port`."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
-from protocols.messages import Error, Stats
+from protocols.messages import Ack, Error, Pong, Stats
 from protocols.timeline import pts_for
-from sessiond.lifecycle import Lifecycle, SessionState
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
 from sessiond.session.clock import PlaybackClock
 from sessiond.session.connection import Connection
 from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
+from sessiond.session.lifecycle import Lifecycle, SessionState
 from sessiond.session.output import OutputStream
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
 from transports.interface import OutChunk, OutFrame
+
+if TYPE_CHECKING:  # the client requests' types, read only in annotations
+    from protocols.messages import Action, Direct, Flush, Interrupt, Moved, Pause, Ping, Received, Resume
 
 __all__ = ["Session"]
 
@@ -52,6 +58,7 @@ class Session:
         self.fault: str | None = None
         self.chunks_done = 0
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
+        record.state = self.life.state.label  # a resumed record starts over as `created`
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -82,6 +89,72 @@ class Session:
             self.ops.append(EngineOp(Op.RESTORE))
             self.set_state(SessionState.IDLE)
             log_event("restoring", self.id)
+
+    def offload(self, **fields: Any) -> bool:
+        """An idle session without a chunk in the engine moves its KV to host memory (False:
+        not idle, nothing done)."""
+        if self.state != SessionState.IDLE or self.job is not None:
+            return False
+        self.ops.append(EngineOp(Op.OFFLOAD))
+        self.set_state(SessionState.OFFLOADED, **fields)
+        return True
+
+    def restore_failed(self) -> None:
+        """The engine had no KV memory to restore it: it stays offloaded and the viewer hears why."""
+        if self.state.terminal:
+            return
+        if self.state == SessionState.ACTIVE:
+            self.set_state(SessionState.IDLE)
+        self.set_state(SessionState.OFFLOADED)
+        self.push_control(Error(code=ErrorCode.CAPACITY.value, fatal=False,
+                                message="no KV memory free to restore this session; retry shortly"))
+
+    def degrade_lead(self, duty: float, prior: float) -> None:
+        """Admission names this world session over its prior: keep one chunk of lead."""
+        if self.lead_override is None:
+            log_event("lead_degraded", self.id, duty=round(duty, 3), prior=prior)
+        self.lead_override = 1.0
+
+    def restore_lead(self) -> None:
+        if self.lead_override is not None:
+            self.lead_override = None
+            log_event("lead_restored", self.id)
+
+    def freeze(self) -> None:
+        """Handed to another daemon: nothing more is generated or run in the engine here, and the
+        unsent frames go (the stored position is what the viewer got)."""
+        self.job = None
+        self.segment = None
+        self.ops.clear()
+        self.drop_output("moved")
+
+    def move_away(self, moved: Moved | None) -> None:
+        """A frozen session's viewer is told where it went (when known) and its connection ends."""
+        if self.connection is None:
+            return
+        if moved is not None:
+            self.push_control(moved)
+        self.connection.end()
+        self.out.event.set()
+
+    def hang_up(self) -> None:
+        """The daemon stops: the connection closes (its transport sees it at once); the session
+        itself stays as it is, for its snapshot and record."""
+        if self.connection is not None:
+            self.connection.close()
+            self.out.event.set()
+
+    def snapshot(self) -> bool:
+        """Queue a continuation snapshot of a generating session (once); True when queued."""
+        if self.state != SessionState.ACTIVE or any(op.kind == Op.SNAPSHOT for op in self.ops):
+            return False
+        self.ops.append(EngineOp(Op.SNAPSHOT))
+        return True
+
+    def take_ops(self) -> list[EngineOp]:
+        """The engine operations queued so far, in order (the scheduler runs them now)."""
+        ops, self.ops = self.ops, []
+        return ops
 
     def fail(self, code: ErrorCode, message: str) -> None:
         if self.state.terminal:
@@ -241,8 +314,9 @@ class Session:
                             arrival=now if arrival is None else arrival)
         return self.job
 
-    def on_frames(self, job: ChunkJob, chunk_index: int, frames: Any) -> None:
+    def on_frames(self, job: ChunkJob, chunk: ChunkFrames) -> None:
         """A decoded chunk of `job`: into the output stream (a segment keeps only its own frames)."""
+        frames = chunk.frames
         if job is not self.job or self.state.terminal:
             self.env.metrics.frames_dropped.labels(reason="cancelled").inc(len(frames))
             return
@@ -262,7 +336,7 @@ class Session:
                 seg.start_sent = True
                 self.out.push_marker(start_marker(seg, self.out, self.env.frames_per_chunk,
                                                   self.env.start_jitter_s))
-        self.out.push_frames(chunk_index, frames, job.segment, job.action_seq)
+        self.out.push_frames(chunk.chunk_index, frames, job.segment, job.action_seq)
 
     def on_job_done(self, job: ChunkJob) -> float | None:
         """The chunk of `job` is finished; returns its engine wall time when it was the current job."""
@@ -305,3 +379,116 @@ class Session:
             self.out.push_marker(build)
         else:
             self.push_control(build())
+
+    # ---- client requests (docs/protocol.md, client -> server; dispatched by inbound.py) -------
+    def refuse(self, code: ErrorCode, message: str, re: int | None = None) -> None:
+        """A request it cannot do: a non-fatal coded error, counted."""
+        self.env.metrics.protocol_errors.labels(code=code.value).inc()
+        self.push_control(Error(code=code.value, message=message, fatal=False, re=re))
+
+    def act(self, msg: Action) -> None:
+        """An action: checked against the model's action space, merged into the timeline."""
+        problem = self.actions.check(msg)
+        if problem is not None:
+            field, why = problem
+            self.refuse(ErrorCode.INVALID_FIELD, f"action {msg.seq}, field `{field}`: {why}")
+            return
+        verdict = self.actions.accept(msg, time.monotonic())
+        if verdict == "stale":
+            return
+        self.env.metrics.actions.inc()
+        if verdict == "coalesced":
+            self.env.metrics.actions_coalesced.inc()
+            return
+        fields: dict[str, Any] = {"seq": msg.seq, "keys": list(msg.keys)}
+        if msg.mouse is not None:
+            fields["mouse"] = list(msg.mouse)
+        if msg.buttons is not None:
+            fields["buttons"] = msg.buttons
+        if msg.axes is not None:
+            fields["axes"] = list(msg.axes)
+        self.env.record_event(self.id, "action", fields)
+
+    def received(self, msg: Received) -> None:
+        self.out.received(msg.idx)
+
+    def ping(self, msg: Ping) -> None:
+        self.push_control(Pong(re=msg.id, ts=msg.ts))
+
+    def direct(self, msg: Direct) -> None:
+        """World: the prompt changes from the next chunk. Director: a new segment (replacing the
+        running one; `cut` resets the scene, with `seed` when given)."""
+        fields: dict[str, Any] = {"prompt": msg.prompt}
+        if msg.seconds is not None:
+            fields["seconds"] = msg.seconds
+        if msg.cut:
+            fields["cut"] = True
+        if msg.seed is not None:
+            fields["seed"] = msg.seed
+        self.env.record_event(self.id, "direct", fields)
+        self.push_control(Ack(re=msg.id))
+        if self.mode == "world":
+            self._set_prompt(msg.prompt)
+            self.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
+            self.env.persist(self.id)
+            return
+        self.wake_from_offload()
+        if self.segment is not None:  # a re-direction replaces the running segment
+            self.drop_output("interrupt")
+            self.end_segment("interrupted", notify=True)
+            self.stop_generation()
+        elif msg.cut:
+            self.drop_output("cut")
+        if msg.cut:
+            if msg.seed is not None:
+                self.record.seed = msg.seed
+            self.ops.append(EngineOp(Op.RESET, seed=self.record.seed, prompt=msg.prompt))
+        elif msg.prompt != self.prompt:
+            self.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
+        self._set_prompt(msg.prompt)
+        self.start_segment(msg.id, msg.seconds if msg.seconds is not None else self.env.default_segment_s)
+        self.settle()
+        self.env.wake()
+
+    def _set_prompt(self, prompt: str) -> None:
+        self.prompt = self.record.prompt = prompt
+
+    def interrupt(self, msg: Interrupt) -> None:
+        """Every unsent frame is dropped (acked with the last pts sent), the running segment
+        ends and generation stops; playback restarts from there."""
+        self._take_back(msg, stop=True)
+
+    def flush(self, msg: Flush) -> None:
+        """Every unsent frame is dropped (acked with the last pts sent); playback restarts from
+        there and generation goes on."""
+        self._take_back(msg, stop=False)
+
+    def _take_back(self, msg: Interrupt | Flush, *, stop: bool) -> None:
+        self.env.record_event(self.id, msg.T, {})
+        self.drop_output(msg.T)
+        self.push_control(Ack(re=msg.id, pts=self.out.last_sent_pts()))
+        if stop:
+            if self.segment is not None:
+                self.end_segment("interrupted", notify=True)
+            self.stop_generation()
+        self.clock.reanchor(time.monotonic(), self.out.total)
+        if stop:
+            self.settle()
+        self.env.wake()
+
+    def pause(self, msg: Pause) -> None:
+        self.env.record_event(self.id, "pause", {})
+        if self.mode == "world":
+            self.paused = True
+            self.settle()
+        self.push_control(Ack(re=msg.id))
+
+    def resume(self, msg: Resume) -> None:
+        self.env.record_event(self.id, "resume", {})
+        if self.mode == "world" and self.paused:
+            self.paused = False
+            self.clock.reanchor(time.monotonic(), self.out.total)
+            self.wake_from_offload()
+            self.settle()
+            self.env.wake()
+        self.push_control(Ack(re=msg.id))

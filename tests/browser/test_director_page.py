@@ -10,7 +10,7 @@ import pytest
 from PIL import ImageStat
 from playwright.sync_api import Page, expect
 
-from engine.demo.themes import PROMPT_EXAMPLES
+from demo.themes import PROMPT_EXAMPLES
 from tests.browser._frames import mean_luma, video_picture
 from tests.browser.conftest import Served, serve
 

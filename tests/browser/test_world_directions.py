@@ -4,7 +4,7 @@ A World page on the demo model (what `bash scripts/serve.sh` serves), a fresh on
 each movement key for 2 s (longer on a slow box, until 8 frames were seen, at most 6 s). Every
 frame the page displays from 0.8 s after the key went down (action-to-photon on this box is well
 under that) until the key goes up is copied from the <video> at 128x128; the camera motion between consecutive copies is found by block matching, as
-engine/demo/metrics.py measures the model offline, and summed over the hold."""
+demo/metrics.py measures the model offline, and summed over the hold."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from engine.demo.metrics import block_shift, frame_motion
+from demo.metrics import block_shift, frame_motion
 from tests.browser.conftest import Served
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

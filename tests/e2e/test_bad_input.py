@@ -12,8 +12,9 @@ from websockets.asyncio.client import connect
 
 from protocols.client import SessionClient
 from protocols.codec import decode, encode
-from protocols.messages import Action, Error, Frame, Hello, Interrupt, Ping, Welcome
+from protocols.messages import Error, Frame, Hello, Interrupt, Ping, Welcome
 from tests.conftest import off_loop, running_daemon
+from tests.e2e._bad_inputs import MALFORMED
 from tests.e2e._raw import RawConn
 from tests.e2e._util import collect_frames
 
@@ -54,24 +55,6 @@ async def _error_after(conn: RawConn, data: bytes | str | object) -> Error:
     return error
 
 
-MALFORMED = [
-    pytest.param(b"\xc1", "bad_message", id="not-msgpack"),
-    pytest.param(msgpack.packb([1, 2, 3]), "bad_message", id="not-a-map"),
-    pytest.param("a text frame", "bad_message", id="text-frame"),
-    pytest.param(msgpack.packb({"t": "teleport"}), "unknown_type", id="unknown-t"),
-    pytest.param(msgpack.packb({"seq": 1}), "unknown_type", id="no-t"),
-    pytest.param(msgpack.packb({"t": "action", "seq": "one", "ts": 0.0, "keys": []}), "invalid_field",
-                 id="action-seq-not-an-int"),
-    pytest.param(msgpack.packb({"t": "interrupt"}), "invalid_field", id="interrupt-without-id"),
-    pytest.param(msgpack.packb({"t": "direct", "id": 5, "prompt": "x" * 2001}), "invalid_field",
-                 id="direct-prompt-too-long"),
-    pytest.param(msgpack.packb({"t": "ping", "id": 1, "ts": 0.0, "pad": b"\0" * 70_000}), "too_large",
-                 id="ping-over-the-size-limit"),
-    pytest.param(Action(seq=1, ts=0.0, keys=("z",)), "invalid_field", id="action-key-outside-the-action-space"),
-    pytest.param(Action(seq=2, ts=0.0, keys=("w",), axes=(0.1, 0.2, 0.3)), "invalid_field",
-                 id="action-with-3-axes-model-has-2"),
-    pytest.param(Hello(v=1), "conflict", id="second-hello"),
-]
 
 
 @pytest.mark.parametrize(("data", "code"), MALFORMED)

@@ -12,8 +12,8 @@ import websockets
 
 from protocols.codec import decode, encode
 from protocols.messages import PROTOCOL_VERSION, Direct, Hello, SegmentEnd
+from sessiond.api.server import uvicorn_config
 from sessiond.config import ServeConfig
-from sessiond.server import uvicorn_config
 from tests.conftest import daemon_process, off_loop
 
 

@@ -51,7 +51,7 @@ async def test_a_restarted_daemon_resumes_sessions_from_redis(redis_server: Redi
     assert len(resumed) == 16  # 1 s at 16 fps
     # structured logs: one JSON object per line, a line per lifecycle event, never the token
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")]
-    events = [(x.get("event"), x.get("session_id")) for x in lines if x.get("logger") == "sessiond.lifecycle"]
+    events = [(x.get("event"), x.get("session_id")) for x in lines if x.get("logger") == "sessiond.session.lifecycle"]
     for event in ("created", "attached", "detached", "resumed", "closed"):
         assert (event, sid) in events
     # continuity: the new process reopened the session from its continuation snapshot

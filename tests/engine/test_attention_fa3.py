@@ -1,7 +1,7 @@
 """FlashAttention-3's call shapes on the CPU: the packing of samples with different key lengths
 (prefix sums on the device), the per-head FP8 descales as FA3 takes them, and the exact reference
 that runs where the kernels do not (the GPU checks compare the kernels with it:
-`python -m engine.tools.bench.attention`)."""
+`python -m enginetools.bench.attention`)."""
 
 from __future__ import annotations
 

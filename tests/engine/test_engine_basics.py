@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from demo.registration import catalog_with_demo
 from engine.api import FrameAction, Phase, StepItem, StepPlan
-from engine.demo.registration import catalog_with_demo
 from engine.errors import ActionError, ConfigError, SessionStateError
 from tests.engine._helpers import W, make_engine, run_chunk
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from demo.config import CONFIG as DEMO
 from engine._setup import _lead_chunks
 from engine.catalog import core_catalog
-from engine.demo.config import CONFIG as DEMO
 from engine.errors import ConfigError
 
 

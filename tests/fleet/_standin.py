@@ -15,7 +15,7 @@ from typing import Any
 from fleet.daemon_port import DaemonCapacity
 from fleet.runtime import RuntimeConfig
 from fleet.worker import WorkerConfig, serve_worker
-from protocols.errors import ErrorCode, ProtocolError
+from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 
 
@@ -23,12 +23,6 @@ def _token_of(session_id: str) -> str:
     """The stand-in's tokens follow from the session id, so a worker that resumes a session knows
     it (a real daemon reads the token's hash from the shared durable record)."""
     return hashlib.sha256(f"standin:{session_id}".encode()).hexdigest()[:16]
-
-
-class Refused(ProtocolError):
-    def __init__(self, message: str, retry_after_s: float) -> None:
-        super().__init__(ErrorCode.CAPACITY, message)
-        self.retry_after_s = retry_after_s
 
 
 class StandinDaemon:
@@ -47,9 +41,9 @@ class StandinDaemon:
 
     def _admit(self) -> None:
         if self.draining:
-            raise Refused(f"{self.key} is draining", 1.0)
+            raise Refused(ErrorCode.CAPACITY, f"{self.key} is draining", 1.0)
         if len(self.sessions) >= self.slots:
-            raise Refused(f"{self.key} is full ({self.slots} sessions)", self.retry_after_s)
+            raise Refused(ErrorCode.CAPACITY, f"{self.key} is full ({self.slots} sessions)", self.retry_after_s)
 
     async def create(self, request: CreateSessionRequest, base_url: str) -> CreateSessionResponse:
         self._admit()

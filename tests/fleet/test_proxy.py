@@ -15,7 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -30,7 +29,7 @@ from fleet.sim.memdir import MemoryDirectory
 from fleet.urls import media_urls
 from protocols.codec import decode
 from protocols.messages import Error
-from tests.conftest import find_free_port
+from tests.conftest import find_free_port, serving
 
 SID = "s_proxy1"
 
@@ -87,29 +86,15 @@ class Calls:
 
 
 @contextlib.asynccontextmanager
-async def _serving(app: Starlette) -> AsyncIterator[str]:
-    port = find_free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    try:
-        while not server.started:
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-
-
-@contextlib.asynccontextmanager
 async def _fleet(worker: Worker, worker_url: str | None = None) -> AsyncIterator[tuple[str, MemoryDirectory]]:
     directory = MemoryDirectory(time.monotonic, ttl_s=600)
-    async with _serving(worker.app()) as served:
+    async with serving(worker.app()) as served:
         base = worker_url or served
         await directory.publish(WorkerCapacity(worker="h/cpu-0", instance_id=1, base_url=base,
                                                headroom={"world": 1.0}, cost={"world": 0.1}, kv_free_sessions=4,
                                                sessions=0))
         config = GatewayConfig(redis_url="redis://unused", sweep_s=0, proxy=True)
-        async with _serving(create_gateway_app(config, calls=Calls(base), directory=directory)) as gw:
+        async with serving(create_gateway_app(config, calls=Calls(base), directory=directory)) as gw:
             yield gw, directory
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocols.errors import ErrorCode, ProtocolError
+from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import (
     CreateSessionRequest,
     CreateSessionResponse,
@@ -156,11 +156,7 @@ def test_a_refusal_names_its_reason_in_one_word_and_old_bodies_without_it_still_
 
 
 def test_the_body_of_a_raised_refusal_carries_its_retry_after_and_reason() -> None:
-    class Refusal(ProtocolError):
-        retry_after_s = 5
-        reason = "kv"
-
-    body = ErrorBody.of(Refusal(ErrorCode.CAPACITY, "the KV pool is full"))
+    body = ErrorBody.of(Refused(ErrorCode.CAPACITY, "the KV pool is full", 5, "kv"))
     assert body.to_json() == {"error": {"code": "capacity", "message": "the KV pool is full",
                                         "retry_after_s": 5.0, "reason": "kv"}}
     assert ErrorBody.of(ProtocolError(ErrorCode.NOT_FOUND, "no session x")).to_json() == {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -78,3 +79,11 @@ def test_pts_convert_to_seconds_on_the_90_khz_clock() -> None:
     assert pts_seconds(135000) == 1.5
     assert pts_seconds(pts_for(16, 16)) == 1.0
     assert (TIME_BASE.numerator, TIME_BASE.denominator) == (1, 90000)
+
+
+def test_the_web_client_writes_the_90_khz_rate_once() -> None:
+    web = Path(__file__).resolve().parents[2] / "web"
+    literal = re.compile(r"(?<![\w.])90_?000(?![\w.])")
+    code = {path.name: re.sub(r"//[^\n]*", "", path.read_text()) for path in sorted(web.glob("*.js"))}  # no comments
+    found = {name: len(literal.findall(text)) for name, text in code.items()}
+    assert {name: n for name, n in found.items() if n} == {"timeline.js": 1}  # `PTS_HZ`, imported elsewhere

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from sessiond.api.server import config_from_args
 from sessiond.cli import build_parser
 from sessiond.config import ServeConfig
 from sessiond.errors import ServeConfigError
-from sessiond.server import config_from_args
 
 
 def test_defaults_match_the_protocol_limits() -> None:
@@ -76,7 +76,7 @@ def test_a_non_positive_cpu_thread_count_names_the_option() -> None:
 def test_serve_builds_the_cpu_engine_with_the_configured_threads() -> None:
     import torch
 
-    from sessiond.engine_factory import build_engine
+    from sessiond.runtime.engine_factory import build_engine
 
     before = torch.get_num_threads()
     torch.set_num_threads(2)

@@ -8,11 +8,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from sessiond.api.server import config_from_args
 from sessiond.cli import build_parser
 from sessiond.config import ServeConfig
 from sessiond.errors import ServeConfigError
 from sessiond.logs import QUIET_LOGGERS, configure_logging
-from sessiond.server import config_from_args
 
 _NAMES = ("", *QUIET_LOGGERS)
 
@@ -36,7 +36,7 @@ def test_by_default_ours_log_info_and_the_webrtc_libraries_only_warnings() -> No
     configure_logging(False)
     assert _levels() == {"root": logging.INFO, "aiortc": logging.WARNING, "aioice": logging.WARNING,
                          "av": logging.WARNING}
-    assert logging.getLogger("sessiond.lifecycle").isEnabledFor(logging.INFO)
+    assert logging.getLogger("sessiond.session.lifecycle").isEnabledFor(logging.INFO)
     assert not logging.getLogger("aioice.ice").isEnabledFor(logging.INFO)
     assert logging.getLogger("aiortc.rtcpeerconnection").isEnabledFor(logging.WARNING)
 

@@ -10,7 +10,7 @@ from sessiond.logs import JsonFormatter, RedactTokens
 
 def test_lifecycle_lines_are_json_and_never_carry_a_token() -> None:
     formatter = JsonFormatter()
-    record = logging.LogRecord("sessiond.lifecycle", logging.INFO, __file__, 1, "attached %s", ("s_1",), None)
+    record = logging.LogRecord("sessiond.session.lifecycle", logging.INFO, __file__, 1, "attached %s", ("s_1",), None)
     record.session_id = "s_1"
     line = json.loads(formatter.format(record))
     assert (line["msg"], line["session_id"], line["level"]) == ("attached s_1", "s_1", "info")

@@ -84,17 +84,20 @@ async def test_frames_of_an_old_generation_never_reach_the_wire(connected: Conne
     assert peer is not None and peer.stream.stale_dropped == 2
 
 
-async def test_control_messages_round_trip(connected: Connected) -> None:
+async def test_client_messages_from_both_channels_reach_the_session_and_its_replies_come_back(
+        connected: Connected) -> None:
     port, client = connected.port, connected.client
-    client.send(Ping(id=4, ts=123.5))
-    assert await client.next_message(Pong) == Pong(re=4, ts=123.5)
+    client.send(Ping(id=4, ts=123.5))  # answered by the session, as on a WebSocket
     client.send(Interrupt(id=5))
     client.send(Action(seq=1, ts=1.0, keys=("w",)), channel="actions")
     for _ in range(100):
-        if len(port.submitted) == 2:
+        if len(port.submitted) == 3:
             break
         await asyncio.sleep(0.02)
-    assert sorted(port.submitted, key=lambda m: m.T) == [Action(seq=1, ts=1.0, keys=("w",)), Interrupt(id=5)]
+    assert sorted(port.submitted, key=lambda m: m.T) == [Action(seq=1, ts=1.0, keys=("w",)), Interrupt(id=5),
+                                                         Ping(id=4, ts=123.5)]
+    port.outputs.put_nowait(Pong(re=4, ts=123.5))
+    assert await client.next_message(Pong) == Pong(re=4, ts=123.5)
 
 
 async def test_a_picture_loss_report_makes_the_next_frame_a_key_frame(connected: Connected) -> None:

@@ -30,8 +30,8 @@ class WebRTCConfig:
 
     ice_servers: tuple[IceServer, ...] = ()
     host_addresses: tuple[str, ...] | None = None
-    inbound: InboundLimits = field(default_factory=InboundLimits)  # request rate and abuse: the WebSocket's policy
-    max_message_bytes: int = 65536
+    # message size, prompt length, request rate and abuse: the WebSocket's reader and limits
+    inbound: InboundLimits = field(default_factory=InboundLimits)
     crf: int = 23  # x264 quality of the shared encoder
     encode_threads: int = 2  # executor threads shared by every session's encoder
     max_control_buffer: int = 1 << 20  # bytes queued on a control channel before messages drop
@@ -40,8 +40,6 @@ class WebRTCConfig:
     def __post_init__(self) -> None:
         if self.host_addresses is not None:
             object.__setattr__(self, "host_addresses", validate_addresses(tuple(self.host_addresses)))
-        if self.max_message_bytes < 256:
-            raise ValueError(f"max_message_bytes {self.max_message_bytes}: must be at least 256")
         if self.encode_threads < 1:
             raise ValueError(f"encode_threads {self.encode_threads}: must be at least 1")
         if not self.viewer_silence_s > 0:

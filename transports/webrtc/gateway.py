@@ -9,6 +9,7 @@ configured; RTP timestamps = session pts). Non-trickle: the answer carries every
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
@@ -49,8 +50,11 @@ def h264_preferences() -> list[RTCRtpCodecCapability]:
 class WebRTCGateway:
     """WebRTCGatewayProtocol over aiortc."""
 
-    def __init__(self, config: WebRTCConfig | None = None) -> None:
+    def __init__(self, config: WebRTCConfig | None = None, *, on_error: Callable[[str], None] | None = None) -> None:
+        """`on_error`: called with the code of every error a peer's inbound reader makes (the
+        daemon's protocol-error metric, as for a WebSocket)."""
         self.config = config or WebRTCConfig()
+        self._on_error = on_error
         self._executor = ThreadPoolExecutor(self.config.encode_threads, thread_name_prefix="webrtc-encode")
         self._peers: dict[str, Peer] = {}
 
@@ -78,7 +82,8 @@ class WebRTCGateway:
         track = ViewerTrack()
         stream = SessionStream(port, self._executor, crf=self.config.crf)
         liveness = RtcpWatch(self.config.viewer_silence_s)
-        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget, liveness=liveness)
+        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget, liveness=liveness,
+                    on_error=self._on_error)
         self._peers[sid] = peer
         try:
             transceiver = pc.addTransceiver(track, direction="sendonly")

@@ -1,11 +1,10 @@
 """One browser's peer connection to a session: its data channels, its viewer track, its life.
 
 Inbound (client-created channels): `control` carries every client message type, `actions`
-(unordered, no retransmits) only `action`. Messages are decoded with the protocol codec and go
-to `SessionPort.submit` in order of arrival; `ping` is answered here. The inbound policy is the
-WebSocket's (`transports.inbound`): a bad message gets a coded `error` on `control` and is
-dropped, requests over the rate get `rate_limited`, and an abusive peer gets a fatal error and
-is closed.
+(unordered, no retransmits) only `action`. Each message goes through the WebSocket's reader
+(`transports.inbound.InboundReader`: the same limits, rate, abuse rule and metrics) and on to
+`SessionPort.submit` in order of arrival: a bad message gets a coded `error` on `control` and is
+dropped, and an abusive peer gets a fatal error and is closed. `hello` is optional here.
 Outbound: everything the session stream broadcasts, on `control`. Messages sent before the
 channel opens (the first chunk's `frames` metadata races the data channel's opening) are held,
 at most `MAX_HELD_MESSAGES`, and sent in order once it opens; beyond that, and while the open
@@ -23,10 +22,8 @@ from typing import Any
 
 from aiortc import RTCDataChannel, RTCPeerConnection
 
-from protocols.codec import decode, encode
-from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import Action, Error, Hello, Ping, Pong
-from transports.inbound import InboundGuard
+from protocols.codec import encode
+from transports.inbound import InboundReader
 from transports.interface import SessionPort
 from transports.webrtc._liveness import RtcpWatch
 from transports.webrtc.config import WebRTCConfig
@@ -50,6 +47,7 @@ class Peer:
         config: WebRTCConfig,
         on_closed: Callable[[Peer], None],
         liveness: RtcpWatch | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.port = port
         self.pc = pc
@@ -62,7 +60,7 @@ class Peer:
             track.on_sent = liveness.media_sent
         self._control: RTCDataChannel | None = None
         self._held: deque[Any] = deque()  # outbound messages waiting for `control` to open
-        self._guard = InboundGuard(config.inbound)
+        self._reader = InboundReader(config.inbound, hello_required=False, on_error=on_error)
         self._tasks: list[asyncio.Task[None]] = []
         self._closing = False
         self.closed = asyncio.Event()
@@ -123,16 +121,6 @@ class Peer:
         else:
             logger.info("webrtc %s: ignoring data channel %r", self.port.session_id, channel.label[:64])
 
-    def _reject(self, code: ErrorCode, message: str, re: int | None = None) -> None:
-        self.bad_messages += 1
-        if not self._guard.error():
-            self.send(Error(code=code.value, message=message, fatal=False, re=re))
-            return
-        self.send(Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
-                        message="too many bad messages; fix the client and reconnect"))
-        logger.warning("webrtc %s: %d bad messages, closing the peer", self.port.session_id, self.bad_messages)
-        self._close_soon()
-
     def _close_soon(self) -> None:
         if not self._closing:
             self._tasks.append(asyncio.get_running_loop().create_task(self.close()))
@@ -140,22 +128,16 @@ class Peer:
     def _on_message(self, data: Any, actions_only: bool) -> None:
         if self._closing:
             return
-        try:
-            message = decode(data, max_bytes=self._config.max_message_bytes, expect="client")
-        except ProtocolError as exc:
-            self._reject(exc.code, exc.message)
-            return
-        if actions_only and not isinstance(message, Action):
-            self._reject(ErrorCode.UNKNOWN_TYPE, f"the actions channel carries only action, got {message.T!r}")
-        elif isinstance(message, Ping):
-            self.send(Pong(re=message.id, ts=message.ts))
-        elif isinstance(message, Hello):
-            pass  # optional over WebRTC: the signalling request already authenticated the session
-        elif self._guard.over_rate(message):
-            self._reject(ErrorCode.RATE_LIMITED, f"more than {self._guard.limits.max_requests_per_s} requests per "
-                         "second; this one was dropped", re=getattr(message, "id", None))
-        else:
-            self.port.submit(message)
+        verdict = self._reader.read(data, actions_only=actions_only)
+        if verdict.error is not None:
+            self.bad_messages += 1
+            self.send(verdict.error)
+            if verdict.error.fatal:
+                logger.warning("webrtc %s: %s after %d bad messages, closing the peer", self.port.session_id,
+                               verdict.error.code, self.bad_messages)
+                self._close_soon()
+        elif verdict.message is not None:
+            self.port.submit(verdict.message)
 
     async def _watch(self) -> None:
         """Close when the peer never connects, once the stream ends (session closed), or once the

@@ -25,7 +25,6 @@ import av
 from aiortc.mediastreams import MediaStreamError, MediaStreamTrack
 
 from protocols.messages import FramesInfo
-from protocols.timeline import TIME_BASE
 from transports.encoding import EncoderSettings, H264Encoder
 from transports.interface import OutChunk, OutFrame, SessionPort
 from transports.webrtc._clock import MediaClock
@@ -207,13 +206,8 @@ class SessionStream:
                     action_seq=frame.action_seq, disc=frames[0].disc or frame.disc,
                 ))
                 announced = True
-            packet = av.Packet(encoded.data)
-            packet.pts = encoded.pts
-            packet.dts = encoded.pts
-            packet.time_base = TIME_BASE
-            packet.is_keyframe = encoded.keyframe
             for viewer in list(self._viewers):
-                if not viewer.track.push(packet):
+                if not viewer.track.push(encoded.packet):
                     self._force_key = True
             self._last_segment = frame.segment
             self.port.mark_sent(frame)

@@ -9,7 +9,7 @@ import pytest
 
 from engine.engine import Engine
 from sessiond.admission import calibrate
-from sessiond.engine_host import EngineHost
+from sessiond.runtime.engine_host import EngineHost
 
 
 @pytest.fixture(scope="module")

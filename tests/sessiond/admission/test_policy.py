@@ -435,7 +435,7 @@ def test_every_refusal_reason_a_policy_or_the_daemon_gives_is_one_the_protocol_d
 
     root = Path(__file__).resolve().parents[3] / "sessiond"
     given: set[str] = set()
-    for path in [*root.joinpath("admission").glob("*.py"), root / "daemon.py", root / "directory.py"]:
+    for path in [*root.joinpath("admission").glob("*.py"), root / "runtime" / "daemon.py", root / "runtime" / "directory.py"]:
         text = path.read_text()
         given |= set(re.findall(r'_decision\(False, "(\w+)"', text))
         given |= set(re.findall(r'_refuse\("(\w+)"', text))

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry
 
 from sessiond.admission import AdmissionMetrics, DutyPolicy, DutyPriors, DutyTracker
-from sessiond.admission.runtime import AdmissionRuntime, apply_overruns, demand_states
-from sessiond.lifecycle import SessionState
+from sessiond.admission.runtime import AdmissionRuntime, demand_states
 from sessiond.session import EngineOp, Op, connect
+from sessiond.session.lifecycle import SessionState
+from sessiond.session.overruns import apply_overruns
 from tests.sessiond._factory import make_session
 from tests.sessiond.admission.factories import known_cost
 

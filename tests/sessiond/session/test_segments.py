@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from engine.api import ChunkFrames
 from protocols.messages import SegmentEnd, SegmentStart
 from sessiond.session import ConnectionPort, Session, connect
 from tests.sessiond._factory import make_session
@@ -17,7 +18,7 @@ from transports.interface import OutChunk
 def _chunk(session: Session, n: int) -> None:
     """One engine chunk of `n` frames for the session's segment: begun, decoded, finished."""
     job = session.begin_job(0.0, 0.0)
-    session.on_frames(job, session.chunks_done, np.zeros((n, 4, 4, 3), np.uint8))
+    session.on_frames(job, ChunkFrames(session.chunks_done, np.zeros((n, 4, 4, 3), np.uint8)))
     session.on_job_done(job)
 
 

@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+from engine.api import ChunkFrames
 from protocols.messages import SegmentStart
 from sessiond.session import connect
 from sessiond.session.segments import Segment, observed_start_after
@@ -22,7 +23,7 @@ def _start_message(planned: float | None, made_after_s: float) -> SegmentStart:
     seg = session.start_segment(re=3, seconds=5.0)
     seg.started_at = time.monotonic() - made_after_s  # the first chunk took this long
     job = session.begin_job(0.0, 0.0)
-    session.on_frames(job, 0, np.zeros((8, 4, 4, 3), np.uint8))
+    session.on_frames(job, ChunkFrames(0, np.zeros((8, 4, 4, 3), np.uint8)))
     session.on_job_done(job)
     item = session.out.take()
     assert isinstance(item, SegmentStart) and isinstance(session.out.take(), OutChunk)

@@ -1,2 +1,0 @@
-"""Tools around the engine core: benchmarks (`bench/`), profiling, checkpoint conversion and the
-GPU host's self-check. Each runs as `python -m engine.tools.<name>`; the core never imports them."""

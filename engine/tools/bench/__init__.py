@@ -1,2 +1,0 @@
-"""The engine benchmark (`python -m engine.tools.bench`): argument parsing, workloads, timing,
-FLOP counts, reports and plots, one module each; `decoder` and `overlap` are benchmarks of their own."""

@@ -1,0 +1,143 @@
+"""The daemon's handlers of the public HTTP routes of docs/protocol.md (the table, the error
+bodies and the token live in `httpapi`; JSON bodies; every failure is {"error": {...}})."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from httpapi import bearer_token, error_response, read_json
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.http import CreateSessionRequest
+from sessiond.admission.build import objectives_of
+from sessiond.admission.summary import summarize
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.directory import (
+    create_session,
+    delete_session,
+    find_session,
+    open_for_connection,
+    status_of,
+)
+from sessiond.session import connect
+
+__all__ = ["HANDLERS", "base_url", "metrics"]
+
+
+def base_url(request: Any) -> str:
+    return str(request.base_url).rstrip("/")
+
+
+def _daemon(request: Request) -> Daemon:
+    daemon: Daemon = request.app.state.daemon
+    return daemon
+
+
+async def create(request: Request) -> Response:
+    daemon = _daemon(request)
+    try:
+        req = CreateSessionRequest.from_json(await read_json(request),
+                                             max_prompt_chars=daemon.config.max_prompt_chars)
+        resp = await create_session(daemon, req, base_url(request), request.headers.get("x-api-key"))
+    except ProtocolError as exc:
+        if exc.code == ErrorCode.CAPACITY:
+            daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        return error_response(exc)
+    return JSONResponse(resp.to_json(), status_code=201)
+
+
+async def status(request: Request) -> Response:
+    daemon = _daemon(request)
+    try:
+        found = await find_session(daemon, request.path_params["sid"], bearer_token(request))
+    except ProtocolError as exc:
+        return error_response(exc)
+    body = status_of(found).to_json()
+    duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
+    if duty is not None:
+        body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
+    return JSONResponse(body)
+
+
+async def delete(request: Request) -> Response:
+    try:
+        await delete_session(_daemon(request), request.path_params["sid"], bearer_token(request))
+    except ProtocolError as exc:
+        return error_response(exc)
+    return Response(status_code=204)
+
+
+async def webrtc(request: Request) -> Response:
+    daemon = _daemon(request)
+    try:
+        session = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
+                                            base_url(request))
+        offer = await read_json(request)
+        if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
+                or not isinstance(offer.get("type"), str):
+            raise ProtocolError(ErrorCode.INVALID_FIELD, "the body must be {sdp: str, type: \"offer\"}", "sdp")
+        gateway = daemon.webrtc_gateway()
+        port = connect(session, "webrtc")
+        try:
+            sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
+        except ProtocolError:
+            port.close()
+            raise
+    except ProtocolError as exc:
+        return error_response(exc)
+    return JSONResponse({"sdp": sdp, "type": type_})
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def readyz(request: Request) -> Response:
+    daemon = _daemon(request)
+    if daemon.ready:
+        return JSONResponse({"status": "ready", "model": daemon.model_name})
+    why = daemon.warm_error or "warming up"
+    return JSONResponse({"status": "not_ready", "reason": why}, status_code=503)
+
+
+async def metrics(request: Request) -> Response:
+    daemon = _daemon(request)
+    daemon.update_gauges()
+    return Response(daemon.metrics.render(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+async def capacity(request: Request) -> Response:
+    daemon = _daemon(request)
+    now = time.monotonic()
+    body: dict[str, Any] = {}
+    summary = summarize(daemon.admission.policy, now) if daemon.admission is not None else None
+    if summary is not None:  # first, the answer a person wants: can I get a session of each mode now?
+        body.update(summary.to_json())
+    body |= {
+        "ready": daemon.ready, "model": daemon.model_name, "model_requested": daemon.config.model,
+        "model_fallback": daemon.fallback,
+        "sessions": {"total": len(daemon.sessions), "by_state": daemon.state_counts()},
+        "store": {"kind": daemon.store.kind, "healthy": daemon.writer.healthy},
+    }
+    if daemon.host.loaded:
+        info = daemon.host.info
+        body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
+                          "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
+                          "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks}
+        body["prompt_examples"] = list(info.prompt_examples)  # the served model's example prompts ([] if none)
+    kv = daemon.scheduler.kv if daemon.scheduler is not None else None
+    if kv is not None:
+        body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
+                      "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
+    body["objectives"] = objectives_of(daemon.config).describe()
+    if daemon.admission is not None:
+        body["admission"] = daemon.admission.policy.snapshot(now)
+    return JSONResponse(body)
+
+
+# the daemon's handler of each public route (httpapi.ROUTES) but the WebSocket (routes_ws)
+HANDLERS = {"create": create, "status": status, "delete": delete, "webrtc": webrtc, "capacity": capacity,
+            "healthz": healthz, "readyz": readyz}

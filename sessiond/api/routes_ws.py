@@ -1,0 +1,112 @@
+"""`GET /v1/sessions/{sid}/ws?media=raw|fmp4&token=...`: authenticate, attach a connection
+port to the session and hand the socket to transports.websocket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from concurrent.futures import Executor
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from httpapi import bearer_token, refuse_socket
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.messages import Limits
+from sessiond.api.routes_http import base_url
+from sessiond.runtime.daemon import Daemon
+from sessiond.runtime.directory import open_for_connection
+from sessiond.session import connect
+from transports.interface import MediaPacker
+from transports.raw import RawPacker
+from transports.websocket import ConnectionOptions, WebSocketConnection
+
+__all__ = ["StarletteWire", "make_packer", "session_socket"]
+
+logger = logging.getLogger(__name__)
+
+
+class StarletteWire:
+    """transports.websocket.WireSocket over a Starlette WebSocket."""
+
+    def __init__(self, ws: WebSocket) -> None:
+        self.ws = ws
+        self.gone = False
+
+    async def receive(self) -> bytes | str | None:
+        if self.gone:
+            return None
+        try:
+            message = await self.ws.receive()
+        except (WebSocketDisconnect, RuntimeError):
+            self.gone = True
+            return None
+        if message["type"] == "websocket.disconnect":
+            self.gone = True
+            return None
+        if message.get("bytes") is not None:
+            return bytes(message["bytes"])
+        return str(message.get("text") or "")
+
+    async def send(self, data: bytes) -> None:
+        try:
+            await self.ws.send_bytes(data)
+        except (WebSocketDisconnect, RuntimeError) as exc:
+            self.gone = True
+            raise ConnectionError("the client has gone") from exc
+
+    async def close(self, code: int, reason: str = "") -> None:
+        if self.gone:
+            return
+        self.gone = True
+        with contextlib.suppress(RuntimeError, WebSocketDisconnect, OSError):
+            await self.ws.close(code, reason)
+
+
+def _check_media(media: str) -> None:
+    if media not in ("raw", "fmp4"):
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"media must be raw or fmp4, got {media[:16]!r}", "media")
+
+
+async def make_packer(media: str, width: int, height: int, fps: int, executor: Executor | None) -> MediaPacker:
+    """The connection's packer. An fMP4 packer opens an H.264 encoder (milliseconds of work), so
+    it is built in `executor`, never on the event loop."""
+    _check_media(media)
+    if media == "raw":
+        return RawPacker()
+    try:
+        from transports.fmp4 import Fmp4Packer
+    except ImportError as exc:
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"media=fmp4 is not available in this build ({exc})",
+                            "media") from exc
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(executor, Fmp4Packer, width, height, fps)
+    except (ValueError, OSError, RuntimeError) as exc:  # the encoder would not open at this size
+        logger.error("fMP4 packer for %dx%d@%d failed: %r", width, height, fps, exc)
+        raise ProtocolError(ErrorCode.INTERNAL, f"the fMP4 encoder could not start ({exc}); use media=raw",
+                            "media") from exc
+
+
+async def session_socket(ws: WebSocket) -> None:
+    daemon: Daemon = ws.app.state.daemon
+    sid = ws.path_params["sid"]
+    await ws.accept()
+    media = ws.query_params.get("media", "raw")
+    try:
+        _check_media(media)
+        session = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
+        record = session.record
+        packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        await refuse_socket(ws, exc)
+        return
+    c = daemon.config
+    limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
+                    max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
+    conn = WebSocketConnection(
+        StarletteWire(ws), lambda: connect(session, media), packer, dict(session.public),
+        ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s, inbound=daemon.inbound_limits()),
+        executor=daemon.executor, on_error=daemon.count_protocol_error)
+    await conn.run()

@@ -1,0 +1,220 @@
+"""Creating, finding, resuming and deleting sessions (the HTTP API's and WebSocket's business
+logic, framework-free). A session not in memory is looked up in the store: after a daemon
+restart it is resumed from its durable record and continuation snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import time
+from typing import Any
+
+from protocols.errors import ErrorCode, ProtocolError, Refused
+from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
+from protocols.timeline import pts_for
+from sessiond.auth import hash_token, new_session_id, new_token, token_matches
+from sessiond.errors import StoreUnavailable
+from sessiond.logs import log_event
+from sessiond.runtime.daemon import Daemon
+from sessiond.session import Session
+from sessiond.session.lifecycle import SessionState
+from sessiond.store.base import SessionRecord
+
+__all__ = ["create_session", "delete_session", "find_session", "open_for_connection", "resume_session",
+           "status_of"]
+
+_STORE_RETRY_S = 2.0
+
+
+def _unavailable(exc: StoreUnavailable) -> Refused:
+    return Refused(ErrorCode.STORE_UNAVAILABLE, f"the session store is unavailable ({exc}); retry shortly",
+                   _STORE_RETRY_S)
+
+
+def _public(record: SessionRecord, base_url: str, prompt_examples: tuple[str, ...]) -> dict[str, Any]:
+    ws_base = "ws" + base_url[4:] if base_url.startswith("http") else base_url
+    sid = record.session_id
+    public = {"session_id": sid, "mode": record.mode, "model": record.model, "width": record.width,
+              "height": record.height, "fps": record.fps, "action_space": record.action_space,
+              "ws_url": f"{ws_base}/v1/sessions/{sid}/ws", "webrtc_url": f"{base_url}/v1/sessions/{sid}/webrtc"}
+    if prompt_examples:  # an extra field: the served model's example prompts
+        public["prompt_examples"] = list(prompt_examples)
+    return public
+
+
+def _check_request(daemon: Daemon, req: CreateSessionRequest) -> None:
+    info = daemon.info
+    if req.model is not None and req.model != daemon.model_name:
+        raise ProtocolError(ErrorCode.INVALID_FIELD, f"this daemon serves model {daemon.model_name!r}; "
+                            f"leave `model` out or ask for it", "model")
+    for name, want in (("width", info.width), ("height", info.height), ("fps", info.fps)):
+        got = getattr(req, name)
+        if got is not None and got != want:
+            raise ProtocolError(ErrorCode.INVALID_FIELD, f"model {daemon.model_name!r} streams {name} {want}; "
+                                f"leave `{name}` out or set it to {want}", name)
+
+
+async def create_session(daemon: Daemon, req: CreateSessionRequest, base_url: str,
+                         api_key: str | None = None) -> CreateSessionResponse:
+    """`api_key`: the X-API-Key presented; checked (401) and counted (429) when the daemon has keys."""
+    key = daemon.api_keys.check(api_key) if daemon.api_keys is not None else None
+    daemon.check_ready()
+    _check_request(daemon, req)
+    sid = new_session_id()
+    if key is None or daemon.api_keys is None:
+        return await _create(daemon, req, base_url, sid, None)
+    daemon.api_keys.claim(key, sid)
+    try:
+        return await _create(daemon, req, base_url, sid, key.name)
+    except BaseException:
+        daemon.api_keys.release(sid)
+        raise
+
+
+async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid: str,
+                  key_name: str | None) -> CreateSessionResponse:
+    info = daemon.info
+    token = new_token()
+    now = time.time()
+    record = SessionRecord(
+        session_id=sid, mode=req.mode, model=daemon.model_name,
+        seed=req.seed if req.seed is not None else secrets.randbelow(2**31), prompt=req.prompt or "",
+        width=info.width, height=info.height, fps=info.fps, token_hash=hash_token(token), created_at=now,
+        last_active_at=now, action_space=info.action_space.to_json(), api_key=key_name)
+    await daemon.admit(sid, req.mode, "create")
+    try:
+        await daemon.store.put_session(record)
+    except StoreUnavailable as exc:
+        daemon.release(sid)
+        daemon.metrics.store_errors.inc()
+        raise _unavailable(exc) from exc
+    if not await daemon.host.open(sid, seed=record.seed, prompt=record.prompt):
+        daemon.release(sid)
+        await _forget(daemon, sid)
+        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0, "kv")
+    public = _public(record, base_url, info.prompt_examples)
+    session = Session(record, daemon.new_env(), public)
+    daemon.sessions[sid] = session
+    log_event("created", sid, mode=record.mode, model=record.model)
+    session.set_state(SessionState.IDLE)
+    daemon.writer.log(sid, "create", {"mode": record.mode, "prompt": record.prompt, "seed": record.seed,
+                                      "model": record.model})
+    return CreateSessionResponse(token=token, **public)
+
+
+async def _forget(daemon: Daemon, sid: str) -> None:
+    try:
+        await daemon.store.delete_session(sid)
+    except StoreUnavailable:
+        daemon.metrics.store_errors.inc()
+
+
+async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session | SessionRecord:
+    """The live session, or its stored record when this daemon has not resumed it yet.
+    404 when unknown, 401 when the token does not match."""
+    session = daemon.sessions.get(sid)
+    if session is not None:
+        record = session.record
+    else:
+        try:
+            stored = await _stored(daemon, sid)
+        except StoreUnavailable as exc:
+            daemon.metrics.store_errors.inc()
+            raise _unavailable(exc) from exc
+        if stored is None:
+            raise ProtocolError(ErrorCode.NOT_FOUND, f"no session {sid}")
+        record = stored
+    if not token_matches(token, record.token_hash):
+        raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong session token")
+    return session if session is not None else record
+
+
+async def _stored(daemon: Daemon, sid: str) -> SessionRecord | None:
+    """The stored record, its position moved up to the durable one: after a crash the record
+    (written every 0.1 s) may lag the position written before each chunk left."""
+    record = await daemon.store.get_session(sid)
+    if record is not None:
+        position = await daemon.store.get_position(sid)
+        if position is not None and position > record.frames_sent:
+            return dataclasses.replace(record, frames_sent=position)
+    return record
+
+
+def status_of(found: Session | SessionRecord) -> SessionStatus:
+    record = found.record if isinstance(found, Session) else found
+    state = found.state.label if isinstance(found, Session) else record.state
+    return SessionStatus(session_id=record.session_id, mode=record.mode, state=state,
+                         frames_sent=record.frames_sent, pts=pts_for(record.frames_sent, record.fps),
+                         segment=record.segment, created_at=record.created_at,
+                         last_active_at=record.last_active_at)
+
+
+async def open_for_connection(daemon: Daemon, sid: str, token: str | None, base_url: str) -> Session:
+    found = await find_session(daemon, sid, token)
+    if isinstance(found, Session):
+        if found.state.terminal:
+            code = ErrorCode.ENGINE_FAULT if found.state == SessionState.FAILED else ErrorCode.NOT_FOUND
+            raise ProtocolError(code, f"session {sid} has ended ({found.fault or found.state.label})")
+        return found
+    if daemon.owns is not None and not await daemon.owns(sid):
+        raise Refused(ErrorCode.STORE_UNAVAILABLE, f"session {sid} is not served here; ask the gateway where it "
+                      f"is (GET /v1/sessions/{sid} there)", _STORE_RETRY_S)
+    return await resume_session(daemon, found, base_url)
+
+
+async def resume_session(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:
+    """The live session of `record`: resumed here from the store unless it already is live (one
+    resume at a time per session). No token check: callers check it (or are the fleet's control)."""
+    sid = record.session_id
+    async with daemon.resume_lock(sid):
+        live = daemon.sessions.get(sid)
+        if live is not None:
+            return live
+        return await _resume(daemon, record, base_url)
+
+
+async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:
+    """A session this process has not seen: reopen it from its record and snapshot."""
+    daemon.check_ready()
+    if record.state in ("closed", "failed"):
+        raise ProtocolError(ErrorCode.NOT_FOUND, f"session {record.session_id} has ended ({record.state})")
+    if record.model != daemon.model_name:
+        raise ProtocolError(ErrorCode.CONFLICT, f"session {record.session_id} runs model {record.model!r}; "
+                            f"this daemon serves {daemon.model_name!r}")
+    sid = record.session_id
+    await daemon.admit(sid, record.mode, "resume")
+    key = daemon.api_keys.by_name(record.api_key) if daemon.api_keys is not None and record.api_key else None
+    if key is not None and daemon.api_keys is not None:
+        daemon.api_keys.claim(key, sid, force=True)  # it counts again, whatever the count (it was admitted)
+    try:
+        snapshot = await daemon.store.get_snapshot(sid)
+    except StoreUnavailable as exc:
+        daemon.release(sid)
+        raise _unavailable(exc) from exc
+    if snapshot is not None:
+        opened = await daemon.host.open_from_snapshot(sid, snapshot, seed=record.seed, prompt=record.prompt)
+    else:
+        opened = await daemon.host.open(sid, seed=record.seed, prompt=record.prompt)
+    if not opened:
+        daemon.release(sid)
+        raise Refused(ErrorCode.CAPACITY, "the KV pool is full; retry when a session closes", 5.0, "kv")
+    session = Session(record, daemon.new_env(), _public(record, base_url, daemon.info.prompt_examples),
+                      restored=True)
+    daemon.positions.reopen(sid)
+    daemon.sessions[sid] = session
+    log_event("resumed", sid, mode=record.mode, frames_sent=record.frames_sent, snapshot=snapshot is not None)
+    session.set_state(SessionState.IDLE)
+    return session
+
+
+async def delete_session(daemon: Daemon, sid: str, token: str | None) -> None:
+    found = await find_session(daemon, sid, token)
+    if isinstance(found, Session):
+        found.close()
+        await daemon.finish_close(sid, "deleted")
+        return
+    daemon.writer.log(sid, "close", {"reason": "deleted"})
+    try:
+        await daemon.store.delete_session(sid)
+    except StoreUnavailable as exc:
+        raise _unavailable(exc) from exc

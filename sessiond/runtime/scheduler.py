@@ -1,0 +1,238 @@
+"""The step scheduler between sessions and the engine.
+
+Each round: run the engine operations sessions queued (rollbacks after interrupts, resets for
+cuts, prompt changes, delivery marks, offload/restore, snapshots) — so interrupts and closes
+take effect between steps — then pick the session-chunks to advance by deadline (earliest
+first, across sessions and modes; every deadline is a playback time: world = when the viewer's
+buffer runs dry; director = the segment's planned start delay + n / fps), batch up to
+`max_batch` of them into ONE engine step (the engine groups them by phase) where the cost model
+says batching helps, and hand the decoded frames to their sessions. Deadline order is what keeps
+it fair: a long director segment's later chunks have later deadlines than a world session's
+next chunk or a new segment's first one.
+
+Batching (`chunk_cost`, seconds of a chunk at batch b, from the cost model): the (b+1)-th
+session-chunk joins a batch of b only when that is cheaper than running it after
+(chunk(b+1) < chunk(b) + chunk(1)) and the earliest deadline in the batch is still met (or was
+lost already); without a cost model every ready chunk up to `max_batch` is batched."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.api import KVStats, StepResult
+from protocols.errors import ErrorCode
+from sessiond.runtime.engine_host import EngineHost, Entry
+from sessiond.runtime.engine_worker import WorkerStopped
+from sessiond.session.jobs import ChunkJob, EngineOp
+from sessiond.session.lifecycle import SessionState
+from sessiond.session.session import Session
+
+__all__ = ["Scheduler"]
+
+logger = logging.getLogger(__name__)
+
+_IDLE_TICK_S = 0.5
+
+
+class Scheduler:
+    def __init__(self, host: EngineHost, sessions: dict[str, Session], *,
+                 max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
+                 on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None],
+                 order: str = "deadline", on_tick: Callable[[], None] | None = None,
+                 chunk_cost: Callable[[int], float] | None = None) -> None:
+        self.host = host
+        self.sessions = sessions
+        self.max_batch = max_batch
+        self.metrics = metrics
+        self.idle_offload_s = idle_offload_s
+        self.idle_close_s = idle_close_s
+        self.on_snapshot = on_snapshot
+        self.on_close = on_close  # (session id, reason): the app closes it
+        self.order = order  # "deadline" (earliest first) or "fifo" (request-level: in order of arrival)
+        self.on_tick = on_tick
+        self.chunk_cost = chunk_cost
+        self.step_listeners: list[Callable[[StepResult], None]] = []
+        self.kv: KVStats | None = None
+        self.steps = 0
+        self.round_errors = 0
+        self._event = asyncio.Event()
+        self._stopping = False
+        self._last_idle_check = 0.0
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._event.set()
+
+    async def run(self) -> None:
+        try:
+            while not self._stopping:
+                try:
+                    await self.run_round()
+                except WorkerStopped:
+                    logger.error("the engine thread stopped; the scheduler stops with it")
+                    return
+                except Exception:  # a bug in one round must not stop every session for good
+                    self.round_errors += 1
+                    logger.exception("scheduler round failed (%d so far); going on", self.round_errors)
+                    await asyncio.sleep(0.1)
+        finally:
+            logger.info("scheduler exited")
+
+    async def run_round(self) -> None:
+        now = time.monotonic()
+        if now - self._last_idle_check >= _IDLE_TICK_S:
+            self._last_idle_check = now
+            self._check_idle(now)
+            if self.on_tick is not None:
+                self.on_tick()
+        await self._run_ops()
+        chosen, next_at = self._pick(time.monotonic())
+        self.metrics.ready_sessions.set(len(chosen))
+        self.metrics.engine_queue.set(self.host.depth)
+        if not chosen:
+            timeout = _IDLE_TICK_S if next_at is None else max(0.0, min(_IDLE_TICK_S, next_at - time.monotonic()))
+            self._event.clear()
+            if any(s.ops for s in self.sessions.values()):
+                return
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout)
+            except TimeoutError:
+                pass
+            return
+        await self._step(chosen)
+
+    # ---- engine ops ----------------------------------------------------------------------
+    async def _run_ops(self) -> None:
+        ops: dict[str, list[EngineOp]] = {}
+        for session in self.sessions.values():
+            if session.ops:
+                ops[session.id] = session.take_ops()
+        if not ops:
+            return
+        outcome = await self.host.run_ops(ops)
+        self._set_kv(outcome.kv)
+        for sid, why in outcome.errors.items():
+            self._fault(sid, why)
+        for sid in outcome.restore_failed:
+            failed = self.sessions.get(sid)
+            if failed is not None:
+                failed.restore_failed()
+        for sid, data in outcome.snapshots.items():
+            self.on_snapshot(sid, data)
+
+    # ---- choosing and stepping -----------------------------------------------------------
+    def _pick(self, now: float) -> tuple[list[tuple[Session, ChunkJob, bool]], float | None]:
+        # (sort key, order, session, begin, deadline, arrival)
+        ready: list[tuple[float, int, Session, bool, float, float]] = []
+        next_at: float | None = None
+        fifo = self.order == "fifo"
+        for order, session in enumerate(self.sessions.values()):
+            if session.state.terminal or session.ops:
+                continue  # ops that arrived during this round run first (a rollback must not
+                # land on a chunk begun after it was asked for)
+            job = session.job
+            if job is not None:
+                ready.append((job.arrival if fifo else job.deadline, order, session, False, job.deadline, job.arrival))
+                continue
+            want = session.demand(now)
+            if want is None:
+                continue
+            deadline, start_by = want
+            if now >= start_by:
+                arrival = session.arrival(start_by)
+                ready.append((arrival if fifo else deadline, order, session, True, deadline, arrival))
+            elif next_at is None or start_by < next_at:
+                next_at = start_by
+        ready.sort(key=lambda r: (r[0], r[1]))
+        chosen = []
+        for _, _, session, begin, deadline, arrival in ready[: self.batch_size(now, [r[4] for r in ready])]:
+            job = session.begin_job(now, deadline, arrival) if begin else session.job
+            assert job is not None
+            chosen.append((session, job, begin))
+        return chosen, next_at
+
+    def batch_size(self, now: float, deadlines: list[float]) -> int:
+        """How many of the ready chunks (in the order they are served, with these deadlines) go
+        into this step."""
+        top = min(self.max_batch, len(deadlines))
+        cost = self.chunk_cost
+        if cost is None or top <= 1:
+            return top
+        single, size = cost(1), 1
+        earliest = deadlines[0]
+        while size < top:
+            now_s, more_s = cost(size), cost(size + 1)
+            if more_s >= now_s + single:
+                break  # no batching gain: the next chunk is better served after
+            if now + more_s > earliest >= now + now_s:
+                break  # batching would make the earliest deadline late
+            size += 1
+        return size
+
+    async def _step(self, chosen: list[tuple[Session, ChunkJob, bool]]) -> None:
+        entries = tuple(Entry(s.id, job.action if begin else None) for s, job, begin in chosen)
+        jobs = {s.id: job for s, job, _ in chosen}
+        started = time.monotonic()
+        outcome = await self.host.step(entries)
+        self.steps += 1
+        self._set_kv(outcome.kv)
+        if outcome.result is not None:
+            for phase, seconds in outcome.result.seconds.items():
+                self.metrics.step_seconds.labels(phase=phase).observe(seconds)
+            self.metrics.step_batch.observe(len(outcome.result.results))
+            for listener in self.step_listeners:
+                listener(outcome.result)
+        else:
+            self.metrics.step_seconds.labels(phase="none").observe(time.monotonic() - started)
+        for item in outcome.chunks():
+            session = self.sessions.get(item.session_id)
+            job = jobs.get(item.session_id)
+            if session is None or job is None or session.state.terminal:
+                continue
+            if item.chunk is not None:
+                session.on_frames(job, item.chunk)
+            if item.session_id in outcome.finished:
+                took = session.on_job_done(job)
+                if took is not None:
+                    self.metrics.chunk_seconds.observe(took)
+        for sid, why in outcome.failed.items():
+            if sid in jobs:
+                self._fault(sid, why)
+
+    # ---- faults, idleness, accounting ----------------------------------------------------
+    def _fault(self, session_id: str, why: str) -> None:
+        session = self.sessions.get(session_id)
+        if session is None or session.state.terminal:
+            return
+        logger.error("engine fault in session %s: %s", session_id, why)
+        self.metrics.engine_faults.inc()
+        session.fail(ErrorCode.ENGINE_FAULT, f"the engine failed on this session ({why}); it has ended")
+        self.on_close(session_id, "engine_fault")
+
+    def _check_idle(self, now: float) -> None:
+        for session in list(self.sessions.values()):
+            if session.connection is not None and session.state == SessionState.ACTIVE:
+                stats = session.stats(now)
+                if stats is not None:
+                    session.push_control(stats)
+            idle_for = now - session.idle_since
+            if idle_for >= self.idle_offload_s:
+                session.offload(idle_s=round(idle_for, 1))
+            if session.state in (SessionState.IDLE, SessionState.OFFLOADED) and idle_for >= self.idle_close_s:
+                self.on_close(session.id, "idle")
+
+    def _set_kv(self, kv: KVStats | None) -> None:
+        if kv is None:
+            return
+        self.kv = kv
+        self.metrics.kv_slabs.labels(where="in_use").set(kv.slabs_in_use)
+        self.metrics.kv_slabs.labels(where="offloaded").set(kv.slabs_offloaded)
+        self.metrics.kv_slabs.labels(where="free").set(kv.slabs_free)
+

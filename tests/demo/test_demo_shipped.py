@@ -1,0 +1,73 @@
+"""Regression guard: the shipped demo weights reproduce their committed quick-evaluation numbers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import engine
+from demo.eval import QUICK, evaluate
+from demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE
+
+pytestmark = pytest.mark.slow  # re-measures the shipped demo weights (seconds)
+
+
+WEIGHTS = Path(engine.__file__).parent / "weights"
+COMMITTED = WEIGHTS / "demo_eval_quick.json"
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict:  # type: ignore[type-arg]
+    return json.loads(COMMITTED.read_text())  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:  # type: ignore[type-arg]
+    return evaluate(WEIGHTS / WEIGHTS_FILE, WEIGHTS / ENCODER_FILE, "cpu", QUICK, long=False, speed=False)
+
+
+def test_the_shipped_files_are_small_and_describe_their_training() -> None:
+    assert (WEIGHTS / WEIGHTS_FILE).stat().st_size <= 15 * 1024 * 1024
+    meta = json.loads((WEIGHTS / META_FILE).read_text())
+    assert meta["model"] == "demo"
+    assert meta["partial"] is False
+    # trained on its own rollouts (stage 3) from a teacher-forced model (stages 1-2), each recorded
+    assert (meta["stage"], meta["rollout"]["params"]["objective"], meta["rollout"]["params"]["max_horizon"]) == (
+        "rollout", "regress", 8)
+    assert meta["rollout"]["steps"] > 100
+    assert meta["resumed_from"]["dit"]["steps"] > 100
+
+
+def test_the_committed_numbers_belong_to_these_weights(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    assert measured["weights_sha256"] == committed["weights_sha256"]
+
+
+def test_autoencoder_reconstruction_is_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    assert measured["autoencoder"]["psnr_db"] == pytest.approx(committed["autoencoder"]["psnr_db"], abs=0.3)
+
+
+def test_first_chunk_fidelity_is_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    got, want = measured["motion"]["psnr_db_by_chunk"], committed["motion"]["psnr_db_by_chunk"]
+    assert got == pytest.approx(want, abs=1.0)
+
+
+def test_direction_and_theme_accuracy_are_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    for group, name in (("motion", "direction_accuracy"), ("theme", "theme_accuracy")):
+        assert measured[group][name] == pytest.approx(committed[group][name], abs=0.15)
+
+
+def test_motion_is_judged_by_an_estimator_the_truth_and_the_autoencoder_pass(measured: dict) -> None:  # type: ignore[type-arg]
+    motion = measured["motion"]
+    assert motion["ground_truth_direction_accuracy"] == 1.0
+    assert motion["autoencoder_direction_accuracy"] == 1.0  # the true frames, encoded and decoded
+
+
+def test_the_phase_correlation_figures_are_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    for name in ("direction_accuracy_phase_correlation", "autoencoder_direction_accuracy_phase_correlation"):
+        assert measured["motion"][name] == pytest.approx(committed["motion"][name], abs=0.15)
+
+
+def test_the_speed_of_motion_is_reproduced(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
+    assert measured["motion"]["speed_ratio"] == pytest.approx(committed["motion"]["speed_ratio"], abs=0.15)

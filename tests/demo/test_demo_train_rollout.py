@@ -1,0 +1,149 @@
+"""Training on the model's own rollouts, at a tiny scale on CPU: the rollout's KV cache computes what
+the full-sequence forward computes, the loss on a fixed batch is finite and falls, and a saved
+state resumes to the very step an uninterrupted run takes."""
+
+from __future__ import annotations
+
+import io
+import itertools
+
+import pytest
+import torch
+
+from demo._rollout_cache import RolloutCache
+from demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
+from demo.actions import action_batch
+from demo.autoencoder import AEConfig, DemoEncoder
+from demo.config import CONFIG
+from demo.data import Episodes, EpisodeSource, SourceParams
+from demo.script import scripted_play
+from demo.train_rollout import schedule_fraction
+from demo.world import WorldParams
+from engine.attention import AttentionBackend
+from engine.config import ModelConfig
+from engine.model import CausalDiT
+from engine.text import HashTextEncoder
+
+# 32x32 frames, 4x4 latents of 8 channels, patch 2: 4 tokens per frame, 16 per chunk
+TINY = CONFIG.with_overrides(name="demo-rollout-test", dim=32, num_heads=2, num_layers=2, ffn_dim=64,
+                             latent_height=4, latent_width=4, text_dim=16, extra={})
+WORLD = WorldParams(width=32, height=32, map_size=64)
+CPU = torch.device("cpu")
+
+
+def _model(config: ModelConfig = TINY) -> tuple[CausalDiT, HashTextEncoder]:
+    dit, text = CausalDiT(config), HashTextEncoder(config)
+    dit.init_random(3)
+    text.init_random()
+    return dit, text
+
+
+def tiny_batch(chunks: int) -> tuple[Episodes, DemoEncoder]:
+    """Two scripted episodes of `chunks` chunks from a one-terrain pool, and an untrained encoder."""
+    encoder = DemoEncoder(AEConfig(latent_channels=8, downsample=8)).eval()
+    script = action_batch(scripted_play(30, seed=2).actions)
+    source = EpisodeSource(WORLD, CPU, seed=1, params=SourceParams(pool_size=1, scripted_probability=0.5),
+                           script=script)
+    return source.sample(2, chunks * TINY.latent_frames_per_chunk, TINY.latent_frames_per_chunk), encoder
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[Episodes, DemoEncoder]:
+    return tiny_batch(5)
+
+
+def test_the_rollout_cache_reads_the_window_as_the_full_sequence_forward_does() -> None:
+    config = TINY.with_overrides(cache_context_noise=0.0)
+    dit, _ = _model(config)
+    attend = AttentionBackend.create("sdpa", CPU)
+    gen = torch.Generator().manual_seed(0)
+    fpc = config.latent_frames_per_chunk
+    latents = torch.randn(2, config.in_dim, 4 * fpc, 4, 4, generator=gen)
+    actions = torch.randn(2, 4 * fpc, config.action_features, generator=gen)
+    context = torch.randn(2, config.text_len, config.dim, generator=gen)
+    sigma = torch.tensor([0.7, 0.3])
+    t = torch.zeros(2, 4 * fpc)
+    t[:, 3 * fpc:] = sigma[:, None].repeat_interleave(fpc, 1) * config.num_train_timesteps
+    with torch.no_grad():
+        full = dit.forward_full(latents, t, actions, context, dit.new_rope(CPU), attend)[:, :, 3 * fpc:]
+        cache = RolloutCache(dit, config, attend, dit.new_rope(CPU))
+        for k in range(3):  # chunk 0 drops out of chunk 3's window of two, as in the mask
+            part = slice(k * fpc, (k + 1) * fpc)
+            cache.write(latents[:, :, part], actions[:, part], context, gen)
+        mine = cache.flow(latents[:, :, 3 * fpc:], sigma, actions[:, 3 * fpc:], context)
+    assert torch.allclose(mine, full, atol=1e-4)
+    assert len(cache.chunks) == 2 and cache.next_chunk == 3
+
+
+def test_generation_writes_each_new_chunk_into_the_cache(batch: tuple[Episodes, DemoEncoder]) -> None:
+    dit, _ = _model()
+    cache = RolloutCache(dit, TINY, AttentionBackend.create("sdpa", CPU), dit.new_rope(CPU))
+    gen = torch.Generator().manual_seed(0)
+    actions = torch.zeros(2, TINY.latent_frames_per_chunk, TINY.action_features)
+    context = torch.zeros(2, TINY.text_len, TINY.dim)
+    out = [cache.generate(actions, context, gen) for _ in range(3)]
+    assert out[0].shape == (2, 8, 4, 4, 4)
+    assert all(torch.isfinite(o).all() for o in out)
+    assert cache.next_chunk == 3 and len(cache.chunks) == 2 and len(cache.chunks[0]) == TINY.num_layers
+
+
+def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: RolloutParams) -> float:
+    episodes, encoder = batch
+    attend = AttentionBackend.create("sdpa", CPU)
+    gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)  # the same draws every step
+    return rollout_step(state, episodes, encoder, TINY, attend, params, 0.5, gen, noise)
+
+
+def test_the_loss_on_a_fixed_batch_is_finite_and_falls(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = RolloutParams(batch=2, lr=3e-3, warmup_steps=1)
+    state = RolloutState.start(*_model(), params, CPU)
+    losses = [_step(state, batch, params) for _ in range(6)]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert all(b < a for a, b in itertools.pairwise(losses))
+    assert losses[-1] < 0.9 * losses[0]
+    assert state.step == 6 and state.losses == losses
+
+
+def test_a_saved_state_resumes_the_step_and_the_optimizer(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = RolloutParams(batch=2, lr=3e-3, warmup_steps=1)
+    straight = RolloutState.start(*_model(), params, CPU)
+    for _ in range(2):
+        _step(straight, batch, params)
+    buffer = io.BytesIO()
+    torch.save(straight.state_dict(), buffer)
+    resumed = RolloutState.start(*_model(), params, CPU)  # other weights, a fresh optimizer
+    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    assert resumed.step == 2
+    moments = [s["exp_avg"] for s in resumed.optimizer.state.values()]
+    assert len(moments) == len(list(straight.optimizer.state.values())) and all(m.abs().sum() > 0 for m in moments)
+    assert _step(resumed, batch, params) == _step(straight, batch, params)
+    for a, b in zip(resumed.ema_dit.parameters(), straight.ema_dit.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_the_horizon_grows_from_the_minimum_to_the_maximum_by_half_the_budget() -> None:
+    params = RolloutParams(min_horizon=4, max_horizon=24)
+    assert [horizon_at(params, f) for f in (0.0, 0.25, 0.5, 0.9)] == [4, 14, 24, 24]
+
+
+def test_a_run_over_several_calls_spreads_its_schedule_over_the_planned_minutes() -> None:
+    # one call alone: its own budget is the whole schedule
+    assert schedule_fraction(0.0, 270.0, 540.0, None) == 0.5
+    # the second of two 9-minute calls planned as 18 minutes: half-way at its start, not back at 0.5 of 9
+    assert schedule_fraction(540.0, 0.0, 540.0, 1080.0) == 0.5
+    assert schedule_fraction(540.0, 270.0, 540.0, 1080.0) == 0.75
+    assert schedule_fraction(540.0, 900.0, 540.0, 1080.0) == 1.0  # past the plan: the schedule's end
+    params = RolloutParams(min_horizon=4, max_horizon=24)
+    assert horizon_at(params, schedule_fraction(0.0, 270.0, 540.0, 1080.0)) == 14  # still growing in call one
+
+
+def test_scripted_episodes_hold_the_scripts_directions(batch: tuple[Episodes, DemoEncoder]) -> None:
+    script = action_batch(scripted_play(30, seed=2).actions)
+    source = EpisodeSource(WORLD, CPU, seed=1, params=SourceParams(pool_size=1, scripted_probability=1.0,
+                                                                   from_rest_probability=0.0), script=script)
+    episodes = source.sample(3, 40, 4)
+    for row in range(3):  # every episode is a stretch of the script
+        keys = episodes.actions.keys[row]
+        found = [s for s in range(script.keys.shape[1] - 46 + 1)
+                 if torch.equal(script.keys[0, s + 6:s + 46], keys)]
+        assert found, row
