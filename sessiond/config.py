@@ -54,7 +54,7 @@ class ServeConfig:
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
     idle_close_s: float = 600.0  # idle this long: the session is closed
-    unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/unconnected.py)
+    unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/runtime/unconnected.py)
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
     director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
     director_lead_s: float = 10.0  # director: most media generated ahead of the segment's playback

@@ -31,7 +31,7 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
 
 
 def serve(config: ServeConfig, sockets: list[socket.socket]) -> int:
-    """Serve on `sockets` (bound by `sessiond.listen` before the app starts) until SIGTERM/SIGINT."""
+    """Serve on `sockets` (bound by `sessiond.api.listen` before the app starts) until SIGTERM/SIGINT."""
     configure_logging(config.log_json, config.log_level)
     logger.info("starting sessiond on http://%s:%d (model %s, store %s)", config.host, config.port, config.model,
                 "redis" if config.redis_url else "memory")

@@ -23,8 +23,8 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessiond.api.listen import bind_listeners
     from sessiond.errors import ServeConfigError
-    from sessiond.listen import bind_listeners
 
     try:  # bound before the runtime, Redis or the sweeper start: a taken port ends this at once
         sockets = bind_listeners(args.host, args.port)

@@ -91,9 +91,9 @@ def add_parser(sub: Any, name: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from sessiond.api.listen import bind_listeners
     from sessiond.config import config_from_args
     from sessiond.errors import ServeConfigError
-    from sessiond.listen import bind_listeners
 
     try:
         config = config_from_args(args)

@@ -145,7 +145,7 @@ async def _serve(config: ServeConfig, options: FleetOptions, sockets: list[socke
 
 
 def run_fleet_worker(config: ServeConfig, options: FleetOptions, sockets: list[socket.socket]) -> int:
-    """Run the daemon as a fleet worker on the bound `sockets` (`sessiond.listen`) until SIGTERM/SIGINT
+    """Run the daemon as a fleet worker on the bound `sockets` (`sessiond.api.listen`) until SIGTERM/SIGINT
     or a drain; returns the exit status."""
     options.check(config)
     return asyncio.run(_serve(config, options, sockets))

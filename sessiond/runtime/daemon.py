@@ -26,6 +26,7 @@ from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.runtime.engine_host import EngineHost
 from sessiond.runtime.scheduler import Scheduler
+from sessiond.runtime.unconnected import ConnectWatch
 from sessiond.session import Session, SessionEnv
 from sessiond.session.lifecycle import SessionState
 from sessiond.session.overruns import apply_overruns
@@ -35,7 +36,6 @@ from sessiond.store.persistence import StoreWriter
 from sessiond.store.positions import PositionLedger
 from sessiond.store.recording import write_recording
 from sessiond.store.sweep import sweep_stale
-from sessiond.unconnected import ConnectWatch
 from transports.inbound import InboundLimits
 
 __all__ = ["Daemon"]

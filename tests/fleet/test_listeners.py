@@ -15,7 +15,7 @@ import pytest
 
 from fleet.runtime import ADDRESS_VARIABLES
 from protocols.client import SessionClient
-from sessiond.listen import listeners
+from sessiond.api.listen import listeners
 from tests.conftest import RedisServer
 
 from ._fleet import WORKER_TIMEOUT_S, Fleet, Stream, live_workers, until

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from sessiond.listen import ListenError, bind_listeners, holders, listeners
+from sessiond.api.listen import ListenError, bind_listeners, holders, listeners
 
 
 def test_a_taken_port_names_itself_and_its_holder() -> None:

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
 from sessiond.lifecycle import SessionState
-from sessiond.unconnected import ConnectWatch
+
+from sessiond.runtime.unconnected import ConnectWatch
 
 
 @dataclass
