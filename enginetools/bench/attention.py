@@ -143,8 +143,8 @@ def timings(device: torch.device, batches: list[int], chunk_counts: list[int], t
 def mixed_batch_profile(model: str, attention: str, device: torch.device) -> dict[str, object]:
     """One batched denoise step of `model` over three sessions at 0, 1 and the full number of
     context chunks, under the profiler: self-attention kernel names and counts."""
-    from engine.api import FrameAction, Phase, StepItem, StepPlan
     from demo.registration import catalog_with_demo
+    from engine.api import FrameAction, Phase, StepItem, StepPlan
     from engine.engine import Engine
     from enginetools.bench.run import kv_budget
 

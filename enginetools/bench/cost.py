@@ -33,13 +33,14 @@ from pathlib import Path
 
 import torch
 
+from demo.registration import catalog_with_demo
 from engine.attention_fa3 import FP8
 from engine.catalog import ModelCatalog
 from engine.config import ModelConfig
 from engine.decoders import StreamingDecoder
-from demo.registration import catalog_with_demo
 from engine.engine import Engine
 from engine.errors import ConfigError
+from engine.weights import parse_dtype
 from enginetools.bench.args import parse_batches
 from enginetools.bench.fidelity import fidelity
 from enginetools.bench.levers import Decoders, Lever, apply_lever
@@ -48,7 +49,6 @@ from enginetools.bench.rounds import aggregate, lever_table
 from enginetools.bench.run import kv_budget
 from enginetools.bench.stats import Clock, progress
 from enginetools.bench.workloads import Driver
-from engine.weights import parse_dtype
 
 __all__ = ["main", "run"]
 

@@ -108,8 +108,8 @@ def test_capacity_opens_with_what_this_start_serves_and_what_it_would_admit_now(
 
 def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is_logged(
         caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO, logger="sessiond.lifecycle")
-    caplog.set_level(logging.INFO, logger="sessiond.daemon")
+    caplog.set_level(logging.INFO, logger="sessiond.session.lifecycle")
+    caplog.set_level(logging.INFO, logger="sessiond.runtime.daemon")
     with running_daemon(objective_world_a2p_p95_ms=50.0) as d:
         cap = httpx.get(f"{d.url}/v1/capacity").json()
         refused = httpx.post(f"{d.url}/v1/sessions", json={"mode": "world"})
@@ -119,7 +119,7 @@ def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is
     assert why.startswith("an input would show after ") and why.endswith(" s, the objective is 0.05 s")
     assert cap["statement"].endswith(f" It cannot serve a World session within objective on this machine ({why}); "
                                      "to look anyway, start it with --policy kv.")
-    said = [r.getMessage() for r in caplog.records if r.name == "sessiond.daemon"]
+    said = [r.getMessage() for r in caplog.records if r.name == "sessiond.runtime.daemon"]
     assert said[-1] == cap["statement"]  # the start-up line after "engine ready"
     assert refused.status_code == 503
     lines = [r for r in caplog.records if getattr(r, "event", None) == "refused"]

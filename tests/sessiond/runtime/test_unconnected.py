@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sessiond.lifecycle import SessionState
 
 from sessiond.runtime.unconnected import ConnectWatch
+from sessiond.session.lifecycle import SessionState
 
 
 @dataclass
