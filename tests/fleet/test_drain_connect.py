@@ -19,7 +19,7 @@ from fleet.urls import media_urls
 from protocols.client import SessionClient
 from protocols.messages import Frame, Moved
 from protocols.timeline import pts_for
-from sessiond.fleet_daemon import DaemonAdapter
+from sessiond.fleet_adapter.daemon import DaemonAdapter
 from sessiond.store.redis_store import RedisStore
 from tests.conftest import RedisServer, off_loop, running_daemon, tiny_engine
 
