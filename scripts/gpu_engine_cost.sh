@@ -45,6 +45,13 @@ case "$mode" in
       --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \
       2>&1 | tee "$OUT/cost_serving_log.txt"
     ;;
+  fa3direct)  # FA3 through its registered op (less host time per call): checked, then b=1 in rounds
+    timeout 60 python3 -m enginetools.bench.attention --json "$OUT/attention_direct.json" --batch 1 --chunks 4 \
+      2>&1 | tee "$OUT/attention_direct_log.txt"
+    timeout 200 python3 -m enginetools.bench.cost --model "$model" --geometries world --batch 1 --rounds 3 \
+      --steady-chunks 8 --levers base,fa3,fa3+graphs --fidelity-seeds 0 --profile-levers fa3 \
+      --json "$OUT/cost_fa3direct.json" 2>&1 | tee "$OUT/cost_fa3direct_log.txt"
+    ;;
   serving)
     timeout 570 python3 -m enginetools.bench.cost --model wan-1.3b --geometries serving --batch 1 --rounds 3 \
       --steady-chunks 8 --levers base,fa3+graphs,fp8+graphs --fidelity-seeds 0 --json "$OUT/cost_serving.json" \

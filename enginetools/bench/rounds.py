@@ -45,6 +45,7 @@ def aggregate(rounds: list[dict[str, dict[str, Summary]]]) -> dict[str, dict[str
             runs = [per_round[lever][key] for per_round in rounds if key in per_round.get(lever, {})]
             cost = _numbers(runs, "gpu_s_per_media_s")
             ttff = _numbers(runs, "ttff_ms")
+            fps = _numbers(runs, "fps_aggregate")
             per_workload[key] = {
                 "rounds": len(runs),
                 "gpu_s_per_media_s": _median(cost) if cost else None,
@@ -52,7 +53,7 @@ def aggregate(rounds: list[dict[str, dict[str, Summary]]]) -> dict[str, dict[str
                 "min": min(cost) if cost else None,
                 "max": max(cost) if cost else None,
                 "spread": (max(cost) - min(cost)) if cost else None,
-                "fps_aggregate": _median(_numbers(runs, "fps_aggregate")) if runs else None,
+                "fps_aggregate": _median(fps) if fps else None,
                 "ttff_ms": _median(ttff) if ttff else None,
                 "ttff_ms_rounds": ttff,
                 "phases_p50_ms": _phase_p50s(runs),

@@ -5,6 +5,7 @@ that runs where the kernels do not (the GPU checks compare the kernels with it:
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -135,3 +136,48 @@ def test_masked_fp8_attention_dequantizes_and_attends_exactly() -> None:
     expected = F.scaled_dot_product_attention(*(x.float().transpose(1, 2) for x in (q, k, v)), attn_mask=mask)
     torch.testing.assert_close(out.float(), expected.transpose(1, 2), rtol=8e-3, atol=8e-3)
 
+
+
+class _RecordingOp:
+    """Stands where torch.ops.fa3_fwd.fwd stands: records the positional arguments it was called
+    with and answers like the kernel (out, lse, accum, lse accum) with the reference's output."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def fwd(self, *args: object) -> tuple[torch.Tensor, ...]:
+        self.calls.append(args)
+        q, k, v = args[0], args[1], args[2]
+        descale = None if args[20] is None else Descale(args[20][0], args[21][0], args[22][0])  # type: ignore[index]
+        packing = None
+        if args[7] is not None:
+            cu_q, cu_k = args[7].tolist(), args[8].tolist()  # type: ignore[union-attr]
+            packing = PackingCache(CPU).get([b - a for a, b in itertools.pairwise(cu_q)],
+                                            [b - a for a, b in itertools.pairwise(cu_k)])
+        return reference_attention(q, k, v, descale, packing), torch.empty(0), torch.empty(0), torch.empty(0)  # type: ignore[arg-type]
+
+
+class _Module:
+    def __init__(self) -> None:
+        self.fa3_fwd_cuda = _RecordingOp()
+
+
+def test_the_registered_op_gets_the_interface_s_argument_order() -> None:
+    from engine.attention_fa3 import fa3_attention
+
+    module = _Module()
+    gen = torch.Generator().manual_seed(4)
+    q = torch.randn(6, 2, 8, generator=gen).to(FP8)
+    k, v = (torch.randn(10, 2, 8, generator=gen).to(FP8) for _ in range(2))
+    descale = Descale(torch.tensor([0.5, 1.0]), torch.tensor([1.0, 2.0]), torch.tensor([0.25, 4.0]))
+    packing = PackingCache(CPU).get([3, 3], [4, 6])
+    out = fa3_attention(module, q, k, v, descale, packing)  # type: ignore[arg-type]
+    [args] = module.fa3_fwd_cuda.calls
+    assert len(args) == 34
+    assert args[7] is packing.cu_q and args[8] is packing.cu_k and (args[12], args[13]) == (3, 6)
+    assert [a.tolist() for a in args[20:23]] == [[[0.5, 1.0]] * 2, [[1.0, 2.0]] * 2, [[0.25, 4.0]] * 2]
+    assert args[23] == 8**-0.5 and args[24] is False and args[25:27] == (-1, -1) and args[31] == 1
+    assert torch.equal(out, reference_attention(q, k, v, descale, packing))
+    uniform = fa3_attention(module, q[None, :3].float(), k[None, :4].float(), v[None, :4].float())  # type: ignore[arg-type]
+    assert module.fa3_fwd_cuda.calls[1][7] is None and module.fa3_fwd_cuda.calls[1][20] is None
+    assert uniform.shape == (1, 3, 2, 8)

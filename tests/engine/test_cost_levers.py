@@ -117,8 +117,13 @@ def test_fp8_ffn_runs_scaled_gemms_close_to_the_exact_ffn() -> None:
     fp8 = make_variant("tiny-fp8-ffn", fp8_ffn=True)
     assert all(block.ffn_fp8 is not None for block in fp8.parts.model.blocks)
     assert all(block.ffn_fp8 is None for block in exact.parts.model.blocks)
+    _assert_close_not_equal(exact, fp8)
+
+
+def _assert_close_not_equal(exact, lossy) -> None:  # type: ignore[no-untyped-def]
+    """Two chunks of each: the lossy path moves every chunk's latents, by less than 10%."""
     _, a = _rollout(exact, 2)
-    _, b = _rollout(fp8, 2)
+    _, b = _rollout(lossy, 2)
     for x, y in zip(a, b, strict=True):
         rel = float((y - x).norm() / x.norm())
         assert 1e-6 < rel < 0.1, rel
@@ -162,11 +167,7 @@ def test_fp8_projections_run_one_scaled_qkv_gemm_and_the_cross_q_gemm_close_to_e
         assert scale.shape == (1, 3 * dim) and bias.shape == (3 * dim,)
         assert block.cross_q_fp8[0].shape == (dim, dim)
     assert all(block.qkv_fp8 is None and block.cross_q_fp8 is None for block in exact.parts.model.blocks)
-    _, a = _rollout(exact, 2)
-    _, b = _rollout(fp8, 2)
-    for x, y in zip(a, b, strict=True):
-        rel = float((y - x).norm() / x.norm())
-        assert 1e-6 < rel < 0.1, rel
+    _assert_close_not_equal(exact, fp8)
 
 
 def test_graph_path_equals_eager_path_on_fp8_slabs() -> None:
