@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
 from sessiond.traces.format import Trace, write_trace
 
-__all__ = ["SHAPES", "FamilyParams", "family_traces", "think_for_duty", "write_family"]
+__all__ = ["SHAPES", "FamilyParams", "Shape", "family_traces", "think_for_duty", "write_family"]
 
 _THINK_FLOOR_S = 1.0
 
@@ -39,98 +37,63 @@ def think_for_duty(duty: float, segment_s: float) -> float:
     return segment_s * (1.0 - duty) / duty
 
 
-def _directors(p: FamilyParams, rng: random.Random, sessions: int, duty: float, **over: Any) -> DirectorParams:
-    return DirectorParams(sessions=sessions, duration_s=p.duration_s, segment_s=p.segment_s,
-                          think_s_mean=think_for_duty(duty, p.segment_s), think_s_min=_THINK_FLOOR_S,
-                          seed=rng.randrange(1 << 31), **over)
+@dataclass(frozen=True)
+class Shape:
+    """One member of the family: how many directors (at a duty drawn from `duty`) and players, each
+    count drawn uniformly from its range, and the behaviour parameters that make the shape."""
+
+    what: str
+    directors: tuple[int, int] = (0, 0)
+    duty: tuple[float, float] = (0.3, 0.5)
+    players: tuple[int, int] = (0, 0)
+    director_params: tuple[tuple[str, float], ...] = ()
+    player_params: tuple[tuple[str, float], ...] = ()
+
+    def draw(self, p: FamilyParams, rng: random.Random) -> tuple[Trace, float | None]:
+        """The trace and the duty its directors were drawn for (None without directors)."""
+        directors, players = rng.randint(*self.directors), rng.randint(*self.players)
+        duty = rng.uniform(*self.duty) if directors else None
+        d = DirectorParams(sessions=directors, duration_s=p.duration_s, segment_s=p.segment_s,
+                           think_s_mean=think_for_duty(duty, p.segment_s) if duty else 12.0,
+                           think_s_min=_THINK_FLOOR_S, seed=rng.randrange(1 << 31), **dict(self.director_params))
+        g = GameParams(sessions=players, duration_s=p.duration_s, seed=rng.randrange(1 << 31),
+                       **dict(self.player_params))
+        if directors and players:
+            return mixed_trace(d, g), duty
+        return (director_trace(d), duty) if directors else (game_trace(g), None)
 
 
-def _players(p: FamilyParams, rng: random.Random, sessions: int, **over: Any) -> GameParams:
-    return GameParams(sessions=sessions, duration_s=p.duration_s, seed=rng.randrange(1 << 31), **over)
-
-
-# shape -> (what it is, how to draw it: (params, rng) -> (trace, the duty it was drawn for or None))
-Draw = Callable[[FamilyParams, random.Random], tuple[Trace, float | None]]
-
-
-def _busy(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.5, 0.6)
-    return director_trace(_directors(p, r, r.randint(4, 6), duty)), duty
-
-
-def _idle(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.2, 0.3)
-    return director_trace(_directors(p, r, r.randint(12, 16), duty)), duty
-
-
-def _middling(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.35, 0.45)
-    return director_trace(_directors(p, r, r.randint(6, 10), duty)), duty
-
-
-def _wide(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.2, 0.6)
-    return director_trace(_directors(p, r, r.randint(8, 16), duty)), duty
-
-
-def _players_few(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    return game_trace(_players(p, r, r.randint(2, 4))), None
-
-
-def _players_many(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    return game_trace(_players(p, r, r.randint(5, 8))), None
-
-
-def _mixed(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.25, 0.5)
-    return mixed_trace(_directors(p, r, r.randint(2, 5), duty), _players(p, r, r.randint(1, 3))), duty
-
-
-def _burst_directors(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.3, 0.5)
-    return director_trace(_directors(p, r, r.randint(6, 12), duty, start_spread_s=2.0, first_direct_s=0.5)), duty
-
-
-def _burst_mixed(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.3, 0.5)
-    return mixed_trace(_directors(p, r, r.randint(3, 6), duty, start_spread_s=2.0, first_direct_s=0.5),
-                       _players(p, r, r.randint(2, 4), start_spread_s=2.0)), duty
-
-
-def _interrupting(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.3, 0.5)
-    return director_trace(_directors(p, r, r.randint(4, 8), duty, interrupt_prob=0.5, redirect_s=1.0)), duty
-
-
-def _coming_back(p: FamilyParams, r: random.Random) -> tuple[Trace, float | None]:
-    duty = r.uniform(0.25, 0.45)
-    return mixed_trace(_directors(p, r, r.randint(3, 6), duty, detach_prob=0.6),
-                       _players(p, r, r.randint(1, 3), reconnect_prob=1.0)), duty
-
-
-SHAPES: dict[str, tuple[str, Draw]] = {
-    "directors-busy": ("4-6 directors at duty 0.5-0.6 (short think times)", _busy),
-    "directors-idle": ("12-16 directors at duty 0.2-0.3 (long think times)", _idle),
-    "directors-middling": ("6-10 directors at duty 0.35-0.45", _middling),
-    "directors-wide": ("8-16 directors at a duty anywhere in 0.2-0.6", _wide),
-    "players-few": ("2-4 world players", _players_few),
-    "players-many": ("5-8 world players", _players_many),
-    "mixed": ("2-5 directors at duty 0.25-0.5 and 1-3 world players", _mixed),
-    "burst-directors": ("6-12 directors, every one created within 2 s", _burst_directors),
-    "burst-mixed": ("3-6 directors and 2-4 players, every one created within 2 s", _burst_mixed),
-    "directors-interrupting": ("4-8 directors who interrupt half their segments and re-direct", _interrupting),
-    "coming-back": ("3-6 directors who often leave between segments and 1-3 players who reconnect", _coming_back),
+_BURST = (("start_spread_s", 2.0), ("first_direct_s", 0.5))
+SHAPES: dict[str, Shape] = {
+    "directors-busy": Shape("4-6 directors at duty 0.5-0.6 (short think times)", directors=(4, 6), duty=(0.5, 0.6)),
+    "directors-idle": Shape("12-16 directors at duty 0.2-0.3 (long think times)", directors=(12, 16),
+                            duty=(0.2, 0.3)),
+    "directors-middling": Shape("6-10 directors at duty 0.35-0.45", directors=(6, 10), duty=(0.35, 0.45)),
+    "directors-wide": Shape("8-16 directors at a duty anywhere in 0.2-0.6", directors=(8, 16), duty=(0.2, 0.6)),
+    "players-few": Shape("2-4 world players", players=(2, 4)),
+    "players-many": Shape("5-8 world players", players=(5, 8)),
+    "mixed": Shape("2-5 directors at duty 0.25-0.5 and 1-3 world players", directors=(2, 5), duty=(0.25, 0.5),
+                   players=(1, 3)),
+    "burst-directors": Shape("6-12 directors, every one created within 2 s", directors=(6, 12),
+                             director_params=_BURST),
+    "burst-mixed": Shape("3-6 directors and 2-4 players, every one created within 2 s", directors=(3, 6),
+                         players=(2, 4), director_params=_BURST, player_params=(("start_spread_s", 2.0),)),
+    "directors-interrupting": Shape("4-8 directors who interrupt half their segments and re-direct",
+                                    directors=(4, 8), director_params=(("interrupt_prob", 0.5), ("redirect_s", 1.0))),
+    "coming-back": Shape("3-6 directors who often leave between segments and 1-3 players who reconnect",
+                         directors=(3, 6), duty=(0.25, 0.45), players=(1, 3),
+                         director_params=(("detach_prob", 0.6),), player_params=(("reconnect_prob", 1.0),)),
 }
 
 
 def family_traces(p: FamilyParams) -> list[Trace]:
     """One trace per shape, named `<shape>-<sessions>`, drawn from the family seed."""
     out = []
-    for shape, (what, draw) in SHAPES.items():
+    for shape, spec in SHAPES.items():
         rng = random.Random(f"{p.seed}:{shape}")
-        trace, duty = draw(p, rng)
+        trace, duty = spec.draw(p, rng)
         sessions = len(trace.sessions())
-        family = {"seed": p.seed, "shape": shape, "what": what, "target_duty": None if duty is None else round(duty, 3)}
+        family = {"seed": p.seed, "shape": shape, "what": spec.what, "target_duty": None if duty is None else round(duty, 3)}
         header = dataclasses.replace(trace.header, name=f"{shape}-{sessions}",
                                      description=f"family {p.seed}, {shape}: {trace.header.description}",
                                      generator={**(trace.header.generator or {}), "family": family})
