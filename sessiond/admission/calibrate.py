@@ -33,13 +33,20 @@ class ProfileEngine(SteppingEngine, Protocol):
 def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | None, cpu_time: bool = False) -> None:
     """One chunk for every session of `group`, each step asking every session for its own next
     phase (a stream's first chunk may need two decodes where a later one needs one), recording
-    each phase's batch when `model` is given. With `cpu_time`, a step's seconds are the CPU time
+    for each phase and batch the mean of the chunk's steps when `model` is given. With `cpu_time`, a step's seconds are the CPU time
     this thread spent in it (shared between its phases as their wall seconds are), not wall time."""
     for sid in group:
         engine.begin_chunk(sid, [FrameAction()])
+    steps: dict[tuple[str, int, int], list[float]] = {}  # (phase, batch, context) -> this chunk's steps
     while True:
         items = tuple(StepItem(sid, phase) for sid in group if (phase := engine.next_phase(sid)) is not None)
         if not items:
+            # one sample per phase and chunk, the mean of its steps: a chunk's denoise steps differ
+            # (the demo model's first is guided: 85 ms against 45 on the 2-core box), and a
+            # quartile of single steps would plan every step at the cheap ones' cost
+            if model is not None:
+                for (phase_name, batch, context), seconds in steps.items():
+                    model.record(phase_name, batch, context, sum(seconds) / len(seconds))
             return
         cpu_began = time.thread_time()
         result = engine.step(StepPlan(items))
@@ -53,12 +60,13 @@ def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | N
         if wall > 0:
             model.note_contention(wall / max(cpu, 1e-9))
         for phase in {item.phase for item in items}:
-            seconds = result.seconds.get(phase.value)
-            if seconds is not None:
+            took = result.seconds.get(phase.value)
+            if took is not None:
                 if cpu_time and wall > 0:
-                    seconds = cpu * seconds / wall
+                    took = cpu * took / wall
                 context = max(r.chunk_index for r in result.results if r.phase is phase)
-                model.record(phase.value, result.batch_sizes.get(phase.value, len(items)), context, seconds)
+                batch = result.batch_sizes.get(phase.value, len(items))
+                steps.setdefault((phase.value, batch, context), []).append(took)
 
 
 def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
@@ -68,8 +76,8 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
     """At each batch size: one unrecorded warm-up chunk, then `rounds` times `chunks` chunks from an
     empty context (contexts 0..chunks-1), plus `steady_chunks` / batch (rounded up) more at the
     full context, so the steady bucket admission plans with holds enough samples at every batch for
-    its lower quartile to repeat from start to start; each bucket keeps the lower quartile of its
-    samples. Then one offload and restore. Reports progress as it goes. A new model files contexts
+    its lower quartile to repeat from start to start; a sample is a phase's mean step in one chunk,
+    and each bucket keeps the lower quartile of its samples. Then one offload and restore. Reports progress as it goes. A new model files contexts
     past `context_chunks` (the attention window) under it. With `time_budget_s`, each batch size
     gets an equal share of it: once a batch size has used its share, its remaining chunks and rounds
     are skipped (at least one recorded chunk each), so a slow engine still finishes in bounded time.

@@ -199,7 +199,7 @@ def test_calibration_adds_steady_chunks_at_the_full_context_divided_by_the_batch
     samples = {(i["item"], i["batch"], i["context"]): i["samples"] for i in cost.snapshot()["items"]}
     # contexts 0 and 1 once each; context 2 once plus 4 / b more chunks (chunk indices 3.. filed under 2)
     assert [samples[("decode", b, c)] for b in (1, 2, 4) for c in (0, 1, 2)] == [1, 1, 5, 1, 1, 3, 1, 1, 2]
-    assert samples[("denoise", 1, 2)] == 5 * engine.info.denoise_steps
+    assert samples[("denoise", 1, 2)] == 5  # one sample a chunk: the mean of its denoise steps
     assert cost.steady_context() == 2
 
 
@@ -255,3 +255,24 @@ def test_a_cpu_time_profile_counts_what_the_thread_computed_not_what_it_waited_f
     assert by_cpu.predict("decode", 1, 1) < 0.002  # a sleeping thread computes nothing
     assert by_cpu.contention is not None and by_cpu.contention > 10  # waited 10x longer than it ran
     assert by_cpu.snapshot()["profile_clock"] == "cpu"
+
+
+class _GuidedFirstStep(FakeEngine):
+    """The first denoise step of each chunk costs twice the others (a guided step)."""
+
+    def step(self, plan: StepPlan) -> StepResult:
+        first = plan.items[0].phase is Phase.DENOISE and len(self.pending[plan.items[0].session_id]) == (
+            self.info.denoise_steps + 2)
+        result = super().step(plan)
+        if first:
+            return StepResult(result.results, {"denoise": 2 * result.seconds["denoise"]}, result.batch_sizes)
+        return result
+
+
+def test_a_chunk_whose_steps_differ_is_planned_at_its_whole_cost() -> None:
+    engine = _GuidedFirstStep()
+    cost = calibrate(engine, batches=(1,), chunks=3, rounds=1, context_chunks=2)
+    steps = engine.info.denoise_steps  # 4: one at 2x, three at 1x
+    whole = (steps + 1) * engine.seconds("denoise", 1, 2) + engine.seconds("cache", 1, 2) + engine.seconds(
+        "decode", 1, 2)
+    assert cost.predict_chunk(1, 2) == pytest.approx(whole)
