@@ -77,5 +77,8 @@ def test_config_says_what_to_set() -> None:
     with pytest.raises(ValueError, match="discovery must be one of file, etcd"):
         RuntimeConfig(discovery="nats", file_dir="/x")
     env = RuntimeConfig(discovery="file", file_dir="/run/d", rpc_host="127.0.0.1").env()
+    # every listener of the runtime binds --rpc-host: the request plane, the response streams a caller
+    # opens, the system server and the event plane
     assert env == {"DYN_DISCOVERY_BACKEND": "file", "DYN_REQUEST_PLANE": "tcp", "DYN_FILE_KV": "/run/d",
-                   "DYN_TCP_RPC_HOST": "127.0.0.1"}
+                   "DYN_TCP_RPC_HOST": "127.0.0.1", "DYN_TCP_RESPONSE_STREAM_HOST": "127.0.0.1",
+                   "DYN_SYSTEM_HOST": "127.0.0.1", "DYN_EVENT_PLANE_HOST": "127.0.0.1"}
