@@ -3,6 +3,7 @@ naming the port and the process that holds it."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 
@@ -41,8 +42,17 @@ def test_ipv6_loopback_is_read_back_as_written() -> None:
         assert ("::1", port) in listeners(os.getpid())
 
 
-def test_an_address_not_of_this_machine_says_so() -> None:
+class _NotHere(socket.socket):
+    """A socket whose bind fails as the kernel's does for an address the machine does not have
+    (EADDRNOTAVAIL), so the test needs no address beyond loopback."""
+
+    def bind(self, address: object) -> None:
+        raise OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address")
+
+
+def test_an_address_not_of_this_machine_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sessiond.api.listen.socket.socket", _NotHere)
     with pytest.raises(ListenError) as err:
-        bind_listeners("198.51.100.7", 8000)
+        bind_listeners("127.0.0.1", 8000)
     assert err.value.option == "host"
-    assert "198.51.100.7 is not an address of this machine" in str(err.value)
+    assert "cannot listen on 127.0.0.1:8000: 127.0.0.1 is not an address of this machine" in str(err.value)
