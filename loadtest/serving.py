@@ -15,21 +15,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import platform
 import re
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from loadtest.replay.daemon_process import DaemonSpec, served
+from fleet.local import provenance
+from loadtest.replay.daemon_process import DaemonSpec, served, until_idle
 from loadtest.replay.percentiles import percentile
 from loadtest.replay.report import build_report
 from loadtest.replay.runner import ReplayOutcome, run_replay
@@ -109,16 +106,6 @@ def level_figures(outcome: ReplayOutcome, cfg: ServingConfig, fps: int, engine_s
             "stalls": report["stalls"]["count"], "duration_s": outcome.duration_s}
 
 
-async def _idle(url: str, timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        while time.monotonic() < deadline:
-            if (await http.get(f"{url}/v1/capacity")).json()["sessions"]["total"] == 0:
-                return
-            await asyncio.sleep(0.5)
-    raise RuntimeError(f"the daemon at {url} still holds sessions {timeout_s:.0f} s after a level")
-
-
 def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
     per_start: list[dict[str, dict[str, Any]]] = []
     spec = DaemonSpec(model=cfg.model, device=cfg.device, policy="kv", max_batch=cfg.max_batch,
@@ -140,10 +127,11 @@ def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str]
                 figures = level_figures(outcome, cfg, fps, after[0] - before[0], after[1] - before[1])
                 levels[str(n)] = figures
                 say(f"  {cfg.mode} x{n}: " + ", ".join(f"{k} {_fmt(figures[k])}" for k in FIGURES))
-                asyncio.run(_idle(daemon.url))
+                if not asyncio.run(until_idle(daemon.url)):
+                    raise RuntimeError(f"the daemon at {daemon.url} still holds sessions 60 s after a level")
             per_start.append(levels)
     table = {str(n): _combine([s[str(n)] for s in per_start]) for n in cfg.levels}
-    result = {"provenance": _provenance(), "config": {**cfg.__dict__, "levels": list(cfg.levels)},
+    result = {"provenance": provenance("python -m loadtest.serving " + " ".join(sys.argv[1:])), "config": {**cfg.__dict__, "levels": list(cfg.levels)},
               "daemon": {"policy": "kv", "max_sessions": max(cfg.levels), "starts": cfg.starts},
               "levels": table, "per_start": per_start}
     if out is not None:
@@ -166,13 +154,6 @@ def _combine(starts: list[dict[str, Any]]) -> dict[str, Any]:
 
 def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-def _provenance() -> dict[str, Any]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    return {"commit": commit.stdout.strip() or None, "when": datetime.now(tz=UTC).isoformat(timespec="seconds"),
-            "host": platform.node(), "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "command": "python -m loadtest.serving " + " ".join(sys.argv[1:])}
 
 
 def _levels(text: str) -> tuple[int, ...]:

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
-from loadtest.replay.daemon_process import DaemonSpec, serve_args, served
+from loadtest.replay.daemon_process import DaemonSpec, serve_args, served, until_idle
 from loadtest.replay.family_report import family_rows, format_family, write_family_plot
 from loadtest.replay.plots import write_plots
 from loadtest.replay.report import build_report, format_table
@@ -153,18 +151,6 @@ def trace_capacity(per_mode: dict[str, dict[str, Any]]) -> int:
     return min(total, int(1.0 / load_per_session + 1e-9))
 
 
-async def _until_idle(url: str, timeout_s: float = 60.0) -> bool:
-    """Until the daemon holds no session (the replay's sessions closed); False if it still does."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    async with httpx.AsyncClient(timeout=5.0) as http:
-        while asyncio.get_running_loop().time() < deadline:
-            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
-                if (await http.get(f"{url}/v1/capacity")).json()["sessions"]["total"] == 0:
-                    return True
-            await asyncio.sleep(0.5)
-    return False
-
-
 def _replay_one(trace: Trace, url: str, cfg: CompareConfig, policy: str, folder: Path | None,
                 say: Callable[[str], None]) -> dict[str, Any]:
     say(f"policy {policy}: replaying {trace.header.name} ({len(trace.sessions())} sessions, "
@@ -176,7 +162,7 @@ def _replay_one(trace: Trace, url: str, cfg: CompareConfig, policy: str, folder:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "report.json").write_text(json.dumps(report, indent=1))
         write_plots(outcome, report, folder)
-    if not asyncio.run(_until_idle(url)):
+    if not asyncio.run(until_idle(url)):
         say(f"  warning: the {policy} daemon still holds sessions 60 s after {trace.header.name}")
     return report
 

@@ -4,9 +4,9 @@ in-process daemon once shared the replayer's GIL and made stalls no real client 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,19 +18,14 @@ from typing import IO, Any
 
 import httpx
 
+from fleet.local import free_port
 from loadtest._process import stop_process
 from sessiond.admission.decision import Objectives
 
-__all__ = ["DaemonSpec", "ServedDaemon", "free_port", "serve_args", "served"]
+__all__ = ["DaemonSpec", "ServedDaemon", "serve_args", "served", "until_idle"]
 
 _POLL_S = 0.25
 _WARMING_UP = "warming up"  # /readyz's reason while the engine starts
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -117,3 +112,16 @@ def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float, log: 
         if time.monotonic() > deadline:
             raise RuntimeError(f"sessiond serve at {url} was not ready after {timeout_s:.0f} s")
         time.sleep(_POLL_S)
+
+
+async def until_idle(url: str, timeout_s: float = 60.0) -> bool:
+    """Until the daemon at `url` holds no session (a replay's sessions closed); False if it still
+    does after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    async with httpx.AsyncClient(timeout=5.0) as http:
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError, ValueError, KeyError):
+                if (await http.get(f"{url}/v1/capacity")).json()["sessions"]["total"] == 0:
+                    return True
+            await asyncio.sleep(0.5)
+    return False
