@@ -16,6 +16,7 @@ class ErrorCode(StrEnum):
     TOO_LARGE = "too_large"  # the message is larger than the limit
     UNSUPPORTED_VERSION = "unsupported_version"  # hello/welcome with v != 1
     UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"  # a valid token whose role may not do this (a spectator's action, ...)
     NOT_FOUND = "not_found"
     CAPACITY = "capacity"
     RATE_LIMITED = "rate_limited"

@@ -33,6 +33,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.TOO_LARGE: 400,
     ErrorCode.UNSUPPORTED_VERSION: 400,
     ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,
     ErrorCode.RATE_LIMITED: 429,

@@ -14,6 +14,7 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
+from sessiond.grants import require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import (
     create_session,
@@ -73,8 +74,9 @@ async def delete(request: Request) -> Response:
 async def webrtc(request: Request) -> Response:
     daemon = _daemon(request)
     try:
-        session = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
-                                            base_url(request))
+        session, access = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
+                                                    base_url(request))
+        require(access, own=True, what="a WebRTC connection (spectators: not served yet)")
         offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):

@@ -14,6 +14,7 @@ from httpapi import bearer_token, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Limits
 from sessiond.api.routes_http import base_url
+from sessiond.grants import require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import open_for_connection
 from sessiond.session import connect
@@ -95,7 +96,8 @@ async def session_socket(ws: WebSocket) -> None:
     media = ws.query_params.get("media", "raw")
     try:
         _check_media(media)
-        session = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
+        session, access = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
+        require(access, own=True, what="a WebSocket connection (spectators: not served yet)")
         record = session.record
         packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
     except ProtocolError as exc:

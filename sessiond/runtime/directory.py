@@ -12,16 +12,17 @@ from typing import Any
 from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
 from protocols.timeline import pts_for
-from sessiond.auth import hash_token, new_session_id, new_token, token_matches
+from sessiond.auth import hash_token, new_session_id, new_token
 from sessiond.errors import StoreUnavailable
+from sessiond.grants import Access, authorize, require
 from sessiond.logs import log_event
 from sessiond.runtime.daemon import Daemon
 from sessiond.session import Session
 from sessiond.session.lifecycle import SessionState
 from sessiond.store.base import SessionRecord
 
-__all__ = ["create_session", "delete_session", "find_session", "open_for_connection", "resume_session",
-           "status_of"]
+__all__ = ["create_session", "delete_session", "find_session", "find_with_access", "open_for_connection",
+           "resume_session", "status_of"]
 
 _STORE_RETRY_S = 2.0
 
@@ -109,9 +110,17 @@ async def _forget(daemon: Daemon, sid: str) -> None:
         daemon.metrics.store_errors.inc()
 
 
-async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session | SessionRecord:
-    """The live session, or its stored record when this daemon has not resumed it yet.
-    404 when unknown, 401 when the token does not match."""
+async def find_session(daemon: Daemon, sid: str, token: str | None, what: str = "this") -> Session | SessionRecord:
+    """The live session, or its stored record when this daemon has not resumed it yet, for its
+    owner: 404 when unknown, 401 when the token does not match, 403 for a grant's token."""
+    found, access = await find_with_access(daemon, sid, token)
+    require(access, own=True, what=what)
+    return found
+
+
+async def find_with_access(daemon: Daemon, sid: str, token: str | None) -> tuple[Session | SessionRecord, Access]:
+    """The session (live or stored) and what `token` may do on it (sessiond.grants): 404 when
+    unknown, 401 when the token is wrong, expired or revoked."""
     session = daemon.sessions.get(sid)
     if session is not None:
         record = session.record
@@ -124,9 +133,8 @@ async def find_session(daemon: Daemon, sid: str, token: str | None) -> Session |
         if stored is None:
             raise ProtocolError(ErrorCode.NOT_FOUND, f"no session {sid}")
         record = stored
-    if not token_matches(token, record.token_hash):
-        raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong session token")
-    return session if session is not None else record
+    access = authorize(record.token_hash, record.grants, token, time.time())
+    return (session if session is not None else record), access
 
 
 async def _stored(daemon: Daemon, sid: str) -> SessionRecord | None:
@@ -149,17 +157,20 @@ def status_of(found: Session | SessionRecord) -> SessionStatus:
                          last_active_at=record.last_active_at)
 
 
-async def open_for_connection(daemon: Daemon, sid: str, token: str | None, base_url: str) -> Session:
-    found = await find_session(daemon, sid, token)
+async def open_for_connection(daemon: Daemon, sid: str, token: str | None,
+                              base_url: str) -> tuple[Session, Access]:
+    """The live session a connection attaches to (resumed from the store when needed) and what
+    its token may do there."""
+    found, access = await find_with_access(daemon, sid, token)
     if isinstance(found, Session):
         if found.state.terminal:
             code = ErrorCode.ENGINE_FAULT if found.state == SessionState.FAILED else ErrorCode.NOT_FOUND
             raise ProtocolError(code, f"session {sid} has ended ({found.fault or found.state.label})")
-        return found
+        return found, access
     if daemon.owns is not None and not await daemon.owns(sid):
         raise Refused(ErrorCode.STORE_UNAVAILABLE, f"session {sid} is not served here; ask the gateway where it "
                       f"is (GET /v1/sessions/{sid} there)", _STORE_RETRY_S)
-    return await resume_session(daemon, found, base_url)
+    return await resume_session(daemon, found, base_url), access
 
 
 async def resume_session(daemon: Daemon, record: SessionRecord, base_url: str) -> Session:
@@ -208,7 +219,7 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
 
 
 async def delete_session(daemon: Daemon, sid: str, token: str | None) -> None:
-    found = await find_session(daemon, sid, token)
+    found = await find_session(daemon, sid, token, "DELETE")
     if isinstance(found, Session):
         found.close()
         await daemon.finish_close(sid, "deleted")

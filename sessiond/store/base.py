@@ -8,6 +8,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from sessiond.grants import Grant
+
 __all__ = ["EVENT_KINDS", "SessionRecord", "Store", "StoredEvent"]
 
 # the `ev` names of docs/traces.md: the event log is the raw material of recorded traces
@@ -35,6 +37,7 @@ class SessionRecord:
     segment: int = 0
     action_space: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = None  # the name of the API key that created it (`--api-keys`), never the key
+    grants: list[Grant] = field(default_factory=list)  # share links and invites (sessiond.grants)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -42,7 +45,9 @@ class SessionRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SessionRecord:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        fields_ = {k: v for k, v in data.items() if k in names}
+        fields_["grants"] = [Grant.from_json(g) for g in data.get("grants") or ()]
+        return cls(**fields_)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from protocols.errors import ErrorCode, ProtocolError
 
 
-def test_error_codes_are_exactly_the_thirteen_of_the_protocol() -> None:
+def test_error_codes_are_the_thirteen_of_the_protocol_and_forbidden() -> None:
+    # forbidden (403) extends the protocol: a spectator's token doing what only players may
     assert [code.value for code in ErrorCode] == [
         "bad_message",
         "unknown_type",
@@ -13,6 +14,7 @@ def test_error_codes_are_exactly_the_thirteen_of_the_protocol() -> None:
         "too_large",
         "unsupported_version",
         "unauthorized",
+        "forbidden",
         "not_found",
         "capacity",
         "rate_limited",

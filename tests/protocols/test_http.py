@@ -191,7 +191,7 @@ EXPECTED_STATUS = {
     "invalid_field": 400,
     "too_large": 400,
     "unsupported_version": 400,
-    "unauthorized": 401,
+    "unauthorized": 401, "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
     "rate_limited": 429,
