@@ -26,6 +26,8 @@ class Kind(enum.Enum):
     FLOAT_PAIR = "an array of 2 finite numbers"
     FLOAT_LIST = "an array of finite numbers"
     MAP = "a map with string keys"
+    INT_LIST = "an array of integers"
+    MAP_LIST = "an array of maps with string keys"
     LIMITS = "a limits map"
 
 
@@ -39,6 +41,8 @@ _KIND_OF: dict[Any, Kind] = {
     tuple[float, float]: Kind.FLOAT_PAIR,
     tuple[float, ...]: Kind.FLOAT_LIST,
     dict[str, Any]: Kind.MAP,
+    tuple[int, ...]: Kind.INT_LIST,
+    tuple[dict[str, Any], ...]: Kind.MAP_LIST,
     Limits: Kind.LIMITS,
 }
 
@@ -99,6 +103,16 @@ def _read(kind: Kind, value: Any, field: str) -> Any:
         if type(value) is not dict or any(type(key) is not str for key in value):
             raise invalid(field, f"`{field}` must be {kind.value}")
         return value
+    if kind is Kind.INT_LIST:
+        if type(value) is not list or any(type(item) is not int for item in value):
+            raise invalid(field, f"`{field}` must be {kind.value}")
+        return tuple(value)
+    if kind is Kind.MAP_LIST:
+        if type(value) is not list or any(
+            type(item) is not dict or any(type(key) is not str for key in item) for item in value
+        ):
+            raise invalid(field, f"`{field}` must be {kind.value}")
+        return tuple(value)
     if kind is Kind.LIMITS:
         if type(value) is not dict:
             raise invalid(field, f"`{field}` must be {kind.value}, got {_describe(value)}")

@@ -6,9 +6,22 @@ from collections.abc import Callable
 from typing import Any
 
 from ._fields import SPECS, Kind, invalid
-from .messages import SEGMENT_STATUSES, Action, Direct, Error, Frame, Hello, Init, Limits, SegmentEnd
+from .messages import (
+    MAX_PLAYERS,
+    SEGMENT_STATUSES,
+    Action,
+    Direct,
+    Error,
+    Frame,
+    Hello,
+    Init,
+    Limits,
+    Presence,
+    SegmentEnd,
+)
 
-__all__ = ["MAX_AXES", "MAX_FRAME_SIDE", "MAX_INT", "MAX_KEYS", "MAX_KEY_CHARS", "MAX_NAME_CHARS", "check"]
+__all__ = ["MAX_AXES", "MAX_FRAME_SIDE", "MAX_INT", "MAX_KEYS", "MAX_KEY_CHARS", "MAX_LABEL_CHARS", "MAX_NAME_CHARS",
+           "check"]
 
 MAX_INT = 2**53 - 1  # the largest integer every client (JavaScript included) holds exactly
 MAX_KEYS = 64  # held keys in one action
@@ -42,6 +55,17 @@ def _check_ranges(msg: Any, prefix: str = "") -> None:
             raise invalid(name, f"`{name}` must be >= 0, got {value}")
         elif spec.kind is Kind.LIMITS:
             _check_limits(value, f"{name}.")
+        elif spec.kind is Kind.INT_LIST and spec.name == "players":
+            _check_player_seqs(value, name)
+
+
+def _check_player_seqs(seqs: tuple[int, ...], name: str) -> None:
+    """co-play's per-player `action_seq`s: one per seat, each an action_seq."""
+    if not 1 <= len(seqs) <= MAX_PLAYERS:
+        raise invalid(name, f"`{name}` must hold 1..{MAX_PLAYERS} values, got {len(seqs)}")
+    for i, seq in enumerate(seqs):
+        if not -1 <= seq <= MAX_INT:
+            raise invalid(f"{name}[{i}]", f"`{name}[{i}]` must be in [-1, {MAX_INT}], got {seq}")
 
 
 def _check_limits(limits: Limits, prefix: str) -> None:
@@ -101,6 +125,24 @@ def _error(msg: Error, max_prompt_chars: int) -> None:
     _short("code", msg.code, MAX_NAME_CHARS)
 
 
+MAX_LABEL_CHARS = 64  # a co-player's label in `presence`
+
+
+def _presence(msg: Presence, max_prompt_chars: int) -> None:
+    if len(msg.players) > MAX_PLAYERS:
+        raise invalid("players", f"`players` may hold at most {MAX_PLAYERS} seats, got {len(msg.players)}")
+    for i, seat in enumerate(msg.players):
+        where = f"players[{i}]"
+        player, label, connected = seat.get("player"), seat.get("label", ""), seat.get("connected")
+        if type(player) is not int or not 0 <= player < MAX_PLAYERS:
+            raise invalid(f"{where}.player", f"`{where}.player` must be an integer in [0, {MAX_PLAYERS - 1}]")
+        if type(label) is not str or len(label) > MAX_LABEL_CHARS:
+            raise invalid(f"{where}.label", f"`{where}.label` must be a string of at most {MAX_LABEL_CHARS} "
+                          "characters")
+        if type(connected) is not bool:
+            raise invalid(f"{where}.connected", f"`{where}.connected` must be a boolean")
+
+
 _TYPE_RULES: dict[str, Callable[[Any, int], None]] = {
     "action": _action,
     "direct": _direct,
@@ -109,6 +151,7 @@ _TYPE_RULES: dict[str, Callable[[Any, int], None]] = {
     "init": _init,
     "segment_end": _segment_end,
     "error": _error,
+    "presence": _presence,
 }
 
 

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "CLIENT_TYPES",
+    "MAX_PLAYERS",
     "MESSAGE_TYPES",
     "PROTOCOL_VERSION",
     "SEGMENT_STATUSES",
@@ -34,6 +35,7 @@ __all__ = [
     "Pause",
     "Ping",
     "Pong",
+    "Presence",
     "Received",
     "Resume",
     "SegmentEnd",
@@ -45,6 +47,7 @@ __all__ = [
 
 PROTOCOL_VERSION = 1
 SEGMENT_STATUSES = ("done", "interrupted", "failed")
+MAX_PLAYERS = 8  # co-players of one world session (extension), the owner included
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,9 @@ class Frame:
     segment: int
     action_seq: int  # newest action this frame was conditioned on, -1 if none
     disc: bool = False
+    # extension (co-play): players[k] = newest action of player k this frame applied (-1 none);
+    # `action_seq` is then the receiving player's own entry
+    players: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +180,7 @@ class Media:
     action_seq: int
     data: bytes
     disc: bool = False
+    players: tuple[int, ...] | None = None  # extension (co-play), as in `frame`
 
 
 @dataclass(frozen=True)
@@ -240,6 +247,7 @@ class FramesInfo:
     segment: int
     action_seq: int
     disc: bool = False
+    players: tuple[int, ...] | None = None  # extension (co-play), as in `frame`
 
 
 @dataclass(frozen=True)
@@ -252,9 +260,20 @@ class Moved:
     webrtc_url: str
 
 
+@dataclass(frozen=True)
+class Presence:
+    """*Extension* (co-play): who is playing a world session and how many watch it; sent to every
+    connection of the session when either changes. `players`: one map per seat,
+    {player: int (0 = the owner), label: str, connected: bool}, in player order."""
+
+    T: ClassVar[str] = "presence"
+    players: tuple[dict[str, Any], ...]
+    spectators: int
+
+
 ClientMessage = Hello | Action | Direct | Interrupt | Flush | Pause | Resume | Received | Ping
 ServerMessage = (
-    Welcome | Frame | Init | Media | SegmentStart | SegmentEnd | Ack | Pong | Error | Stats | FramesInfo | Moved
+    Welcome | Frame | Init | Media | SegmentStart | SegmentEnd | Ack | Pong | Error | Stats | FramesInfo | Moved | Presence
 )
 Message = ClientMessage | ServerMessage
 
@@ -263,6 +282,7 @@ CLIENT_TYPES: dict[str, type[ClientMessage]] = {
 }
 SERVER_TYPES: dict[str, type[ServerMessage]] = {
     cls.T: cls
-    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo, Moved)
+    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo, Moved,
+                Presence)
 }
 MESSAGE_TYPES: dict[str, type[Message]] = {**CLIENT_TYPES, **SERVER_TYPES}

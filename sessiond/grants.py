@@ -37,7 +37,8 @@ class Grant:
     created_at: float  # unix s
     expires_at: float | None  # unix s; None: lives as long as the session
     revoked_at: float | None = None
-    label: str = ""  # the owner's note (e.g. "classroom"), shown to the owner only
+    label: str = ""  # the owner's note (e.g. "classroom"); a player's is shown to the others in `presence`
+    player: int | None = None  # a player grant's seat (1..players-1; the owner is player 0)
 
     def live(self, now: float) -> bool:
         return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
@@ -51,7 +52,8 @@ class Grant:
                    created_at=float(data["created_at"]),
                    expires_at=None if data.get("expires_at") is None else float(data["expires_at"]),
                    revoked_at=None if data.get("revoked_at") is None else float(data["revoked_at"]),
-                   label=str(data.get("label", "")))
+                   label=str(data.get("label", "")),
+                   player=None if data.get("player") is None else int(data["player"]))
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,12 @@ class Access:
 
     role: Role
     grant_id: str | None = None  # None for the owner
+    player: int | None = None  # co-play seat: 0 for the owner, a player grant's seat, None for a viewer
 
+    @property
+    def seat(self) -> int | None:
+        """The player index this token plays as (the owner is player 0); None for a spectator."""
+        return 0 if self.role == Role.OWNER else self.player
     @property
     def steers(self) -> bool:
         """May send actions (owner, players)."""
@@ -75,8 +82,10 @@ def live_grants(grants: list[Grant], now: float, role: Role | None = None) -> li
     return [g for g in grants if g.live(now) and (role is None or g.role == role.value)]
 
 
-def issue(grants: list[Grant], role: Role, now: float, ttl_s: float | None, label: str = "") -> tuple[Grant, str]:
-    """A new grant appended to `grants`, and its token (shown once; only its hash is kept)."""
+def issue(grants: list[Grant], role: Role, now: float, ttl_s: float | None, label: str = "",
+          player: int | None = None) -> tuple[Grant, str]:
+    """A new grant appended to `grants`, and its token (shown once; only its hash is kept).
+    `player`: a player grant's seat (sessiond.session.coplay picks it)."""
     if role == Role.OWNER:
         raise ValueError("the owner's token comes from create, not from a grant")
     if ttl_s is not None and not ttl_s > 0:
@@ -86,7 +95,7 @@ def issue(grants: list[Grant], role: Role, now: float, ttl_s: float | None, labe
                             "links and invites; revoke one (DELETE .../viewers/{grant_id}) first")
     token = new_token()
     grant = Grant(grant_id="g_" + secrets.token_hex(6), role=role.value, token_hash=hash_token(token),
-                  created_at=now, expires_at=None if ttl_s is None else now + ttl_s, label=label)
+                  created_at=now, expires_at=None if ttl_s is None else now + ttl_s, label=label, player=player)
     grants.append(grant)
     return grant, token
 
@@ -114,7 +123,7 @@ def authorize(owner_hash: str, grants: list[Grant], token: str | None, now: floa
                 if grant.expires_at is not None and now >= grant.expires_at:
                     raise ProtocolError(ErrorCode.UNAUTHORIZED, f"this {grant.role} link expired; ask the "
                                         "session's owner for a new one")
-                return Access(Role(grant.role), grant.grant_id)
+                return Access(Role(grant.role), grant.grant_id, grant.player)
     raise ProtocolError(ErrorCode.UNAUTHORIZED, "missing or wrong session token")
 
 

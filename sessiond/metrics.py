@@ -33,6 +33,10 @@ class Metrics:
         self.action_to_photon = Histogram(
             "sessiond_action_to_photon_seconds", "Action receipt to the first frame conditioned on it sent",
             buckets=_LATENCY_BUCKETS, registry=r)
+        self.action_to_photon_player = Histogram(
+            "sessiond_coplay_action_to_photon_seconds",
+            "Co-play: a player's action receipt to the first frame conditioned on it sent to that player "
+            "(label: player index 0..7, so bounded)", ["player"], buckets=_LATENCY_BUCKETS, registry=r)
         self.actions = Counter("sessiond_actions", "Actions received", registry=r)
         self.actions_coalesced = Counter("sessiond_actions_coalesced",
                                          "Actions over the rate limit, merged into the held state",

@@ -31,6 +31,7 @@ class OutFrame:
     disc: bool  # first frame after an interrupt, flush, cut or restart
     generation: int
     rgb: np.ndarray  # uint8 (height, width, 3)
+    players: tuple[int, ...] | None = None  # co-play: newest action of each player applied (-1 none)
 
 
 @dataclass(frozen=True)

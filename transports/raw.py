@@ -27,5 +27,6 @@ class RawPacker:
             if rgb.ndim != 3 or rgb.shape[2] != 3:
                 raise ValueError(f"frame {f.idx}: expected (height, width, 3) uint8 RGB, got shape {rgb.shape}")
             out.append(Frame(pts=f.pts, idx=f.idx, w=int(rgb.shape[1]), h=int(rgb.shape[0]), fmt="rgb24",
-                             data=rgb.tobytes(), segment=f.segment, action_seq=f.action_seq, disc=f.disc))
+                             data=rgb.tobytes(), segment=f.segment, action_seq=f.action_seq, disc=f.disc,
+                             players=f.players))
         return out

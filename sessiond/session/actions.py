@@ -79,6 +79,15 @@ class ActionTimeline:
         self._mouse = [0.0, 0.0]
         return out
 
+    def release(self) -> None:
+        """Nothing held any more (a co-player left): keys, buttons and axes let go, unconsumed
+        mouse movement dropped; `last_seq` stays, so an old action arriving late is still stale."""
+        self._keys = ()
+        self._buttons = 0
+        self._axes = ()
+        self._mouse = [0.0, 0.0]
+        self._photons.clear()
+
     def photons(self, action_seq: int, now: float) -> list[float]:
         """Latencies (s) of the actions a frame conditioned on `action_seq` just delivered."""
         out = []

@@ -19,6 +19,7 @@ from protocols.messages import (
     Interrupt,
     Pause,
     Ping,
+    Pong,
     Received,
     Resume,
 )
@@ -26,7 +27,7 @@ from sessiond.errors import InvalidState
 from sessiond.session.connection import Connection
 from sessiond.session.session import Session
 
-__all__ = ["DISPATCH", "dispatch", "handle"]
+__all__ = ["DISPATCH", "dispatch", "handle", "handle_player"]
 
 
 def _second_hello(s: Session, msg: Hello) -> None:
@@ -66,3 +67,33 @@ def dispatch(s: Session, msg: Any) -> None:
         s.refuse(ErrorCode.UNKNOWN_TYPE, f"{type(msg).__name__} is not a client message")
         return
     act(s, msg)
+
+
+def handle_player(s: Session, player: int, message: ClientMessage, reply: Callable[[Any], None]) -> None:
+    """One message from co-player `player`'s connection (player 0 is the owner: use `handle`).
+    A co-player steers (actions, into its own timeline) and may ping; the session's requests
+    (direct, interrupt, flush, pause, resume) stay the owner's: `forbidden`. `reply` is that
+    connection's own control queue; `received` is its transport's business (its own window)."""
+    if s.state.terminal:
+        return
+    s.touch()
+    if isinstance(message, Action):
+        problem = s.act_as(player, message)
+        if problem is not None:
+            reply(problem)
+    elif isinstance(message, Ping):
+        reply(Pong(re=message.id, ts=message.ts))
+    elif isinstance(message, Hello):
+        _refuse(s, reply, ErrorCode.CONFLICT, "hello was already received on this connection", None)
+    elif isinstance(message, Received):
+        return
+    elif type(message) in DISPATCH:
+        _refuse(s, reply, ErrorCode.FORBIDDEN, f"a co-player may not send {type(message).T}: only the session's "
+                "owner directs, interrupts, flushes, pauses and resumes", getattr(message, "id", None))
+    else:
+        _refuse(s, reply, ErrorCode.UNKNOWN_TYPE, f"{type(message).__name__} is not a client message", None)
+
+
+def _refuse(s: Session, reply: Callable[[Any], None], code: ErrorCode, message: str, re: int | None) -> None:
+    s.env.metrics.protocol_errors.labels(code=code.value).inc()
+    reply(Error(code=code.value, message=message, fatal=False, re=re))

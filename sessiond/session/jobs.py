@@ -43,3 +43,4 @@ class ChunkJob:
     started_at: float
     deadline: float
     arrival: float = 0.0  # when the request it serves arrived (request-level FIFO orders by it)
+    players: tuple[int, ...] | None = None  # co-play: each player's newest action merged in (index = player)

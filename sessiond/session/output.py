@@ -33,6 +33,7 @@ class MediaItem:
     frames: np.ndarray  # uint8 (n, height, width, 3): the engine's decoded frames, as they came
     segment: int
     action_seq: int
+    players: tuple[int, ...] | None = None  # co-play: each player's newest applied action
 
 
 class OutputStream:
@@ -62,9 +63,10 @@ class OutputStream:
         self.media.append(build)
         self.event.set()
 
-    def push_frames(self, chunk_index: int, frames: np.ndarray, segment: int, action_seq: int) -> None:
+    def push_frames(self, chunk_index: int, frames: np.ndarray, segment: int, action_seq: int,
+                    players: tuple[int, ...] | None = None) -> None:
         """Decoded frames of one chunk, as the engine made them, into this generation's outbox."""
-        self.push_media(MediaItem(self.generation, chunk_index, frames, segment, action_seq))
+        self.push_media(MediaItem(self.generation, chunk_index, frames, segment, action_seq, players))
 
     def push_media(self, item: MediaItem) -> None:
         self.media.append(item)
@@ -127,6 +129,7 @@ class OutputStream:
             frames.append(OutFrame(
                 pts=pts_for(idx, self.fps), idx=idx, segment=item.segment, action_seq=item.action_seq,
                 disc=self.disc_next and i == 0, generation=self.generation, rgb=item.frames[i],
+                players=item.players,
             ))
         self.handed.append((self.next_idx, item.chunk_index))
         self._handed_by_segment[item.segment] = self._handed_by_segment.get(item.segment, 0) + len(frames)

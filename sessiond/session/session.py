@@ -9,16 +9,18 @@ overrun answer, the fleet's hand-off and the client's requests (dispatched by
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
-from protocols.messages import Ack, Error, Pong, Stats
+from protocols.messages import Ack, Error, Pong, Presence, Stats
 from protocols.timeline import pts_for
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
 from sessiond.session.clock import PlaybackClock
 from sessiond.session.connection import Connection
+from sessiond.session.coplay import CoPlay
 from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
 from sessiond.session.lifecycle import Lifecycle, SessionState
@@ -46,6 +48,9 @@ class Session:
         self.life = Lifecycle(self.id)
         self.out = OutputStream(record.fps, env.window_frames, record.frames_sent, disc=restored)
         self.actions = ActionTimeline(env.action_space, env.max_actions_per_s)
+        self.coplay = CoPlay(env.action_space, record.players, env.max_actions_per_s)  # players 1.. beside the owner
+        self.spectators = 0  # spectator connections now (their fan-out counts them in)
+        self._presence_sinks: dict[object, Callable[[Presence], None]] = {}  # non-owner connections
         self.clock = PlaybackClock(record.fps, now, self.out.total)
         self.meter = StatsMeter(env.frames_per_chunk / record.fps, now, self.out.sent)
         self.prompt = record.prompt
@@ -198,6 +203,7 @@ class Session:
         if self.mode == "world" and not self.paused:
             self.wake_from_offload()
         self.settle()
+        self.announce_presence()
         self.env.wake()
 
     def detach(self, connection: Connection) -> None:
@@ -212,6 +218,7 @@ class Session:
         self.env.record_event(self.id, "detach", {})
         log_event("detached", self.id)
         self.settle()
+        self.announce_presence()
         self.env.persist(self.id)
         self.env.wake()
 
@@ -255,6 +262,8 @@ class Session:
         self.env.metrics.frames_sent.inc()
         for latency in self.actions.photons(frame.action_seq, now):
             self.env.metrics.action_to_photon.observe(latency)
+            if frame.players is not None:
+                self.env.metrics.action_to_photon_player.labels(player="0").observe(latency)
         self.record.frames_sent = self.out.sent
         self.touch()
         self.env.persist(self.id)
@@ -309,9 +318,12 @@ class Session:
         return start_by
 
     def begin_job(self, now: float, deadline: float, arrival: float | None = None) -> ChunkJob:
-        self.job = ChunkJob(action=self.actions.sample(), action_seq=self.actions.last_seq,
+        """The chunk that begins now, conditioned on the owner's actions merged with every
+        co-player's (sessiond.session.coplay; the owner's alone when nobody else plays)."""
+        action, players = self.coplay.sample(self.actions.sample(), self.actions.last_seq)
+        self.job = ChunkJob(action=action, action_seq=self.actions.last_seq,
                             segment=self.record.segment, started_at=now, deadline=deadline,
-                            arrival=now if arrival is None else arrival)
+                            arrival=now if arrival is None else arrival, players=players)
         return self.job
 
     def on_frames(self, job: ChunkJob, chunk: ChunkFrames) -> None:
@@ -336,7 +348,7 @@ class Session:
                 seg.start_sent = True
                 self.out.push_marker(start_marker(seg, self.out, self.env.frames_per_chunk,
                                                   self.env.start_jitter_s))
-        self.out.push_frames(chunk.chunk_index, frames, job.segment, job.action_seq)
+        self.out.push_frames(chunk.chunk_index, frames, job.segment, job.action_seq, job.players)
 
     def on_job_done(self, job: ChunkJob) -> float | None:
         """The chunk of `job` is finished; returns its engine wall time when it was the current job."""
@@ -352,6 +364,84 @@ class Session:
             self.ops.append(EngineOp(Op.SNAPSHOT))
             self.settle()
         return seconds
+
+    # ---- co-play (sessiond.session.coplay) -------------------------------------------------
+    def join_player(self, player: int, grant_id: str, label: str = "") -> None:
+        """A co-player's connection opened: its seat takes its actions from now on."""
+        seat = self.coplay.join(player, grant_id, label)
+        log_event("player_joined", self.id, player=player, connections=seat.connections)
+        self.env.record_event(self.id, "player_join", {"player": player})
+        self.announce_presence()
+
+    def leave_player(self, player: int) -> None:
+        """A co-player's connection ended: on its last one, whatever it held is let go (from the
+        next chunk on)."""
+        if self.coplay.leave(player):
+            log_event("player_left", self.id, player=player)
+            self.env.record_event(self.id, "player_leave", {"player": player})
+        self.announce_presence()
+
+    def act_as(self, player: int, msg: Action) -> Error | None:
+        """A co-player's action into its own timeline; the error to answer it with, if any."""
+        if player == 0:
+            self.act(msg)
+            return None
+        problem = self.actions.check(msg)
+        if problem is not None:
+            field, why = problem
+            self.env.metrics.protocol_errors.labels(code=ErrorCode.INVALID_FIELD.value).inc()
+            return Error(code=ErrorCode.INVALID_FIELD.value, fatal=False,
+                         message=f"action {msg.seq}, field `{field}`: {why}")
+        verdict = self.coplay.accept(player, msg, time.monotonic())
+        if verdict == "stale":
+            return None
+        self.env.metrics.actions.inc()
+        if verdict == "coalesced":
+            self.env.metrics.actions_coalesced.inc()
+            return None
+        fields: dict[str, Any] = {"seq": msg.seq, "keys": list(msg.keys), "player": player}
+        if msg.mouse is not None:
+            fields["mouse"] = list(msg.mouse)
+        if msg.buttons is not None:
+            fields["buttons"] = msg.buttons
+        if msg.axes is not None:
+            fields["axes"] = list(msg.axes)
+        self.env.record_event(self.id, "player_action", fields)
+        return None
+
+    def player_sent(self, player: int, frame: OutFrame) -> None:
+        """A frame went on co-player `player`'s wire: its action-to-photon, measured on its own."""
+        if frame.players is None or not 0 < player < len(frame.players):
+            return
+        for latency in self.coplay.photons(player, frame.players[player], time.monotonic()):
+            self.env.metrics.action_to_photon_player.labels(player=str(player)).observe(latency)
+
+    def presence(self) -> Presence:
+        return self.coplay.presence(self.connection is not None, self.spectators)
+
+    def set_spectators(self, count: int) -> None:
+        if count != self.spectators:
+            self.spectators = count
+            self.announce_presence()
+
+    def watch_presence(self, key: object, sink: Callable[[Presence], None]) -> None:
+        """A non-owner connection (a co-player's, a spectator's) hears `presence` through `sink`
+        (its own control queue); it gets the current one at once."""
+        self._presence_sinks[key] = sink
+        sink(self.presence())
+
+    def unwatch_presence(self, key: object) -> None:
+        self._presence_sinks.pop(key, None)
+
+    def announce_presence(self) -> None:
+        """`presence` to every connection of a co-play session or one with spectators (a session
+        played alone and unwatched says nothing new)."""
+        if self.record.players <= 1 and not self.spectators and not self._presence_sinks:
+            return
+        message = self.presence()
+        self.push_control(message)
+        for sink in list(self._presence_sinks.values()):
+            sink(message)
 
     # ---- director segments -------------------------------------------------------------------
     def start_segment(self, re: int | None, seconds: float) -> Segment:

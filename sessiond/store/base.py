@@ -38,6 +38,7 @@ class SessionRecord:
     action_space: dict[str, Any] = field(default_factory=dict)
     api_key: str | None = None  # the name of the API key that created it (`--api-keys`), never the key
     grants: list[Grant] = field(default_factory=list)  # share links and invites (sessiond.grants)
+    players: int = 1  # co-play seats of a world session, the owner included (1: played alone)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

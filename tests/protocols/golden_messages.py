@@ -28,6 +28,7 @@ from protocols.messages import (
     Pause,
     Ping,
     Pong,
+    Presence,
     Received,
     Resume,
     SegmentEnd,
@@ -79,6 +80,9 @@ GOLDEN: dict[str, Message] = {
     "frame_disc_no_action": Frame(
         pts=0, idx=0, w=1, h=1, fmt="rgb24", data=b"\x10\x20\x30", segment=2, action_seq=-1, disc=True
     ),
+    "frame_coplay": Frame(
+        pts=3000, idx=1, w=1, h=1, fmt="rgb24", data=b"\x01\x02\x03", segment=0, action_seq=5, players=(41, 5, -1)
+    ),
     "init": Init(codec="avc1.42C01E", data=b"\x00\x00\x00\x18ftypisom"),
     "media": Media(pts=9000, dur=3000, idx=3, n=1, segment=0, action_seq=7, data=b"\x00\x00\x00\x08moof"),
     "media_disc": Media(pts=12000, dur=9000, idx=4, n=3, segment=1, action_seq=-1, data=b"mdat", disc=True),
@@ -98,6 +102,11 @@ GOLDEN: dict[str, Message] = {
     "frames_disc": FramesInfo(idx=36, n=6, pts=108000, segment=1, action_seq=-1, disc=True),
     "moved": Moved(ws_url="ws://10.0.0.7:8001/v1/sessions/s-1/ws",
                    webrtc_url="http://10.0.0.7:8001/v1/sessions/s-1/webrtc"),
+    "presence": Presence(
+        players=({"player": 0, "label": "owner", "connected": True},
+                 {"player": 1, "label": "ana", "connected": False}),
+        spectators=3,
+    ),
 }
 
 

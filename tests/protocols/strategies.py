@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from protocols._rules import MAX_INT
 from protocols.errors import ErrorCode
 from protocols.messages import (
+    MAX_PLAYERS,
     MESSAGE_TYPES,
     SEGMENT_STATUSES,
     Ack,
@@ -28,6 +29,7 @@ from protocols.messages import (
     Pause,
     Ping,
     Pong,
+    Presence,
     Received,
     Resume,
     SegmentEnd,
@@ -72,6 +74,7 @@ def frames(draw: st.DrawFn) -> Frame:
         segment=draw(counts),
         action_seq=draw(action_seqs),
         disc=draw(st.booleans()),
+        players=draw(st.none() | st.lists(action_seqs, min_size=1, max_size=MAX_PLAYERS).map(tuple)),
     )
 
 
@@ -154,6 +157,15 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         disc=st.booleans(),
     ),
     "moved": st.builds(Moved, ws_url=st.text(max_size=80), webrtc_url=st.text(max_size=80)),
+    "presence": st.builds(
+        Presence,
+        players=st.lists(
+            st.fixed_dictionaries({"player": st.integers(0, MAX_PLAYERS - 1), "label": st.text(max_size=64),
+                                   "connected": st.booleans()}),
+            max_size=MAX_PLAYERS,
+        ).map(tuple),
+        spectators=counts,
+    ),
 }
 
 
