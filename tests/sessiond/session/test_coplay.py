@@ -151,4 +151,4 @@ def test_presence_reaches_every_watching_connection_on_change() -> None:
     s.set_spectators(2)
     s.leave_player(1)
     assert [([p["connected"] for p in m.players], m.spectators) for m in heard] == [
-        ([False, False], 0), ([False, True], 0), ([False, True], 2), ([False, False], 2)]
+        ([False], 0), ([False, True], 0), ([False, True], 2), ([False, False], 2)]
