@@ -276,6 +276,22 @@ async def proxy_webrtc(request: Request) -> Response:
     return await _answer(work())
 
 
+async def forward_players(request: Request) -> Response:
+    """A co-play invite (`POST /v1/sessions/{sid}/players`), made by the worker the session is bound
+    to now (it holds the session's grants); its answer as it was (its URLs name that worker)."""
+    async def work() -> Response:
+        gateway = _gateway(request)
+        sid = request.path_params["sid"]
+        worker = await gateway.worker_of(sid)
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
+        answer = await forward_offer(request.app.state.http, f"{worker.base_url}/v1/sessions/{sid}/players", body,
+                                     request.headers)
+        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
+    return await _answer(work())
+
+
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -319,7 +335,7 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
     static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
     handlers: dict[str, Callable[..., Any]] = {
         "create": create, "status": status, "delete": delete, "capacity": capacity, "healthz": healthz,
-        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc}
+        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc, "players": forward_players}
     # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
     routes = mount(handlers, omit=() if config.proxy else MEDIA)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))

@@ -29,6 +29,7 @@ ROUTES: tuple[RouteSpec, ...] = (
     RouteSpec("status", "/v1/sessions/{sid}", ("GET",)),
     RouteSpec("delete", "/v1/sessions/{sid}", ("DELETE",)),
     RouteSpec("webrtc", "/v1/sessions/{sid}/webrtc", ("POST",)),
+    RouteSpec("players", "/v1/sessions/{sid}/players", ("POST",)),  # extension: co-play invites
     RouteSpec("ws", "/v1/sessions/{sid}/ws", ()),
     RouteSpec("capacity", "/v1/capacity", ("GET",)),
     RouteSpec("healthz", "/healthz", ("GET",)),

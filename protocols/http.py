@@ -6,8 +6,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ._fields import build, invalid, specs_of
-from ._rules import MAX_INT, MAX_NAME_CHARS
+from ._rules import MAX_INT, MAX_LABEL_CHARS, MAX_NAME_CHARS
 from .errors import ErrorCode, ProtocolError, Refused
+from .messages import MAX_PLAYERS
 
 __all__ = [
     "CAPACITY_REASONS",
@@ -17,6 +18,7 @@ __all__ = [
     "CreateSessionRequest",
     "CreateSessionResponse",
     "ErrorBody",
+    "InviteRequest",
     "SessionStatus",
     "http_status_for",
     "ws_close_code_for",
@@ -92,6 +94,7 @@ class CreateSessionRequest:
     width: int | None = None
     height: int | None = None
     fps: int | None = None
+    players: int | None = None  # extension (co-play): seats of a world session, the owner included (1..8)
 
     @classmethod
     def from_json(cls, obj: object, *, max_prompt_chars: int = 2000) -> CreateSessionRequest:
@@ -108,6 +111,10 @@ class CreateSessionRequest:
         _in_range("width", req.width, 1, MAX_SIDE)
         _in_range("height", req.height, 1, MAX_SIDE)
         _in_range("fps", req.fps, 1, MAX_FPS)
+        _in_range("players", req.players, 1, MAX_PLAYERS)
+        if req.players is not None and req.players > 1 and req.mode != "world":
+            raise invalid("players", f"`players` above 1 needs a world session; a {req.mode} session is "
+                          "steered by its owner alone (leave `players` out or set it to 1)")
         return req
 
     def to_json(self) -> dict[str, Any]:
@@ -130,6 +137,7 @@ class CreateSessionResponse:
     webrtc_url: str
     # an extra field: prompts the served model renders well, best first; absent when it names none
     prompt_examples: tuple[str, ...] | None = None
+    players: int | None = None  # extension (co-play): the seats asked for at create, when more than 1
 
     @classmethod
     def from_json(cls, obj: object) -> CreateSessionResponse:
@@ -142,6 +150,25 @@ class CreateSessionResponse:
     def public_json(self) -> dict[str, Any]:
         """What `welcome.session` carries: everything but the token."""
         return {k: v for k, v in _json(self).items() if k != "token"}
+
+
+@dataclass(frozen=True)
+class InviteRequest:
+    """*Extension*: `POST /v1/sessions/{sid}/players` body (co-play invite); all optional."""
+
+    ttl_s: float | None = None  # the invite expires this many seconds from now; absent: with the session
+    label: str | None = None  # the player's name as the others see it in `presence`
+
+    @classmethod
+    def from_json(cls, obj: object) -> InviteRequest:
+        if obj is None:
+            return cls()
+        req: InviteRequest = build(cls, _object(obj, "invite body"), specs=_SPECS[cls])
+        if req.ttl_s is not None and not req.ttl_s > 0:
+            raise invalid("ttl_s", f"`ttl_s` must be positive seconds, got {req.ttl_s}")
+        if req.label is not None and len(req.label) > MAX_LABEL_CHARS:
+            raise invalid("label", f"`label` must be at most {MAX_LABEL_CHARS} characters, got {len(req.label)}")
+        return req
 
 
 @dataclass(frozen=True)
@@ -227,5 +254,6 @@ class ErrorBody:
 
 
 _SPECS = {
-    cls: specs_of(cls) for cls in (CreateSessionRequest, CreateSessionResponse, SessionStatus, ErrorBody)
+    cls: specs_of(cls)
+    for cls in (CreateSessionRequest, CreateSessionResponse, SessionStatus, ErrorBody, InviteRequest)
 }

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse, Response
 
 from httpapi import bearer_token, error_response, read_json
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.http import CreateSessionRequest
+from protocols.http import CreateSessionRequest, InviteRequest
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
 from sessiond.grants import require
@@ -20,6 +20,7 @@ from sessiond.runtime.directory import (
     create_session,
     delete_session,
     find_session,
+    invite_player,
     open_for_connection,
     status_of,
 )
@@ -69,6 +70,18 @@ async def delete(request: Request) -> Response:
     except ProtocolError as exc:
         return error_response(exc)
     return Response(status_code=204)
+
+
+async def players(request: Request) -> Response:
+    """`POST /v1/sessions/{sid}/players` (extension, owner only): a co-play invite."""
+    daemon = _daemon(request)
+    try:
+        req = InviteRequest.from_json(await read_json(request))
+        body = await invite_player(daemon, request.path_params["sid"], bearer_token(request), req, base_url(request))
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        return error_response(exc)
+    return JSONResponse(body, status_code=201)
 
 
 async def webrtc(request: Request) -> Response:
@@ -142,4 +155,4 @@ async def capacity(request: Request) -> Response:
 
 # the daemon's handler of each public route (httpapi.ROUTES) but the WebSocket (routes_ws)
 HANDLERS = {"create": create, "status": status, "delete": delete, "webrtc": webrtc, "capacity": capacity,
-            "healthz": healthz, "readyz": readyz}
+            "healthz": healthz, "readyz": readyz, "players": players}

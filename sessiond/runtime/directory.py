@@ -10,19 +10,19 @@ import time
 from typing import Any
 
 from protocols.errors import ErrorCode, ProtocolError, Refused
-from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
+from protocols.http import CreateSessionRequest, CreateSessionResponse, InviteRequest, SessionStatus
 from protocols.timeline import pts_for
 from sessiond.auth import hash_token, new_session_id, new_token
 from sessiond.errors import StoreUnavailable
-from sessiond.grants import Access, authorize, require
+from sessiond.grants import Access, Role, authorize, issue, live_grants, require
 from sessiond.logs import log_event
 from sessiond.runtime.daemon import Daemon
 from sessiond.session import Session
 from sessiond.session.lifecycle import SessionState
 from sessiond.store.base import SessionRecord
 
-__all__ = ["create_session", "delete_session", "find_session", "find_with_access", "open_for_connection",
-           "resume_session", "status_of"]
+__all__ = ["create_session", "delete_session", "find_session", "find_with_access", "invite_player",
+           "open_for_connection", "resume_session", "status_of"]
 
 _STORE_RETRY_S = 2.0
 
@@ -40,6 +40,8 @@ def _public(record: SessionRecord, base_url: str, prompt_examples: tuple[str, ..
               "ws_url": f"{ws_base}/v1/sessions/{sid}/ws", "webrtc_url": f"{base_url}/v1/sessions/{sid}/webrtc"}
     if prompt_examples:  # an extra field: the served model's example prompts
         public["prompt_examples"] = list(prompt_examples)
+    if record.players > 1:  # an extra field: co-play seats, the owner included
+        public["players"] = record.players
     return public
 
 
@@ -81,7 +83,8 @@ async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid:
         session_id=sid, mode=req.mode, model=daemon.model_name,
         seed=req.seed if req.seed is not None else secrets.randbelow(2**31), prompt=req.prompt or "",
         width=info.width, height=info.height, fps=info.fps, token_hash=hash_token(token), created_at=now,
-        last_active_at=now, action_space=info.action_space.to_json(), api_key=key_name)
+        last_active_at=now, action_space=info.action_space.to_json(), api_key=key_name,
+        players=req.players or 1)
     await daemon.admit(sid, req.mode, "create")
     try:
         await daemon.store.put_session(record)
@@ -216,6 +219,45 @@ async def _resume(daemon: Daemon, record: SessionRecord, base_url: str) -> Sessi
     log_event("resumed", sid, mode=record.mode, frames_sent=record.frames_sent, snapshot=snapshot is not None)
     session.set_state(SessionState.IDLE)
     return session
+
+
+def _free_seat(record: SessionRecord, now: float) -> int:
+    """The lowest seat 1..players-1 no live invite holds; `conflict` in words when none is free."""
+    if record.mode != "world" or record.players <= 1:
+        raise ProtocolError(ErrorCode.CONFLICT, f"session {record.session_id} is played by its owner alone: "
+                            "invite players to a world session created with `players` above 1 (up to 8)")
+    taken = {g.player for g in live_grants(record.grants, now, Role.PLAYER)}
+    seat = next((k for k in range(1, record.players) if k not in taken), None)
+    if seat is None:
+        raise ProtocolError(ErrorCode.CONFLICT, f"all {record.players - 1} player seats of session "
+                            f"{record.session_id} hold live invites; revoke one (DELETE /v1/sessions/"
+                            f"{record.session_id}/viewers/{{grant_id}}) or let one expire first")
+    return seat
+
+
+async def invite_player(daemon: Daemon, sid: str, token: str | None, req: InviteRequest,
+                        base_url: str) -> dict[str, Any]:
+    """`POST /v1/sessions/{sid}/players` (owner only): a player invite on the lowest free seat
+    (docs/protocol.md, Co-play); its token is in the answer only."""
+    found, access = await find_with_access(daemon, sid, token)
+    require(access, own=True, what="inviting players")
+    now = time.time()
+    record = found.record if isinstance(found, Session) else found
+    seat = _free_seat(record, now)
+    if isinstance(found, Session):
+        grant, secret = found.invite_player(seat, now, req.ttl_s, req.label or "")
+    else:  # only in the store (not resumed here): the invite goes into its record there
+        grant, secret = issue(record.grants, Role.PLAYER, now, req.ttl_s, req.label or f"player {seat}", seat)
+        try:
+            await daemon.store.put_session(record)
+        except StoreUnavailable as exc:
+            daemon.metrics.store_errors.inc()
+            raise _unavailable(exc) from exc
+    log_event("player_invited", sid, player=seat, grant=grant.grant_id)
+    public = _public(record, base_url, ())
+    return {"grant_id": grant.grant_id, "role": Role.PLAYER.value, "token": secret, "expires_at": grant.expires_at,
+            "player": seat, "play_url": f"{base_url}/world.html?session={sid}&token={secret}",
+            "ws_url": public["ws_url"], "webrtc_url": public["webrtc_url"]}
 
 
 async def delete_session(daemon: Daemon, sid: str, token: str | None) -> None:

@@ -16,6 +16,7 @@ from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
 from protocols.messages import Ack, Error, Pong, Presence, Stats
 from protocols.timeline import pts_for
+from sessiond.grants import Grant, Role, issue
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
 from sessiond.session.clock import PlaybackClock
@@ -423,6 +424,12 @@ class Session:
         if count != self.spectators:
             self.spectators = count
             self.announce_presence()
+
+    def invite_player(self, seat: int, now: float, ttl_s: float | None, label: str) -> tuple[Grant, str]:
+        """A player grant on `seat` in this session's record (its token returned once)."""
+        grant, token = issue(self.record.grants, Role.PLAYER, now, ttl_s, label or f"player {seat}", seat)
+        self.env.persist(self.id)
+        return grant, token
 
     def watch_presence(self, key: object, sink: Callable[[Presence], None]) -> None:
         """A non-owner connection (a co-player's, a spectator's) hears `presence` through `sink`
