@@ -31,7 +31,7 @@ from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
 from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
-from fleet.proxy import forward_offer, relay_socket
+from fleet.proxy import forward_offer, forward_request, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls
@@ -276,6 +276,22 @@ async def proxy_webrtc(request: Request) -> Response:
     return await _answer(work())
 
 
+async def share(request: Request) -> Response:
+    """Share links (`/v1/sessions/{sid}/viewers...`): answered by the worker the session is bound
+    to now, as it answered (a share link's URLs name that worker; the session's status names where
+    it is after a move)."""
+    async def work() -> Response:
+        gateway = _gateway(request)
+        worker = await gateway.worker_of(request.path_params["sid"])
+        body = await request.body()
+        if len(body) > MAX_BODY:
+            raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
+        reply = await forward_request(request.app.state.http, request.method,
+                                      worker.base_url.rstrip("/") + request.url.path, body, request.headers)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
+    return await _answer(work())
+
+
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
 
@@ -319,7 +335,8 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
     static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
     handlers: dict[str, Callable[..., Any]] = {
         "create": create, "status": status, "delete": delete, "capacity": capacity, "healthz": healthz,
-        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc}
+        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc, "viewers_create": share,
+        "viewers_list": share, "viewers_revoke": share}
     # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
     routes = mount(handlers, omit=() if config.proxy else MEDIA)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
