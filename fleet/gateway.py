@@ -31,7 +31,7 @@ from fleet.errors import FleetError, NoWorkerAdmits, WorkerUnreachable
 from fleet.failover import FailoverMonitor
 from fleet.messages import Binding, WorkerCapacity
 from fleet.placement import Admitted, Placement, Refusal
-from fleet.proxy import forward_offer, relay_socket
+from fleet.proxy import forward_offer, forward_request, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls
@@ -276,19 +276,19 @@ async def proxy_webrtc(request: Request) -> Response:
     return await _answer(work())
 
 
-async def forward_players(request: Request) -> Response:
-    """A co-play invite (`POST /v1/sessions/{sid}/players`), made by the worker the session is bound
-    to now (it holds the session's grants); its answer as it was (its URLs name that worker)."""
+async def share(request: Request) -> Response:
+    """Share links (`/v1/sessions/{sid}/viewers...`): answered by the worker the session is bound
+    to now, as it answered (a share link's URLs name that worker; the session's status names where
+    it is after a move)."""
     async def work() -> Response:
         gateway = _gateway(request)
-        sid = request.path_params["sid"]
-        worker = await gateway.worker_of(sid)
+        worker = await gateway.worker_of(request.path_params["sid"])
         body = await request.body()
         if len(body) > MAX_BODY:
             raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
-        answer = await forward_offer(request.app.state.http, f"{worker.base_url}/v1/sessions/{sid}/players", body,
-                                     request.headers)
-        return Response(answer.body, status_code=answer.status, media_type=answer.content_type)
+        reply = await forward_request(request.app.state.http, request.method,
+                                      worker.base_url.rstrip("/") + request.url.path, body, request.headers)
+        return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
     return await _answer(work())
 
 
@@ -335,7 +335,9 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
     static = Path(config.web_dir) if config.web_dir else Path(__file__).resolve().parents[1] / "web"
     handlers: dict[str, Callable[..., Any]] = {
         "create": create, "status": status, "delete": delete, "capacity": capacity, "healthz": healthz,
-        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc, "players": forward_players}
+        "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc, "viewers_create": share,
+        "viewers_list": share, "viewers_revoke": share,
+        "players": share}
     # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
     routes = mount(handlers, omit=() if config.proxy else MEDIA)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))

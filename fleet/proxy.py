@@ -26,7 +26,7 @@ from fleet.errors import WorkerUnreachable
 from httpapi import refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
 
-__all__ = ["FORWARDED_HEADERS", "Signalled", "forward_offer", "relay_socket"]
+__all__ = ["FORWARDED_HEADERS", "Signalled", "forward_offer", "forward_request", "relay_socket"]
 
 FORWARDED_HEADERS = ("authorization", "x-api-key", "content-type")
 _SENDABLE_CLOSE = frozenset({1000, 1001})  # client close codes passed on to the worker as they are
@@ -100,6 +100,16 @@ async def relay_socket(ws: WebSocket, upstream_url: str, open_timeout_s: float =
             await refuse_socket(ws, ProtocolError(
                 ErrorCode.STORE_UNAVAILABLE, "the session's worker went away; ask GET /v1/sessions/"
                 f"{ws.path_params.get('sid', '')} where the session is now and reconnect"))
+
+
+async def forward_request(http: httpx.AsyncClient, method: str, url: str, body: bytes,
+                          headers: Mapping[str, str]) -> Signalled:
+    """One HTTP request passed to the session's worker (share links); its answer as it was."""
+    try:
+        reply = await http.request(method, url, content=body, headers=_forwarded(headers))
+    except httpx.HTTPError as exc:
+        raise WorkerUnreachable(f"the session's worker did not answer ({exc!r}); retry shortly") from exc
+    return Signalled(reply.status_code, reply.content, reply.headers.get("content-type", "application/json"))
 
 
 async def forward_offer(http: httpx.AsyncClient, webrtc_url: str, body: bytes,

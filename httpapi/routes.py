@@ -31,6 +31,9 @@ ROUTES: tuple[RouteSpec, ...] = (
     RouteSpec("webrtc", "/v1/sessions/{sid}/webrtc", ("POST",)),
     RouteSpec("players", "/v1/sessions/{sid}/players", ("POST",)),  # extension: co-play invites
     RouteSpec("ws", "/v1/sessions/{sid}/ws", ()),
+    RouteSpec("viewers_create", "/v1/sessions/{sid}/viewers", ("POST",)),
+    RouteSpec("viewers_list", "/v1/sessions/{sid}/viewers", ("GET",)),
+    RouteSpec("viewers_revoke", "/v1/sessions/{sid}/viewers/{grant_id}", ("DELETE",)),
     RouteSpec("capacity", "/v1/capacity", ("GET",)),
     RouteSpec("healthz", "/healthz", ("GET",)),
     RouteSpec("readyz", "/readyz", ("GET",)),

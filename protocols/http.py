@@ -203,6 +203,7 @@ CAPACITY_REASONS = (
     "load",          # the objectives would not hold with one more session now
     "burst",         # the risk of concurrent demand would be over the stated risk
     "uncalibrated",  # the cost model has not measured this engine yet
+    "spectators",    # a spectator's connect: spectators' CPU bound reached (sessiond/admission/audience.py)
     "queued",        # one-per-GPU: no place came free within the wait
     "never",         # this server can never serve one session of that mode (no Retry-After)
 )

@@ -22,10 +22,12 @@ _POSITIVE = (
     "window_s", "idle_offload_s", "idle_close_s", "unconnected_close_s", "default_segment_s", "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
     "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
+    "spectator_cpu_cores", "spectator_cpu_each", "spectator_stall_s",
 )
 _SHARES = ("objective_world_miss_rate", "objective_director_risk", "admission_margin")
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
-                 "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s")
+                 "outbox_chunks", "max_pending_messages", "abuse_errors_per_10s", "max_requests_per_s",
+                 "spectator_connects_per_s", "spectator_queue_frames")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,12 @@ class ServeConfig:
     max_pending_messages: int = 256  # control replies queued for a connection before it is abusive
     abuse_errors_per_10s: int = 50  # bad messages from one connection before it is closed
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
+    # spectators (share links; sessiond/session/audience.py, sessiond/admission/audience.py)
+    spectator_cpu_cores: float = 1.0  # CPU (cores) all spectators' packing and sending may take; past it: capacity
+    spectator_cpu_each: float = 0.02  # cores one more spectator costs (sending; its shared encode is measured)
+    spectator_connects_per_s: int = 20  # spectator connects per session per second (burst twice that)
+    spectator_stall_s: float = 10.0  # a spectator socket that takes nothing this long is dropped
+    spectator_queue_frames: int = 30  # frames queued per spectator before it skips ahead (2 s at 15 fps)
     webrtc_hosts: tuple[str, ...] = field(default_factory=tuple)
     # origins whose pages may call this daemon's HTTP API from the browser (a fleet gateway's pages
     # post WebRTC offers to the worker); empty: same origin only

@@ -57,6 +57,17 @@ class Metrics:
             "Frames handed out while the store was down (their position not durable)", registry=r)
         self.deadline_misses = Counter("sessiond_world_deadline_misses",
                                        "World chunks ready after their playback deadline", registry=r)
+        # spectators (sessiond/session/audience.py)
+        self.spectators = Gauge("sessiond_spectators", "Spectator connections open", registry=r)
+        self.spectator_frames_sent = Counter("sessiond_spectator_frames_sent", "Frames put on spectators' wires",
+                                             registry=r)
+        self.spectator_frames_skipped = Counter(
+            "sessiond_spectator_frames_skipped", "Frames a lagging spectator skipped (its queue overflowed)",
+            registry=r)
+        self.spectators_dropped = Counter("sessiond_spectators_dropped", "Spectator connections ended by the daemon",
+                                          ["reason"], registry=r)
+        self.spectators_refused = Counter("sessiond_spectators_refused", "Spectator connects refused",
+                                          ["reason"], registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

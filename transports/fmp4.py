@@ -52,6 +52,12 @@ class Fmp4Packer:
         self.codec = boxes.codec_string(self._config)
         self._sequence = 0
         self._last: OutFrame | None = None
+        self.key_starts: list[bool] = []  # per fragment of the last `pack`: it begins with a key frame
+
+    def force_keyframe(self) -> None:
+        """The next frame packed is a key frame starting a new fragment (a spectator joins or skips
+        there). Call between packs, never while one runs."""
+        self._last = None
 
     def start(self) -> list[Init]:
         return [Init(codec=self.codec, data=boxes.init_segment(self._config, self.width, self.height))]
@@ -63,6 +69,7 @@ class Fmp4Packer:
                 groups.append([])
             groups[-1].append((frame, _needs_keyframe(self._last, frame)))
             self._last = frame
+        self.key_starts = [group[0][1] for group in groups]
         return [self._fragment(group) for group in groups]
 
     def _fragment(self, group: list[tuple[OutFrame, bool]]) -> Media:

@@ -14,17 +14,18 @@ from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, InviteRequest
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
+from sessiond.api.share import viewers_create, viewers_list, viewers_revoke
 from sessiond.grants import require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import (
     create_session,
     delete_session,
-    find_session,
+    find_with_access,
     invite_player,
     open_for_connection,
     status_of,
 )
-from sessiond.session import connect
+from sessiond.session import Session, connect
 
 __all__ = ["HANDLERS", "base_url", "metrics"]
 
@@ -52,12 +53,17 @@ async def create(request: Request) -> Response:
 
 
 async def status(request: Request) -> Response:
+    """The session's status, for its owner and for any live grant's token (read-only)."""
     daemon = _daemon(request)
     try:
-        found = await find_session(daemon, request.path_params["sid"], bearer_token(request))
+        found, _ = await find_with_access(daemon, request.path_params["sid"], bearer_token(request))
     except ProtocolError as exc:
         return error_response(exc)
     body = status_of(found).to_json()
+    # extra fields: who watches and who steers now (the owner's connection steers)
+    live = found if isinstance(found, Session) else None
+    body["spectators"] = len(live.audience) if live is not None else 0
+    body["players"] = 1 if live is not None and live.connection is not None else 0
     duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
     if duty is not None:
         body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
@@ -89,7 +95,7 @@ async def webrtc(request: Request) -> Response:
     try:
         session, access = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
                                                     base_url(request))
-        require(access, own=True, what="a WebRTC connection (spectators: not served yet)")
+        require(access, own=True, what="a WebRTC connection (spectators: use the WebSocket for now)")
         offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):
@@ -155,4 +161,5 @@ async def capacity(request: Request) -> Response:
 
 # the daemon's handler of each public route (httpapi.ROUTES) but the WebSocket (routes_ws)
 HANDLERS = {"create": create, "status": status, "delete": delete, "webrtc": webrtc, "capacity": capacity,
-            "healthz": healthz, "readyz": readyz, "players": players}
+            "healthz": healthz, "readyz": readyz, "viewers_create": viewers_create, "viewers_list": viewers_list,
+            "viewers_revoke": viewers_revoke, "players": players}

@@ -14,12 +14,15 @@ from httpapi import bearer_token, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Limits
 from sessiond.api.routes_http import base_url
-from sessiond.grants import require
+from sessiond.grants import Access, Role, require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import open_for_connection
-from sessiond.session import connect
+from sessiond.session import Session, connect
+from sessiond.session.spectators import SpectatorPort, join_audience
+from transports.fanout import SharedPacker
 from transports.interface import MediaPacker
 from transports.raw import RawPacker
+from transports.spectator import SpectatorConnection, SpectatorOptions
 from transports.websocket import ConnectionOptions, WebSocketConnection
 
 __all__ = ["StarletteWire", "make_packer", "session_socket"]
@@ -97,7 +100,10 @@ async def session_socket(ws: WebSocket) -> None:
     try:
         _check_media(media)
         session, access = await open_for_connection(daemon, sid, bearer_token(ws), base_url(ws))
-        require(access, own=True, what="a WebSocket connection (spectators: not served yet)")
+        if access.role == Role.VIEWER:
+            await _spectate(ws, daemon, session, access, media)
+            return
+        require(access, own=True, what="a WebSocket connection (co-players: not served yet)")
         record = session.record
         packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
     except ProtocolError as exc:
@@ -108,7 +114,44 @@ async def session_socket(ws: WebSocket) -> None:
     limits = Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
                     max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
     conn = WebSocketConnection(
-        StarletteWire(ws), lambda: connect(session, media), packer, dict(session.public),
+        StarletteWire(ws), lambda: connect(session, media), packer, dict(session.public) | {"role": "owner"},
         ConnectionOptions(limits=limits, hello_timeout_s=c.hello_timeout_s, inbound=daemon.inbound_limits()),
         executor=daemon.executor, on_error=daemon.count_protocol_error)
+    await conn.run()
+
+
+def _limits(daemon: Daemon, session: Session) -> Limits:
+    c = daemon.config
+    return Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
+                  max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
+
+
+async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Access, media: str) -> None:
+    """A viewer token's connection: admitted (connect rate, spectators' CPU bound), then fed the
+    session's shared packing of `media` (built for the first spectator of that mode)."""
+    try:
+        spectators = sum(len(s.audience) for s in daemon.sessions.values())
+        daemon.spectators.admit(session.id, spectators)
+        shared = session.audience.packer(media)
+        if shared is None:
+            record = session.record
+            packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
+            shared = SharedPacker(packer, daemon.executor, session.audience.deliver_to(media),
+                                  on_cpu=daemon.spectators.record_pack)
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        daemon.metrics.spectators_refused.labels(reason=exc.code.value).inc()
+        await refuse_socket(ws, exc)
+        return
+    c = daemon.config
+    packer_ = shared
+
+    async def attach() -> SpectatorPort:
+        return join_audience(session, access, packer_, max_frames=c.spectator_queue_frames)
+
+    conn = SpectatorConnection(
+        StarletteWire(ws), attach, dict(session.public) | {"role": "viewer"},
+        SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
+                         stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
+        on_error=daemon.count_protocol_error)
     await conn.run()

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine.api import EngineProtocol, KVStats, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError, Refused
+from sessiond.admission.audience import SpectatorAdmission, SpectatorBudget
 from sessiond.admission.build import build_admission
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.metrics import AdmissionMetrics
@@ -90,6 +91,8 @@ class Daemon:
         self.handed_off: dict[str, Session] = {}
         self.owns: Callable[[str], Awaitable[bool]] | None = None
         self.unconnected = ConnectWatch(config.unconnected_close_s)
+        self.spectators = SpectatorAdmission(SpectatorBudget(  # spectators' CPU bound, connect rate
+            config.spectator_cpu_cores, config.spectator_cpu_each, config.spectator_connects_per_s))
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:

@@ -60,6 +60,7 @@ class ConnectionPort:
                 await self._session.reserve(item)
                 return item if self.current else None
             if item is not None:
+                self._session.handed(item)
                 return item
             if self.connection.ending:
                 return None

@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
-from protocols.messages import Ack, Error, Pong, Presence, Stats
+from protocols.messages import Ack, Error, Pong, Presence, SegmentEnd, SegmentStart, Stats
 from protocols.timeline import pts_for
-from sessiond.grants import Grant, Role, issue
+from sessiond.grants import Grant, Role, issue, revoke
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
+from sessiond.session.audience import Audience
 from sessiond.session.clock import PlaybackClock
 from sessiond.session.connection import Connection
 from sessiond.session.coplay import CoPlay
@@ -64,6 +65,7 @@ class Session:
         self.fault: str | None = None
         self.chunks_done = 0
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
+        self.audience = Audience(self.id, env.metrics)  # spectators: fed the frames the owner got
         record.state = self.life.state.label  # a resumed record starts over as `created`
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -136,6 +138,7 @@ class Session:
 
     def move_away(self, moved: Moved | None) -> None:
         """A frozen session's viewer is told where it went (when known) and its connection ends."""
+        self.audience.end_all("moved", moved)  # spectators follow the session too
         if self.connection is None:
             return
         if moved is not None:
@@ -146,6 +149,7 @@ class Session:
     def hang_up(self) -> None:
         """The daemon stops: the connection closes (its transport sees it at once); the session
         itself stays as it is, for its snapshot and record."""
+        self.audience.end_all("daemon_stop")
         if self.connection is not None:
             self.connection.close()
             self.out.event.set()
@@ -168,6 +172,7 @@ class Session:
         self.fault = message
         self.job = None
         self.segment = None
+        self.audience.end_all("session_failed", Error(code=code.value, message=message, fatal=True))
         if self.connection is not None:
             self.out.push_control(Error(code=code.value, message=message, fatal=True))
             self.connection.end()
@@ -178,6 +183,8 @@ class Session:
             return
         self.job = None
         self.segment = None
+        self.audience.end_all("session_closed", Error(code=ErrorCode.NOT_FOUND.value, fatal=True,
+                                                      message="the session was closed by its owner"))
         if self.connection is not None:
             self.connection.close()
             self.connection = None
@@ -268,6 +275,28 @@ class Session:
         self.record.frames_sent = self.out.sent
         self.touch()
         self.env.persist(self.id)
+        self.audience.frame(frame)  # the session's frame now: its spectators get it too
+
+    def handed(self, message: Any) -> None:
+        """A message was handed to the owner's connection: the segment markers go to spectators too."""
+        if isinstance(message, SegmentStart | SegmentEnd):
+            self.audience.message(message)
+
+    # ---- grants (share links, invites) -------------------------------------------------------
+    def share(self, role: Role, ttl_s: float | None, label: str) -> tuple[Grant, str]:
+        """A new grant and its token (shown once); the record keeps its hash."""
+        grant, token = issue(self.record.grants, role, time.time(), ttl_s, label)
+        log_event("grant_issued", self.id, grant_id=grant.grant_id, role=grant.role)
+        self.env.persist(self.id)
+        return grant, token
+
+    def revoke_grant(self, grant_id: str) -> int:
+        """Revoke a grant; its connected spectators end at once. Returns how many ended."""
+        revoke(self.record.grants, grant_id, time.time())
+        ended = self.audience.revoke(grant_id)
+        log_event("grant_revoked", self.id, grant_id=grant_id, ended=ended)
+        self.env.persist(self.id)
+        return ended
 
     async def reserve(self, chunk: OutChunk) -> None:
         """Before the chunk leaves: the store holds a position past its last frame (crash-safe

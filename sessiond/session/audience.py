@@ -1,0 +1,240 @@
+"""A session's audience: the spectators watching it, fed from ONE packing per media mode.
+
+Frames enter when the owner's transport reports them on the wire (`Session.on_sent`): the same
+idx and pts the owner got, never a frame the owner did not get (so never one of a dropped
+generation). The messages spectators also get (segment_start/end, moved) enter in order with
+them. Each media mode has one `transports.fanout.SharedPacker`; its packed wire messages go to
+every member of that mode, each of which keeps a bounded queue:
+
+- a member holds at most `max_frames` frames queued (plus at most `max_messages` messages);
+  on overflow its queued media is dropped (counted as skipped) and it resumes at the next
+  place it may start: raw at the next frame, fmp4 at the next fragment beginning with a key
+  frame, which is then asked for. Memory per member: references to shared bytes only, at most
+  `max_frames` frames' worth (raw: max_frames x width x height x 3 bytes while it lags).
+- a member carries its `Access` and its own control deque (pong, errors), so a co-player's
+  connection can take its output from here and still have replies of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from protocols.errors import ErrorCode
+from protocols.messages import Error
+from sessiond.grants import Access
+from sessiond.logs import log_event
+from sessiond.session.connection import Connection
+from transports.fanout import Packed, SharedPacker
+from transports.interface import OutFrame
+
+__all__ = ["Audience", "Member"]
+
+
+class Member:
+    """One spectator's output: its access, its own replies, its bounded share of the packed stream."""
+
+    def __init__(self, access: Access, media: str, *, max_frames: int = 30, max_messages: int = 256) -> None:
+        self.access = access
+        self.media = media
+        self.connection = Connection(media)
+        self.control: deque[Any] = deque()  # its own messages (pong, errors), not shared
+        self.queue: deque[Packed] = deque()  # shared packed messages, in order
+        self.queued_frames = 0
+        self.max_frames = max_frames
+        self.max_messages = max_messages
+        self.started = False  # has had a place to start (raw: a frame; fmp4: a key fragment)
+        self.need_key = True
+        self.frames_sent = 0
+        self.frames_skipped = 0
+        self.bytes_sent = 0
+        self.joined_at = time.monotonic()
+        self.first_frame_at: float | None = None
+        self.end_reason: str | None = None
+        self.event = asyncio.Event()
+
+    @property
+    def grant_id(self) -> str | None:
+        return self.access.grant_id
+
+    @property
+    def closed(self) -> bool:
+        return self.connection.closed
+
+    def offer(self, item: Packed) -> tuple[bool, int]:
+        """Queue one shared message; (wants a key frame, frames skipped now)."""
+        if self.connection.state != self.connection.state.OPEN:
+            return False, 0
+        if item.frames == 0:
+            if len(self.queue) - self.queued_frames >= self.max_messages:  # never read: it is ended
+                self.end("stalled")
+                return False, 0
+            self.queue.append(item)
+            self.event.set()
+            return False, 0
+        if self.need_key and not item.key:
+            skipped = item.frames if self.started else 0
+            self.frames_skipped += skipped
+            return False, skipped
+        skipped = 0
+        if self.queued_frames + item.frames > self.max_frames:  # it lags: drop its queued media
+            skipped = self.queued_frames
+            self.queue = deque(q for q in self.queue if q.frames == 0)
+            self.queued_frames = 0
+            if not item.key:
+                self.need_key = True
+                self.frames_skipped += skipped + item.frames
+                return True, skipped + item.frames
+            self.frames_skipped += skipped
+        self.need_key = False
+        self.started = True
+        self.queue.append(item)
+        self.queued_frames += item.frames
+        self.event.set()
+        return False, skipped
+
+    def push_control(self, message: Any) -> int:
+        self.control.append(message)
+        self.event.set()
+        return len(self.control)
+
+    def take(self) -> Packed | Any | None:
+        if self.control:
+            return self.control.popleft()
+        if self.queue:
+            item = self.queue.popleft()
+            self.queued_frames -= item.frames
+            return item
+        return None
+
+    async def next(self) -> Packed | Any | None:
+        """Its next message (its own replies first), or None once it is closed or has ended."""
+        while True:
+            if self.connection.closed:
+                return None
+            item = self.take()
+            if item is not None:
+                return item
+            if self.connection.ending:
+                return None
+            self.event.clear()
+            await self.event.wait()
+
+    def sent(self, item: Packed) -> None:
+        if item.frames:
+            self.frames_sent += item.frames
+            if self.first_frame_at is None:
+                self.first_frame_at = time.monotonic()
+        self.bytes_sent += len(item.data)
+
+    def end(self, reason: str, last: Any = None) -> None:
+        """Its queued media is dropped; `last` (a fatal error, `moved`), if any, goes out, then it ends."""
+        if self.connection.closed:
+            return
+        if self.end_reason is None:
+            self.end_reason = reason
+        self.queue = deque(q for q in self.queue if q.frames == 0)
+        self.queued_frames = 0
+        if last is not None:
+            self.control.append(last)
+        self.connection.end()
+        self.event.set()
+
+    def close(self) -> None:
+        self.connection.close()
+        self.event.set()
+
+
+class Audience:
+    """The session's spectators and the shared packers that feed them (one per media mode)."""
+
+    def __init__(self, session_id: str, metrics: Any) -> None:
+        self.session_id = session_id
+        self.metrics = metrics
+        self.members: list[Member] = []
+        self.packers: dict[str, SharedPacker] = {}
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def counts(self) -> dict[str, int]:
+        """Connected members by grant id (the owner's list of share links shows them)."""
+        out: dict[str, int] = {}
+        for m in self.members:
+            if m.grant_id is not None:
+                out[m.grant_id] = out.get(m.grant_id, 0) + 1
+        return out
+
+    # ---- members -----------------------------------------------------------------------------
+    def join(self, member: Member, packer: SharedPacker) -> None:
+        """A member of `packer`'s media mode; the first of its mode starts the packer."""
+        shared = self.packers.setdefault(member.media, packer)
+        shared.start()
+        self.members.append(member)
+        self.metrics.spectators.inc()
+        shared.request_keyframe()  # fmp4: it starts at a key fragment, soon
+        log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
+                  spectators=len(self.members))
+
+    async def leave(self, member: Member) -> None:
+        if member not in self.members:
+            return
+        self.members.remove(member)
+        member.close()
+        self.metrics.spectators.dec()
+        if member.end_reason is not None and member.end_reason != "left":
+            self.metrics.spectators_dropped.labels(reason=member.end_reason).inc()
+        log_event("spectator_left", self.session_id, grant_id=member.grant_id, media=member.media,
+                  reason=member.end_reason or "left", frames=member.frames_sent, skipped=member.frames_skipped,
+                  spectators=len(self.members))
+        if not any(m.media == member.media for m in self.members):
+            shared = self.packers.pop(member.media, None)
+            if shared is not None:
+                await shared.close()
+
+    def packer(self, media: str) -> SharedPacker | None:
+        return self.packers.get(media)
+
+    def deliver_to(self, media: str) -> Callable[[Packed], None]:
+        """What the shared packer of `media` calls with each packed message."""
+        def deliver(item: Packed) -> None:
+            want_key = False
+            for m in self.members:
+                if m.media != media:
+                    continue
+                wants, skipped = m.offer(item)
+                want_key = want_key or wants
+                if skipped:
+                    self.metrics.spectator_frames_skipped.inc(skipped)
+            if want_key:
+                shared = self.packers.get(media)
+                if shared is not None:
+                    shared.request_keyframe()
+        return deliver
+
+    # ---- what the session feeds in -----------------------------------------------------------
+    def frame(self, frame: OutFrame) -> None:
+        for shared in self.packers.values():
+            shared.frame(frame)
+
+    def message(self, message: Any) -> None:
+        for shared in self.packers.values():
+            shared.message(message)
+
+    def revoke(self, grant_id: str) -> int:
+        """Members connected with a revoked grant end at once (a fatal unauthorized)."""
+        n = 0
+        for m in self.members:
+            if m.grant_id == grant_id and not m.closed:
+                m.end("revoked", Error(code=ErrorCode.UNAUTHORIZED.value, fatal=True,
+                                       message="this viewer link was revoked by the session's owner"))
+                n += 1
+        return n
+
+    def end_all(self, reason: str, last: Any = None) -> None:
+        """Every member ends (the session closed, failed or moved: `last` tells them)."""
+        for m in self.members:
+            m.end(reason, last)

@@ -1,0 +1,83 @@
+"""`SpectatorPort`: one spectator connection's view of a session (implements transports'
+`AudiencePort`). Output: the session's shared packed stream (its audience member's bounded
+queue) after its own replies. Input: `ping` is answered, `received` is ignored (a spectator's
+window never holds the session back), and anything that steers (action, direct, interrupt,
+flush, pause, resume) gets a non-fatal `forbidden`, counted; a spectator whose replies pile up
+unread past `max_pending_messages` is ended like any connection."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocols.errors import ErrorCode
+from protocols.messages import ClientMessage, Error, Hello, Ping, Pong, Received
+from sessiond.grants import Access
+from sessiond.session.audience import Member
+from sessiond.session.session import Session
+from transports.fanout import Packed, SharedPacker
+
+__all__ = ["SpectatorPort", "join_audience"]
+
+
+def join_audience(session: Session, access: Access, packer: SharedPacker, *, max_frames: int) -> SpectatorPort:
+    """A new spectator of `session` fed by `packer` (or by the session's packer of that media
+    mode, when one already runs); ended at once when the session has ended."""
+    member = Member(access, packer.media, max_frames=max_frames)
+    if session.state.terminal:
+        member.end("session_closed")
+        return SpectatorPort(session, member, packer)
+    session.audience.join(member, packer)
+    shared = session.audience.packer(packer.media) or packer
+    return SpectatorPort(session, member, shared)
+
+
+class SpectatorPort:
+    def __init__(self, session: Session, member: Member, packer: SharedPacker) -> None:
+        self._session = session
+        self.member = member
+        self.session_id = session.id
+        self.media = member.media
+        self.init: list[bytes] = list(packer.init)
+
+    def submit(self, message: ClientMessage) -> None:
+        member = self.member
+        if member.connection.state != member.connection.state.OPEN:
+            return
+        if isinstance(message, Ping):
+            self._reply(Pong(re=message.id, ts=message.ts))
+        elif isinstance(message, Received):
+            return
+        elif isinstance(message, Hello):
+            self._refuse(ErrorCode.CONFLICT, "hello was already received on this connection")
+        else:
+            kind = type(message).__name__.lower()
+            self._refuse(ErrorCode.FORBIDDEN, f"a spectator may not send {kind}: this token only watches",
+                         getattr(message, "id", None))
+
+    def _refuse(self, code: ErrorCode, message: str, re: Any = None) -> None:
+        self._session.env.metrics.protocol_errors.labels(code=code.value).inc()
+        self._reply(Error(code=code.value, message=message, fatal=False, re=re if isinstance(re, int) else None))
+
+    def _reply(self, message: Any) -> None:
+        member = self.member
+        if member.push_control(message) > self._session.env.max_pending_messages:
+            member.control.clear()
+            self._session.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
+            member.end("abusive", Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
+                                        message="too many requests waiting for replies; read your socket"))
+
+    async def next_output(self) -> Packed | Any | None:
+        return await self.member.next()
+
+    def mark_sent(self, item: Packed) -> None:
+        self.member.sent(item)
+        if item.frames:
+            self._session.env.metrics.spectator_frames_sent.inc(item.frames)
+
+    def stalled(self) -> None:
+        """Its socket took nothing for the stall bound: it is dropped."""
+        self.member.end("stalled")
+
+    async def close(self) -> None:
+        await self._session.audience.leave(self.member)
+        self.member.close()
