@@ -337,7 +337,7 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
         "create": create, "status": status, "delete": delete, "capacity": capacity, "healthz": healthz,
         "readyz": readyz, "ws": proxy_socket, "webrtc": proxy_webrtc, "viewers_create": share,
         "viewers_list": share, "viewers_revoke": share,
-        "players": share}
+        "players": share, "players_revoke": share}
     # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
     routes = mount(handlers, omit=() if config.proxy else MEDIA)
     routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))

@@ -30,6 +30,7 @@ ROUTES: tuple[RouteSpec, ...] = (
     RouteSpec("delete", "/v1/sessions/{sid}", ("DELETE",)),
     RouteSpec("webrtc", "/v1/sessions/{sid}/webrtc", ("POST",)),
     RouteSpec("players", "/v1/sessions/{sid}/players", ("POST",)),  # extension: co-play invites
+    RouteSpec("players_revoke", "/v1/sessions/{sid}/players/{grant_id}", ("DELETE",)),
     RouteSpec("ws", "/v1/sessions/{sid}/ws", ()),
     RouteSpec("viewers_create", "/v1/sessions/{sid}/viewers", ("POST",)),
     RouteSpec("viewers_list", "/v1/sessions/{sid}/viewers", ("GET",)),

@@ -31,7 +31,7 @@ def _needs_keyframe(prev: OutFrame | None, frame: OutFrame) -> bool:
 def _starts_fragment(prev: OutFrame | None, frame: OutFrame) -> bool:
     if prev is None or _needs_keyframe(prev, frame):
         return True
-    return frame.action_seq != prev.action_seq or frame.idx != prev.idx + 1
+    return frame.action_seq != prev.action_seq or frame.players != prev.players or frame.idx != prev.idx + 1
 
 
 def _length_prefixed(nal_units: list[bytes]) -> bytes:
@@ -90,4 +90,5 @@ class Fmp4Packer:
             action_seq=first.action_seq,
             data=boxes.fragment(self._sequence, first.pts, samples),
             disc=first.disc,
+            players=first.players,
         )

@@ -23,6 +23,7 @@ from sessiond.runtime.directory import (
     find_with_access,
     invite_player,
     open_for_connection,
+    revoke_player,
     status_of,
 )
 from sessiond.session import Session, connect
@@ -63,7 +64,7 @@ async def status(request: Request) -> Response:
     # extra fields: who watches and who steers now (the owner's connection steers)
     live = found if isinstance(found, Session) else None
     body["spectators"] = len(live.audience) if live is not None else 0
-    body["players"] = 1 if live is not None and live.connection is not None else 0
+    body["players"] = (1 if live.connection is not None else 0) + live.audience.players() if live is not None else 0
     duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
     if duty is not None:
         body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
@@ -88,6 +89,18 @@ async def players(request: Request) -> Response:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
         return error_response(exc)
     return JSONResponse(body, status_code=201)
+
+
+async def players_revoke(request: Request) -> Response:
+    """`DELETE /v1/sessions/{sid}/players/{grant_id}` (extension, owner only): the invite ends, its
+    player's connection closes and whatever it held is let go."""
+    daemon = _daemon(request)
+    try:
+        await revoke_player(daemon, request.path_params["sid"], bearer_token(request),
+                            request.path_params["grant_id"])
+    except ProtocolError as exc:
+        return error_response(exc)
+    return Response(status_code=204)
 
 
 async def webrtc(request: Request) -> Response:
@@ -162,4 +175,5 @@ async def capacity(request: Request) -> Response:
 # the daemon's handler of each public route (httpapi.ROUTES) but the WebSocket (routes_ws)
 HANDLERS = {"create": create, "status": status, "delete": delete, "webrtc": webrtc, "capacity": capacity,
             "healthz": healthz, "readyz": readyz, "viewers_create": viewers_create, "viewers_list": viewers_list,
-            "viewers_revoke": viewers_revoke, "players": players}
+            "viewers_revoke": viewers_revoke, "players": players,
+            "players_revoke": players_revoke}

@@ -18,6 +18,7 @@ from sessiond.grants import Access, Role, require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import open_for_connection
 from sessiond.session import Session, connect
+from sessiond.session.players import PlayerPort, join_as_player
 from sessiond.session.spectators import SpectatorPort, join_audience
 from transports.fanout import SharedPacker
 from transports.interface import MediaPacker
@@ -103,6 +104,9 @@ async def session_socket(ws: WebSocket) -> None:
         if access.role == Role.VIEWER:
             await _spectate(ws, daemon, session, access, media)
             return
+        if access.role == Role.PLAYER:
+            await _play(ws, daemon, session, access, media)
+            return
         require(access, own=True, what="a WebSocket connection (co-players: not served yet)")
         record = session.record
         packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
@@ -151,6 +155,34 @@ async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Acc
 
     conn = SpectatorConnection(
         StarletteWire(ws), attach, dict(session.public) | {"role": "viewer"},
+        SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
+                         stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
+        on_error=daemon.count_protocol_error)
+    await conn.run()
+
+
+async def _play(ws: WebSocket, daemon: Daemon, session: Session, access: Access, media: str) -> None:
+    """A co-player's connection (a player invite's token): fed from the session's shared packing
+    of `media` like a spectator, each frame telling it its own action_seq; its actions steer."""
+    try:
+        shared = session.audience.packer(media)
+        if shared is None:
+            record = session.record
+            packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
+            shared = SharedPacker(packer, daemon.executor, session.audience.deliver_to(media),
+                                  on_cpu=daemon.spectators.record_pack)
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        await refuse_socket(ws, exc)
+        return
+    c = daemon.config
+    packer_ = shared
+
+    async def attach() -> PlayerPort:
+        return join_as_player(session, access, packer_, max_frames=c.spectator_queue_frames)
+
+    conn = SpectatorConnection(
+        StarletteWire(ws), attach, dict(session.public) | {"role": "player", "player": access.seat},
         SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
                          stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
         on_error=daemon.count_protocol_error)

@@ -14,7 +14,7 @@ from protocols.http import CreateSessionRequest, CreateSessionResponse, InviteRe
 from protocols.timeline import pts_for
 from sessiond.auth import hash_token, new_session_id, new_token
 from sessiond.errors import StoreUnavailable
-from sessiond.grants import Access, Role, authorize, issue, live_grants, require
+from sessiond.grants import Access, Role, authorize, issue, live_grants, require, revoke
 from sessiond.logs import log_event
 from sessiond.runtime.daemon import Daemon
 from sessiond.session import Session
@@ -22,7 +22,7 @@ from sessiond.session.lifecycle import SessionState
 from sessiond.store.base import SessionRecord
 
 __all__ = ["create_session", "delete_session", "find_session", "find_with_access", "invite_player",
-           "open_for_connection", "resume_session", "status_of"]
+           "open_for_connection", "resume_session", "revoke_player", "status_of"]
 
 _STORE_RETRY_S = 2.0
 
@@ -231,7 +231,7 @@ def _free_seat(record: SessionRecord, now: float) -> int:
     if seat is None:
         raise ProtocolError(ErrorCode.CONFLICT, f"all {record.players - 1} player seats of session "
                             f"{record.session_id} hold live invites; revoke one (DELETE /v1/sessions/"
-                            f"{record.session_id}/viewers/{{grant_id}}) or let one expire first")
+                            f"{record.session_id}/players/{{grant_id}}) or let one expire first")
     return seat
 
 
@@ -258,6 +258,23 @@ async def invite_player(daemon: Daemon, sid: str, token: str | None, req: Invite
     return {"grant_id": grant.grant_id, "role": Role.PLAYER.value, "token": secret, "expires_at": grant.expires_at,
             "player": seat, "play_url": f"{base_url}/world.html?session={sid}&token={secret}",
             "ws_url": public["ws_url"], "webrtc_url": public["webrtc_url"]}
+
+
+async def revoke_player(daemon: Daemon, sid: str, token: str | None, grant_id: str) -> None:
+    """`DELETE /v1/sessions/{sid}/players/{grant_id}` (owner only); not_found for no such invite."""
+    found = await find_session(daemon, sid, token, "revoking an invite")
+    record = found.record if isinstance(found, Session) else found
+    if not any(g.grant_id == grant_id and g.role == Role.PLAYER.value for g in record.grants):
+        raise ProtocolError(ErrorCode.NOT_FOUND, f"this session has no player invite {grant_id[:40]!r}")
+    if isinstance(found, Session):
+        found.revoke_grant(grant_id)
+        return
+    revoke(record.grants, grant_id, time.time())
+    try:
+        await daemon.store.put_session(record)
+    except StoreUnavailable as exc:
+        daemon.metrics.store_errors.inc()
+        raise _unavailable(exc) from exc
 
 
 async def delete_session(daemon: Daemon, sid: str, token: str | None) -> None:

@@ -24,8 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from protocols.errors import ErrorCode
-from protocols.messages import Error
-from sessiond.grants import Access
+from protocols.messages import Error, Presence
+from sessiond.grants import Access, Role
 from sessiond.logs import log_event
 from sessiond.session.connection import Connection
 from transports.fanout import Packed, SharedPacker
@@ -101,6 +101,13 @@ class Member:
         self.event.set()
         return len(self.control)
 
+    def push_presence(self, message: Presence) -> None:
+        """`presence` is latest-wins: one not yet sent is replaced, so a burst of joins queues one."""
+        if self.connection.state != self.connection.state.OPEN:
+            return
+        self.control = deque(m for m in self.control if not isinstance(m, Presence))
+        self.push_control(message)
+
     def take(self) -> Packed | Any | None:
         if self.control:
             return self.control.popleft()
@@ -158,7 +165,12 @@ class Audience:
         self.packers: dict[str, SharedPacker] = {}
 
     def __len__(self) -> int:
-        return len(self.members)
+        """Spectators (viewer tokens); co-players ride on the same fan-out but are not counted here."""
+        return sum(1 for m in self.members if m.access.role == Role.VIEWER)
+
+    def players(self) -> int:
+        """Co-players' connections (sessiond.session.players)."""
+        return sum(1 for m in self.members if m.access.role == Role.PLAYER)
 
     def counts(self) -> dict[str, int]:
         """Connected members by grant id (the owner's list of share links shows them)."""
@@ -174,7 +186,8 @@ class Audience:
         shared = self.packers.setdefault(member.media, packer)
         shared.start()
         self.members.append(member)
-        self.metrics.spectators.inc()
+        if member.access.role == Role.VIEWER:
+            self.metrics.spectators.inc()
         shared.request_keyframe()  # fmp4: it starts at a key fragment, soon
         log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
                   spectators=len(self.members))
@@ -184,7 +197,8 @@ class Audience:
             return
         self.members.remove(member)
         member.close()
-        self.metrics.spectators.dec()
+        if member.access.role == Role.VIEWER:
+            self.metrics.spectators.dec()
         if member.end_reason is not None and member.end_reason != "left":
             self.metrics.spectators_dropped.labels(reason=member.end_reason).inc()
         log_event("spectator_left", self.session_id, grant_id=member.grant_id, media=member.media,
@@ -230,7 +244,7 @@ class Audience:
         for m in self.members:
             if m.grant_id == grant_id and not m.closed:
                 m.end("revoked", Error(code=ErrorCode.UNAUTHORIZED.value, fatal=True,
-                                       message="this viewer link was revoked by the session's owner"))
+                                       message=f"this {m.access.role.value} link was revoked by the session's owner"))
                 n += 1
         return n
 

@@ -59,6 +59,10 @@ class OutputStream:
         self.event.set()
         return len(self.control)
 
+    def drop_control(self, kind: type) -> None:
+        """Control messages of `kind` not yet handed out are dropped (a latest-wins message)."""
+        self.control = deque(m for m in self.control if not isinstance(m, kind))
+
     def push_marker(self, build: Marker) -> None:
         self.media.append(build)
         self.event.set()

@@ -439,11 +439,10 @@ class Session:
         self.env.record_event(self.id, "player_action", fields)
         return None
 
-    def player_sent(self, player: int, frame: OutFrame) -> None:
-        """A frame went on co-player `player`'s wire: its action-to-photon, measured on its own."""
-        if frame.players is None or not 0 < player < len(frame.players):
-            return
-        for latency in self.coplay.photons(player, frame.players[player], time.monotonic()):
+    def player_sent(self, player: int, action_seq: int) -> None:
+        """A frame that applied co-player `player`'s action `action_seq` went on its wire: its
+        action-to-photon, measured on its own."""
+        for latency in self.coplay.photons(player, action_seq, time.monotonic()):
             self.env.metrics.action_to_photon_player.labels(player=str(player)).observe(latency)
 
     def presence(self) -> Presence:
@@ -475,7 +474,9 @@ class Session:
         if self.record.players <= 1 and not self.spectators and not self._presence_sinks:
             return
         message = self.presence()
-        self.push_control(message)
+        if self.connection is not None:  # latest wins: a presence not yet sent is replaced
+            self.out.drop_control(Presence)
+            self.push_control(message)
         for sink in list(self._presence_sinks.values()):
             sink(message)
 

@@ -28,7 +28,10 @@ def join_audience(session: Session, access: Access, packer: SharedPacker, *, max
         return SpectatorPort(session, member, packer)
     session.audience.join(member, packer)
     shared = session.audience.packer(packer.media) or packer
-    return SpectatorPort(session, member, shared)
+    port = SpectatorPort(session, member, shared)
+    session.set_spectators(len(session.audience))  # `presence` to everyone (co-play)
+    session.watch_presence(member, member.push_presence)  # who plays, how many watch: now and on every change
+    return port
 
 
 class SpectatorPort:
@@ -79,5 +82,7 @@ class SpectatorPort:
         self.member.end("stalled")
 
     async def close(self) -> None:
+        self._session.unwatch_presence(self.member)
         await self._session.audience.leave(self.member)
         self.member.close()
+        self._session.set_spectators(len(self._session.audience))

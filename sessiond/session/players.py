@@ -1,0 +1,128 @@
+"""`PlayerPort`: one co-player's connection to a world session (implements transports'
+`AudiencePort`, as a spectator's does).
+
+Output rides on the session's audience fan-out (`sessiond.session.audience`): the same shared
+packing of the frames the owner got, the same idx and pts, from a bounded queue of its own. What
+differs from a spectator's:
+- each frame (`frame`, `media`) is re-encoded for this player with `action_seq` = the player's
+  own newest applied action (`players[k]`; sessiond.session.coplay), so each player measures its
+  own action-to-photon. Only the msgpack wrapper is redone, never the picture or the H.264 encode;
+- input: actions go to the player's own timeline, merged with the others' at each chunk;
+  `ping` is answered; the owner's requests (direct, interrupt, flush, pause, resume) are
+  `forbidden` (sessiond.session.inbound.handle_player);
+- `presence` reaches it on every change of who plays or how many watch;
+- one connection per seat: a new connection of the same seat takes over (the old one ends).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from protocols.codec import decode, encode
+from protocols.errors import ErrorCode, ProtocolError
+from protocols.messages import ClientMessage, Error, Frame, Media
+from sessiond.grants import Access
+from sessiond.session.audience import Member
+from sessiond.session.inbound import handle_player
+from sessiond.session.session import Session
+from transports.fanout import Packed, SharedPacker
+
+__all__ = ["PlayerPort", "join_as_player", "retarget"]
+
+_MAX_PACKED = 1 << 30  # a shared packed frame is ours: read back without the inbound size limit
+
+
+def retarget(item: Packed, player: int) -> tuple[Packed, int | None]:
+    """`item` as player `player` receives it, and that player's applied seq (None: not a frame of
+    a co-play chunk, passed on as it is)."""
+    if not item.frames:
+        return item, None
+    try:
+        msg = decode(item.data, max_bytes=_MAX_PACKED, expect="server")
+    except ProtocolError:
+        return item, None
+    if not isinstance(msg, Frame | Media) or msg.players is None or not 0 <= player < len(msg.players):
+        return item, None
+    own = msg.players[player]
+    if own == msg.action_seq:
+        return item, own
+    return dataclasses.replace(item, data=encode(dataclasses.replace(msg, action_seq=own))), own
+
+
+def join_as_player(session: Session, access: Access, packer: SharedPacker, *, max_frames: int) -> PlayerPort:
+    """Co-player `access.player` joins `session`'s audience fed by `packer`; a connection of the
+    same seat already there ends (this one takes over)."""
+    player = access.seat
+    if player is None or player < 1:
+        raise ValueError(f"not a co-player's access: {access}")
+    member = Member(access, packer.media, max_frames=max_frames)
+    if session.state.terminal:
+        member.end("session_closed")
+        return PlayerPort(session, member, packer, player)
+    for old in session.audience.members:
+        if old.access.seat == player and not old.closed:
+            old.end("replaced", Error(code=ErrorCode.CONFLICT.value, fatal=True,
+                                      message=f"player {player} connected again elsewhere; this connection ends"))
+    session.audience.join(member, packer)
+    shared = session.audience.packer(packer.media) or packer
+    port = PlayerPort(session, member, shared, player)
+    grant = next((g for g in session.record.grants if g.grant_id == access.grant_id), None)
+    session.join_player(player, access.grant_id or "", grant.label if grant is not None else "")
+    session.watch_presence(member, member.push_presence)
+    return port
+
+
+class PlayerPort:
+    def __init__(self, session: Session, member: Member, packer: SharedPacker, player: int) -> None:
+        self._session = session
+        self.member = member
+        self.player = player
+        self.session_id = session.id
+        self.media = member.media
+        self.init: list[bytes] = list(packer.init)
+        self._joined = not member.connection.ending and not member.closed
+        self._last: tuple[Packed, int] | None = None
+
+    def submit(self, message: ClientMessage) -> None:
+        if self.member.connection.state != self.member.connection.state.OPEN:
+            return
+        handle_player(self._session, self.player, message, self.reply)
+
+    def reply(self, message: Any) -> None:
+        """Its own control queue (replies, errors, presence); past `max_pending_messages` unread,
+        it is ended like any connection."""
+        member = self.member
+        if member.connection.state != member.connection.state.OPEN:
+            return
+        if member.push_control(message) > self._session.env.max_pending_messages:
+            member.control.clear()
+            self._session.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
+            member.end("abusive", Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
+                                        message="too many requests waiting for replies; read your socket"))
+
+    async def next_output(self) -> Packed | Any | None:
+        item = await self.member.next()
+        if isinstance(item, Packed):
+            mine, seq = retarget(item, self.player)
+            self._last = None if seq is None else (mine, seq)
+            return mine
+        return item
+
+    def mark_sent(self, item: Packed) -> None:
+        self.member.sent(item)
+        last = self._last
+        if last is not None and last[0] is item:
+            self._session.player_sent(self.player, last[1])
+            self._last = None
+
+    def stalled(self) -> None:
+        self.member.end("stalled")
+
+    async def close(self) -> None:
+        self._session.unwatch_presence(self.member)
+        await self._session.audience.leave(self.member)
+        self.member.close()
+        if self._joined:
+            self._joined = False
+            self._session.leave_player(self.player)
