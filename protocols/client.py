@@ -106,9 +106,11 @@ class SessionClient:
         width: int | None = None,
         height: int | None = None,
         fps: int | None = None,
+        players: int | None = None,
     ) -> CreateSessionResponse:
-        """`POST /v1/sessions`; a refusal raises ClientError (503: code capacity, retry_after_s)."""
-        body = CreateSessionRequest(mode, model, prompt, seed, width, height, fps).to_json()
+        """`POST /v1/sessions`; a refusal raises ClientError (503: code capacity, retry_after_s).
+        `players` (extension): co-play seats of a world session, the owner included."""
+        body = CreateSessionRequest(mode, model, prompt, seed, width, height, fps, players).to_json()
         response = await self._call("POST", f"{base_url.rstrip('/')}/v1/sessions", 201, json=body)
         session = parse_body(CreateSessionResponse.from_json, response)
         self.attach(base_url, session)
