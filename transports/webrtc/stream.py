@@ -203,7 +203,7 @@ class SessionStream:
             if not announced:
                 self._broadcast(FramesInfo(
                     idx=frame.idx, n=len(frames) - i, pts=frame.pts, segment=frame.segment,
-                    action_seq=frame.action_seq, disc=frames[0].disc or frame.disc,
+                    action_seq=frame.action_seq, disc=frames[0].disc or frame.disc, players=frame.players,
                 ))
                 announced = True
             for viewer in list(self._viewers):
