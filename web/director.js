@@ -8,6 +8,7 @@ import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } 
 import { connectWebSocket, createSession, deleteOnPageHide, idCounter, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StallWatch, StatusLine } from "./status.js";
 import { PTS_HZ } from "./timeline.js";
+import { presenceText, shareButton } from "./share.js";
 
 const $ = (id) => document.getElementById(id);
 const log = debugLog($("log"));
@@ -58,6 +59,12 @@ function onMessage(message, send) {
   director.trace.push([Math.round(performance.now()), message.t, message.idx, message.n]);
   if (director.trace.length > 200) director.trace.shift();
   switch (message.t) {
+    case "presence": {
+      director.presence = message;
+      $("presence").textContent = presenceText(message);
+      $("presence").hidden = false;
+      break;
+    }
     case "init":
       director.codec = message.codec;
       $("codec").textContent = message.codec;
@@ -217,6 +224,7 @@ function onWelcome(welcome) {
 }
 
 $("direct").onclick = directFromBox;
+shareButton($("share"), $("share-box"), "viewers", () => director.session, director);
 $("interrupt").onclick = () => { if (connectedOrSay()) director.interrupt(); };
 // A segment that stops moving mid-play says so ("Buffering segment #n…") and is counted in
 // director.stalls, as a player's stall; the line goes back to "Playing segment #n" when it moves.

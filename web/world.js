@@ -1,11 +1,17 @@
 // World page: a world session over WebRTC, actions at a steady 30 Hz while input is live,
 // live stats (fps, action-to-photon estimate, queue), interrupt / flush; a status line that
 // says which step is under way, the controls, and errors in words with a Retry where it helps.
+// Share (a watch link) and Invite player (a play link) for the owner. Opened with
+// `?session=ID&token=T` (an invite's play_url) it joins that session as a co-player instead: no
+// create, the fMP4 WebSocket (the server feeds co-players from the session's shared packing),
+// its actions steer beside the owner's, the others' presence is shown.
 
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
+import { connectWebRTC, connectWebSocket, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
+import { MsePlayer } from "./mse.js";
+import { presenceText, shareButton } from "./share.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
 import { PlayoutBound } from "./playout.js";
 import { ptsFor } from "./timeline.js";
@@ -23,6 +29,14 @@ const world = {
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
 window.world = world;
+
+const params = new URLSearchParams(location.search);
+const JOIN = params.get("session") && params.get("token")
+  ? { session_id: params.get("session"), token: params.get("token") } : null; // a co-player's invite
+world.joining = JOIN !== null;
+const PLAYERS = 4; // seats a world made here has (the owner and 3 invited players)
+let wsLink = null; // a co-player's WebSocket ({ws, send})
+let mse = null;
 
 const sentAt = new Map(); // action seq -> performance.now() when sent
 const framesByPts = new Map(); // pts mod 2^32 (RTP timestamp) -> frames message
@@ -55,6 +69,14 @@ function onMessage(message) {
     }
     case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
     case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
+    case "presence": {
+      world.presence = message;
+      $("presence").textContent = presenceText(message, world.player === undefined ? 0 : world.player);
+      $("presence").hidden = false;
+      break;
+    }
+    case "init": if (mse) mse.init(message.codec, message.data); break;
+    case "media": onMedia(message); break;
     case "error": {
       world.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
@@ -64,6 +86,27 @@ function onMessage(message) {
     }
     default: log(message.t);
   }
+}
+
+// A co-player's fMP4 fragment: its action_seq is this player's own newest applied action, so the
+// action-to-photon here is measured from sending to the fragment's arrival (MSE shows it next).
+function onMedia(message) {
+  if (mse) mse.append(message.data);
+  lastFrameAt = performance.now();
+  world.frames.push({ idx: message.idx, n: message.n, pts: message.pts, action_seq: message.action_seq, players: message.players });
+  if (world.frames.length > 256) world.frames.shift();
+  world.framesReceived = (world.framesReceived || 0) + message.n;
+  world.frameIdx = message.idx + message.n - 1;
+  $("frame-idx").textContent = String(world.frameIdx);
+  if (message.action_seq > lastShownSeq && sentAt.has(message.action_seq)) {
+    world.a2p.push(performance.now() - sentAt.get(message.action_seq));
+    if (world.a2p.length > 64) world.a2p.shift();
+    const sorted = [...world.a2p].sort((a, b) => a - b);
+    $("a2p").textContent = `${sorted[Math.floor(sorted.length / 2)].toFixed(0)} ms`;
+  }
+  lastShownSeq = Math.max(lastShownSeq, message.action_seq);
+  world.actionSeq = Math.max(world.actionSeq, message.action_seq);
+  $("action-seq").textContent = String(world.actionSeq);
 }
 
 let lastShownSeq = -1;
@@ -130,9 +173,11 @@ function startActions(controller) {
     const fields = controller.sample();
     const keysView = [...controller.held].map((k) => `<span class="on">${k}</span>`).join("");
     $("keys").innerHTML = keysView;
-    if (!fields || !rtc) return;
+    if (!fields || (!rtc && !wsLink)) return;
     const ts = performance.now();
-    rtc.send({ t: "action", seq, ts: f64(ts), ...fields }, rtc.actions.readyState === "open" ? rtc.actions : rtc.control);
+    const action = { t: "action", seq, ts: f64(ts), ...fields };
+    if (rtc) rtc.send(action, rtc.actions.readyState === "open" ? rtc.actions : rtc.control);
+    else wsLink.send(action);
     remember(sentAt, seq, ts, 512);
     world.actionSent = seq;
     $("action-sent").textContent = String(seq);
@@ -231,6 +276,7 @@ function awaitFirstFrame(mine) {
 
 function fail(err) {
   if (rtc) { rtc.pc.close(); rtc = null; }
+  if (wsLink) { wsLink.ws.close(); wsLink = null; }
   reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
 }
 
@@ -238,15 +284,43 @@ let attempt = 0;
 async function start() {
   const mine = ++attempt;
   hideError($("error"));
+  if (JOIN) { join(mine); return; }
   try {
     loading("server", "Waiting for the server to be ready…");
     await waitReady((reason) => loading("server", `Warming up the model (${reason})…`));
     loading("admission", "Creating your session…");
-    world.session = await createSession({ mode: "world" });
+    world.session = await createSession({ mode: "world", players: PLAYERS });
     $("session-id").textContent = world.session.session_id;
     onSession(world.session);
     loading("connecting", "Connecting (WebRTC)…");
     await attach(mine);
+    awaitFirstFrame(mine);
+  } catch (err) {
+    if (mine === attempt) fail(err);
+  }
+}
+
+// A co-player joins the session of its invite over the fMP4 WebSocket (no create, no WebRTC).
+async function join(mine) {
+  try {
+    loading("connecting", "Joining the world (WebSocket)…");
+    world.session = { ...JOIN };
+    mse = new MsePlayer($("video"));
+    wsLink = await connectWebSocket(world.session, "fmp4", onMessage);
+    const welcome = wsLink.welcome.session;
+    world.player = welcome.player;
+    world.role = welcome.role;
+    world.session = { ...welcome, token: JOIN.token };
+    $("session-id").textContent = world.session.session_id;
+    $("role").textContent = `You are player ${welcome.player}: your keys steer this world with the others'.`;
+    $("role").hidden = false;
+    wsLink.ws.addEventListener("close", (e) => {
+      if (mine !== attempt) return;
+      wsLink = null;
+      fail({ code: e.code === 4401 ? "unauthorized" : "connection",
+        message: `the connection to the world closed (${e.code}) ${e.reason}` });
+    });
+    onSession(world.session);
     awaitFirstFrame(mine);
   } catch (err) {
     if (mine === attempt) fail(err);
@@ -343,12 +417,38 @@ function onSession(session) {
   $("prompt").addEventListener("keydown", (e) => { if (e.key === "Enter") direct(e.target.value.trim()); });
   if (session.action_space && session.action_space.mouse) $("video").onclick = () => $("video").requestPointerLock();
   startActions(new Controller(session.action_space, window));
+  if (JOIN) { pollPlayback(); return; } // a co-player's MSE video: no WebRTC stats, no stall probe
   watchFrames($("video"));
   watchStalls();
   pollStats();
 }
 
+// A co-player's video (MSE): frames decoded and their rate from the video element itself.
+function pollPlayback() {
+  let last = null;
+  setInterval(() => {
+    const video = $("video");
+    const quality = video.getVideoPlaybackQuality ? video.getVideoPlaybackQuality() : null;
+    if (!quality) return;
+    const now = performance.now();
+    world.framesDecoded = quality.totalVideoFrames;
+    if (last) world.fps = ((quality.totalVideoFrames - last.frames) * 1000) / (now - last.at);
+    last = { frames: quality.totalVideoFrames, at: now };
+    $("frames-decoded").textContent = String(world.framesDecoded);
+    $("fps").textContent = world.fps.toFixed(1);
+    if (world.framesDecoded > 0 && status.step === "first-frame") loading("playing", "Playing");
+  }, 500);
+}
+
 $("interrupt").onclick = () => request({ t: "interrupt", id: nextId() }, "Interrupted: the world goes on from the frame on screen.");
 $("flush").onclick = () => request({ t: "flush", id: nextId() }, "Flushed: frames not yet shown were dropped.");
-deleteOnPageHide(() => world.session);
+if (JOIN) {
+  $("share-row").hidden = true; // a co-player shares nothing and directs nothing: the owner does
+  $("owner-row").hidden = true;
+  $("prompt-area").hidden = true;
+} else {
+  shareButton($("share"), $("share-box"), "viewers", () => world.session, world);
+  shareButton($("invite"), $("share-box"), "players", () => world.session, world);
+}
+deleteOnPageHide(() => (JOIN ? null : world.session)); // a co-player's page never deletes the owner's session
 start();

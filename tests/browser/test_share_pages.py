@@ -1,0 +1,92 @@
+"""Share links and co-play in Chromium against the real daemon (tiny model): the World page's Share
+button shows a watch link, watch.html plays it and counts its viewers; Invite player gives a play
+link whose page joins the same world as player 1, its keys come back in its own action_seq, and
+both pages show who plays; the Director page shares too."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import BrowserContext, Page, expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]  # Chromium takes seconds to start
+
+
+def _owner(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/world.html")
+    page.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=45_000)
+
+
+def _link(page: Page, button: str) -> str:
+    page.click(button)
+    url = page.locator("#share-box input.share-url")
+    expect(url).to_be_visible()
+    value = url.input_value()
+    expect(page.locator("#share-box button.share-copy")).to_have_text("Copy")
+    return value
+
+
+def test_share_shows_a_watch_link_that_plays_and_counts_its_viewers(chromium: BrowserContext, daemon_url: str
+                                                                   ) -> None:
+    owner = chromium.new_page()
+    viewer = chromium.new_page()
+    try:
+        _owner(owner, daemon_url)
+        sid = owner.evaluate("world.session.session_id")
+        url = _link(owner, "#share")
+        assert re.fullmatch(rf"{re.escape(daemon_url)}/watch\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
+        viewer.goto(url)
+        viewer.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=45_000)
+        assert viewer.evaluate("watch.transport") == "fmp4"  # spectators are served over the WebSocket
+        expect(viewer.locator("#viewers")).to_have_text("1")
+        expect(viewer.locator("#presence")).to_contain_text("owner")
+        expect(viewer.locator("#presence")).to_contain_text("1 watching")
+        expect(owner.locator("#presence")).to_contain_text("1 watching")
+        assert viewer.evaluate("watch.errors") == []
+        assert viewer.locator("button").count() == 0  # nothing to steer with
+    finally:
+        viewer.close()
+        owner.close()
+
+
+def test_an_invite_link_joins_the_world_as_a_player_whose_keys_steer_it(chromium: BrowserContext, daemon_url: str
+                                                                       ) -> None:
+    owner = chromium.new_page()
+    player = chromium.new_page()
+    try:
+        _owner(owner, daemon_url)
+        sid = owner.evaluate("world.session.session_id")
+        url = _link(owner, "#invite")
+        assert re.fullmatch(rf"{re.escape(daemon_url)}/world\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
+        assert owner.evaluate("world.links.at(-1).player") == 1
+        player.goto(url)
+        player.wait_for_function("window.world && window.world.player === 1 && world.framesReceived >= 8",
+                                 timeout=45_000)
+        assert player.evaluate("world.session.session_id") == sid
+        expect(player.locator("#role")).to_contain_text("You are player 1")
+        expect(player.locator("#interrupt")).to_be_hidden()
+        expect(player.locator("#share")).to_be_hidden()
+        assert player.evaluate("world.actionSeq") == -1  # nothing sent: no own action applied
+        player.locator("body").click(position={"x": 5, "y": 5})
+        player.keyboard.down("KeyD")
+        player.wait_for_function("world.actionSent >= 3", timeout=10_000)
+        player.wait_for_function("world.actionSeq >= 0", timeout=30_000)  # its own action came back applied
+        player.keyboard.up("KeyD")
+        frame = player.evaluate("world.frames.filter((f) => f.action_seq >= 0).at(-1)")
+        assert frame["players"][1] == frame["action_seq"]  # the frame tells each player its own seq
+        expect(owner.locator("#presence")).to_contain_text("player 1")
+        expect(player.locator("#presence")).to_contain_text("owner")
+        expect(player.locator("#presence")).to_contain_text("player 1 (you)")
+        assert player.evaluate("world.errors") == []
+    finally:
+        player.close()
+        owner.close()
+
+
+def test_the_director_page_shares_a_watch_link(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/director.html")
+    page.wait_for_function("window.director && window.director.connected", timeout=45_000)
+    sid = page.evaluate("director.session.session_id")
+    url = _link(page, "#share")
+    assert re.fullmatch(rf"{re.escape(daemon_url)}/watch\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
