@@ -18,7 +18,7 @@ const status = new StatusLine($("status"));
 
 // What tests and curious humans can read: window.world.
 const world = {
-  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
+  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
@@ -55,6 +55,7 @@ function onMessage(message) {
     }
     case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
     case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
+    case "picture": showPicture(message); break;
     case "error": {
       world.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
@@ -64,6 +65,17 @@ function onMessage(message) {
     }
     default: log(message.t);
   }
+}
+
+// The model's own check of its picture (a `picture` message on each change of verdict): when it
+// degrades, the page says so over the video, in the model's words; nothing hides it.
+function showPicture(message) {
+  world.picture = message;
+  const banner = $("picture");
+  banner.hidden = message.ok;
+  banner.textContent = message.ok ? "" : `The model's picture has degraded: ${message.why}. This is the model, ` +
+    "not your connection; a new prompt or a new session starts it afresh.";
+  log(`picture ${message.ok ? "recovered" : "degraded"}`);
 }
 
 let lastShownSeq = -1;
