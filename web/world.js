@@ -8,6 +8,7 @@ import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } 
 import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
 import { PlayoutBound } from "./playout.js";
+import { pictureNotice } from "./picture.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
@@ -67,14 +68,11 @@ function onMessage(message) {
   }
 }
 
-// The model's own check of its picture (a `picture` message on each change of verdict): when it
-// degrades, the page says so over the video, in the model's words; nothing hides it.
 function showPicture(message) {
   world.picture = message;
-  const banner = $("picture");
-  banner.hidden = message.ok;
-  banner.textContent = message.ok ? "" : `The model's picture has degraded: ${message.why}. This is the model, ` +
-    "not your connection; a new prompt or a new session starts it afresh.";
+  const notice = pictureNotice(message);
+  $("picture").hidden = notice.hidden;
+  $("picture").textContent = notice.text;
   log(`picture ${message.ok ? "recovered" : "degraded"}`);
 }
 
