@@ -68,6 +68,8 @@ class Metrics:
                                           ["reason"], registry=r)
         self.spectators_refused = Counter("sessiond_spectators_refused", "Spectator connects refused",
                                           ["reason"], registry=r)
+        self.picture_degraded = Counter("sessiond_picture_degraded",
+                                        "Times a session's picture degraded by its model's own check", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -14,6 +14,7 @@ import { MsePlayer } from "./mse.js";
 import { presenceText, shareButton } from "./share.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
 import { PlayoutBound } from "./playout.js";
+import { pictureNotice } from "./picture.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
@@ -24,7 +25,7 @@ const status = new StatusLine($("status"));
 
 // What tests and curious humans can read: window.world.
 const world = {
-  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
+  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
@@ -77,6 +78,7 @@ function onMessage(message) {
     }
     case "init": if (mse) mse.init(message.codec, message.data); break;
     case "media": onMedia(message); break;
+    case "picture": showPicture(message); break;
     case "error": {
       world.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
@@ -107,6 +109,14 @@ function onMedia(message) {
   lastShownSeq = Math.max(lastShownSeq, message.action_seq);
   world.actionSeq = Math.max(world.actionSeq, message.action_seq);
   $("action-seq").textContent = String(world.actionSeq);
+}
+
+function showPicture(message) {
+  world.picture = message;
+  const notice = pictureNotice(message);
+  $("picture").hidden = notice.hidden;
+  $("picture").textContent = notice.text;
+  log(`picture ${message.ok ? "recovered" : "degraded"}`);
 }
 
 let lastShownSeq = -1;

@@ -26,6 +26,7 @@ from protocols.messages import (
     Message,
     Moved,
     Pause,
+    Picture,
     Ping,
     Pong,
     Presence,
@@ -107,6 +108,8 @@ GOLDEN: dict[str, Message] = {
                  {"player": 1, "label": "ana", "connected": False}),
         spectators=3,
     ),
+    "picture": Picture(ok=False, why="the avatar is gone from the centre", avatar=0.333, pattern=21.5, bound=40.5),
+    "picture_ok": Picture(ok=True),
 }
 
 

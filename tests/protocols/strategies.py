@@ -27,6 +27,7 @@ from protocols.messages import (
     Message,
     Moved,
     Pause,
+    Picture,
     Ping,
     Pong,
     Presence,
@@ -166,6 +167,9 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         ).map(tuple),
         spectators=counts,
     ),
+    "picture": st.builds(Picture, ok=st.booleans(), why=st.none() | st.text(max_size=80),
+                         avatar=st.none() | non_negative, pattern=st.none() | non_negative,
+                         bound=st.none() | non_negative),
 }
 
 
