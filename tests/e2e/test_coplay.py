@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -157,8 +158,22 @@ async def test_two_players_and_the_owner_steer_one_world_each_with_its_own_actio
             status = (await http.get(f"{d.url}/v1/sessions/{sid}",
                                      headers={"Authorization": f"Bearer {token}"})).json()
             assert (status["players"], status["spectators"]) == (2, 1)
+            metrics = (await http.get(f"{d.url}/metrics")).text
+            counted = re.search(r'sessiond_coplay_action_to_photon_seconds_count\{player="2"\} (\d+)', metrics)
+            assert counted is not None and float(counted.group(1)) >= 1  # player 2's own, measured on its wire
+
+            # the owner revokes player 2's invite: its connection ends at once, in words
+            gone = await http.delete(f"{d.url}/v1/sessions/{sid}/players/{bodies[1]['grant_id']}",
+                                     headers={"Authorization": f"Bearer {token}"})
+            assert gone.status_code == 204
+            ended = await p2.next_of(Error)
+            assert (ended.code, ended.fatal) == ("unauthorized", True)
+            again = await http.delete(f"{d.url}/v1/sessions/{sid}/players/g_000000000000",
+                                      headers={"Authorization": f"Bearer {token}"})
+            assert (again.status_code, again.json()["error"]["code"]) == (404, "not_found")
+            seat = await _invite(http, d.url, sid, token)  # the revoked seat is free again
+            assert (seat.status_code, seat.json()["player"]) == (201, 2)
             await viewer.ws.close()
-            await p2.ws.close()
         finally:
             stop.set()
             await owner.send_action(["w"])

@@ -4,6 +4,7 @@ it held; each frame tells each player its own newest applied action."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -152,3 +153,53 @@ def test_presence_reaches_every_watching_connection_on_change() -> None:
     s.leave_player(1)
     assert [([p["connected"] for p in m.players], m.spectators) for m in heard] == [
         ([False], 0), ([False, True], 0), ([False, True], 2), ([False, False], 2)]
+
+
+def test_retarget_rewraps_a_shared_frame_with_the_players_own_seq_only() -> None:
+    from protocols.codec import decode, encode
+    from protocols.messages import Media
+    from sessiond.session.players import retarget
+    from transports.fanout import Packed
+
+    frame = Frame(pts=5625, idx=1, w=1, h=1, fmt="rgb24", data=b"\x01\x02\x03", segment=0, action_seq=30,
+                  players=(30, 8, -1))
+    shared = Packed(encode(frame), 1, 1, True)
+    mine, seq = retarget(shared, 1)
+    assert seq == 8
+    assert decode(mine.data, expect="server") == Frame(pts=5625, idx=1, w=1, h=1, fmt="rgb24", data=b"\x01\x02\x03",
+                                                       segment=0, action_seq=8, players=(30, 8, -1))
+    assert (mine.idx, mine.frames, mine.key) == (1, 1, True)
+    assert retarget(shared, 0) == (shared, 30)  # the owner's own seq: the shared bytes as they are
+    media = Media(pts=0, dur=5625, idx=0, n=1, segment=0, action_seq=30, data=b"moof", players=(30, 8, 4))
+    out, seq = retarget(Packed(encode(media), 0, 1, True), 2)
+    back = decode(out.data, expect="server")
+    assert isinstance(back, Media)
+    assert (seq, back.action_seq) == (4, 4)
+    alone = Packed(encode(dataclasses.replace(frame, players=None)), 1, 1, True)
+    assert retarget(alone, 1) == (alone, None)  # not a co-play frame
+    message = Packed(encode(Ping(id=1, ts=0.0)), -1, 0, True)
+    assert retarget(message, 1) == (message, None)
+
+
+def test_an_invite_takes_the_lowest_seat_no_live_invite_holds() -> None:
+    from protocols.errors import ProtocolError
+    from sessiond.grants import Role, issue, revoke
+    from sessiond.runtime.directory import _free_seat
+
+    s = make_session(players=4)
+    record = s.record
+    issue(record.grants, Role.VIEWER, 0.0, None)  # a share link holds no seat
+    first, _ = issue(record.grants, Role.PLAYER, 0.0, None, player=_free_seat(record, 0.0))
+    issue(record.grants, Role.PLAYER, 0.0, 5.0, player=_free_seat(record, 0.0))
+    issue(record.grants, Role.PLAYER, 0.0, None, player=_free_seat(record, 0.0))
+    assert [g.player for g in record.grants] == [None, 1, 2, 3]
+    with pytest.raises(ProtocolError) as full:
+        _free_seat(record, 1.0)
+    assert full.value.code.value == "conflict"
+    assert "all 3 player seats" in full.value.message
+    assert _free_seat(record, 5.0) == 2  # seat 2's invite expired
+    revoke(record.grants, first.grant_id, 6.0)
+    assert _free_seat(record, 6.0) == 1
+    with pytest.raises(ProtocolError) as alone:
+        _free_seat(make_session().record, 0.0)
+    assert alone.value.code.value == "conflict"
