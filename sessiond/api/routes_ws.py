@@ -163,8 +163,11 @@ async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Acc
 
 async def _play(ws: WebSocket, daemon: Daemon, session: Session, access: Access, media: str) -> None:
     """A co-player's connection (a player invite's token): fed from the session's shared packing
-    of `media` like a spectator, each frame telling it its own action_seq; its actions steer."""
+    of `media` like a spectator, each frame telling it its own action_seq; its actions steer. Its
+    connect counts against the session's connect rate and the transport CPU bound, as a spectator's."""
     try:
+        audience = sum(len(s.audience) + s.audience.players() for s in daemon.sessions.values())
+        daemon.spectators.admit(session.id, audience)
         shared = session.audience.packer(media)
         if shared is None:
             record = session.record

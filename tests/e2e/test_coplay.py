@@ -17,7 +17,7 @@ import pytest
 from engine.api import FrameAction
 from protocols.client import ClientError, SessionClient
 from protocols.http import CreateSessionResponse
-from protocols.messages import Action, Direct, Error, Frame, Presence
+from protocols.messages import Action, Direct, Error, Frame, Ping, Pong, Presence
 from tests.conftest import off_loop, running_daemon, tiny_engine
 from tests.e2e._raw import RawConn
 
@@ -205,3 +205,57 @@ def test_a_create_response_with_players_round_trips() -> None:
                                  action_space={}, ws_url="ws", webrtc_url="w", players=4)
     assert CreateSessionResponse.from_json(resp.to_json()) == resp
     assert dataclasses.replace(resp, players=None).to_json().get("players") is None
+
+
+@pytest.mark.asyncio
+async def test_a_flood_of_connects_with_an_invite_is_refused_in_words_and_the_owner_plays_on() -> None:
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import ConnectionClosed
+
+    from protocols.codec import decode, encode
+    from protocols.messages import Hello, Welcome
+
+    async with off_loop(running_daemon(tiny_engine())) as d, httpx.AsyncClient(timeout=10.0) as http:
+        owner = SessionClient(auto_received=True, timeout_s=20.0)
+        created = await owner.create(d.url, "world", players=2)
+        await owner.connect()
+        invite = (await _invite(http, d.url, created.session_id, created.token)).json()
+
+        async def one() -> str:
+            async with connect(f"{created.ws_url}?media=raw", additional_headers={
+                    "Authorization": f"Bearer {invite['token']}"}, proxy=None, max_size=2**22) as ws:
+                try:  # a refused connect hears why at once, before any hello
+                    refused = decode(await asyncio.wait_for(ws.recv(decode=False), 1.0), max_bytes=2**22)
+                    return getattr(refused, "code", refused.T)
+                except TimeoutError:
+                    pass
+                try:
+                    await ws.send(encode(Hello(v=1)))
+                    reply = decode(await asyncio.wait_for(ws.recv(decode=False), 10), max_bytes=2**22)
+                    return "welcome" if isinstance(reply, Welcome) else getattr(reply, "code", reply.T)
+                except ConnectionClosed:
+                    return "closed"
+
+        outcomes = await asyncio.gather(*(one() for _ in range(100)))
+        assert outcomes.count("rate_limited") >= 50  # 20 a second, a burst of 40, per session
+        assert set(outcomes) == {"welcome", "rate_limited"}  # each one welcomed (taking the seat over) or refused
+        pong = await owner.request(Ping(id=owner.next_id(), ts=1.0))
+        assert isinstance(pong, Pong)  # the owner's connection and session go on
+        frames = await _owner_frames(owner, 8)
+        assert [f.idx for f in frames] == list(range(frames[0].idx, frames[0].idx + 8))
+        await owner.close_session()
+        await owner.aclose()
+
+
+async def _owner_frames(owner: SessionClient, n: int) -> list[Frame]:
+    out: list[Frame] = []
+
+    async def run() -> None:
+        async for msg in owner.messages():
+            if isinstance(msg, Frame):
+                out.append(msg)
+                if len(out) >= n:
+                    return
+
+    await asyncio.wait_for(run(), 20)
+    return out
