@@ -196,6 +196,28 @@ async def test_players_is_a_world_sessions_and_only_up_to_eight() -> None:
         async with httpx.AsyncClient(timeout=10.0) as http:
             reply = await _invite(http, d.url, alone.session_id, alone.token)
             assert (reply.status_code, reply.json()["error"]["code"]) == (409, "conflict")
+            assert "played by its owner alone" in reply.json()["error"]["message"]
+            await client.close_session()
+            two = await client.create(d.url, "world", players=2)
+            for body, code, field in (({"ttl_s": -1}, "invalid_field", "ttl_s"),
+                                      ({"label": "x" * 65}, "invalid_field", "label"),
+                                      ({"ttl_s": "soon"}, "invalid_field", "ttl_s"),
+                                      ([1, 2], "bad_message", None)):
+                bad = await http.post(f"{d.url}/v1/sessions/{two.session_id}/players", json=body,
+                                      headers={"Authorization": f"Bearer {two.token}"})
+                assert (bad.status_code, bad.json()["error"]["code"], bad.json()["error"].get("field")) == (
+                    400, code, field)
+            wrong = await _invite(http, d.url, two.session_id, "not-a-token")
+            assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "unauthorized")
+            short = await _invite(http, d.url, two.session_id, two.token, ttl_s=0.2, label="ana")
+            assert (short.status_code, short.json()["player"]) == (201, 1)
+            await asyncio.sleep(0.3)  # let the invite expire (a wait, not an assertion about speed)
+            expired = await RawConn.open(two.ws_url, short.json()["token"], hello=False)
+            refusal = await expired.next()
+            assert (refusal.code, refusal.fatal) == ("unauthorized", True)
+            assert "expired" in refusal.message
+            later = await _invite(http, d.url, two.session_id, two.token)
+            assert (later.status_code, later.json()["player"]) == (201, 1)  # the expired invite's seat
         await client.close_session()
         await client.aclose()
 
