@@ -199,14 +199,14 @@ async def test_players_is_a_world_sessions_and_only_up_to_eight() -> None:
             assert "played by its owner alone" in reply.json()["error"]["message"]
             await client.close_session()
             two = await client.create(d.url, "world", players=2)
-            for body, code, field in (({"ttl_s": -1}, "invalid_field", "ttl_s"),
-                                      ({"label": "x" * 65}, "invalid_field", "label"),
-                                      ({"ttl_s": "soon"}, "invalid_field", "ttl_s"),
-                                      ([1, 2], "bad_message", None)):
+            cases: tuple[tuple[Any, str, str | None], ...] = (
+                ({"ttl_s": -1}, "invalid_field", "ttl_s"), ({"label": "x" * 65}, "invalid_field", "label"),
+                ({"ttl_s": "soon"}, "invalid_field", "ttl_s"), ([1, 2], "bad_message", None))
+            for body, code, where in cases:
                 bad = await http.post(f"{d.url}/v1/sessions/{two.session_id}/players", json=body,
                                       headers={"Authorization": f"Bearer {two.token}"})
                 assert (bad.status_code, bad.json()["error"]["code"], bad.json()["error"].get("field")) == (
-                    400, code, field)
+                    400, code, where)
             wrong = await _invite(http, d.url, two.session_id, "not-a-token")
             assert (wrong.status_code, wrong.json()["error"]["code"]) == (401, "unauthorized")
             short = await _invite(http, d.url, two.session_id, two.token, ttl_s=0.2, label="ana")
