@@ -54,6 +54,7 @@ class ServingConfig:
     max_batch: int = 8
     cpu_threads: int | None = None
     serve_extra: tuple[str, ...] = ()
+    strategy: str | None = None  # the daemon's --strategy file; None: the default strategy
 
 
 def level_trace(cfg: ServingConfig, sessions: int, seed: int) -> Trace:
@@ -108,8 +109,11 @@ def level_figures(outcome: ReplayOutcome, cfg: ServingConfig, fps: int, engine_s
 
 def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
     per_start: list[dict[str, dict[str, Any]]] = []
+    strategy_flags = ("--strategy", cfg.strategy) if cfg.strategy is not None else ()
     spec = DaemonSpec(model=cfg.model, device=cfg.device, policy="kv", max_batch=cfg.max_batch,
-                      cpu_threads=cfg.cpu_threads, extra=("--max-sessions", str(max(cfg.levels)), *cfg.serve_extra))
+                      cpu_threads=cfg.cpu_threads,
+                      extra=("--max-sessions", str(max(cfg.levels)), *strategy_flags, *cfg.serve_extra))
+    placement: dict[str, Any] | None = None
     replay_mode = "paced" if cfg.mode == "world" else "saturating"
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
@@ -117,6 +121,7 @@ def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str]
         log = out / f"daemon-{start + 1}.log" if out is not None else None
         with served(spec, log) as daemon:
             fps = int(daemon.capacity["engine"]["fps"])
+            placement = daemon.capacity.get("strategy", placement)  # the strategy as the daemon runs it
             say(f"start {start + 1}/{cfg.starts}: {cfg.model} on {cfg.device}, ready after {daemon.ready_after_s:.1f} s")
             levels: dict[str, dict[str, Any]] = {}
             for n in cfg.levels:
@@ -133,6 +138,7 @@ def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str]
     table = {str(n): _combine([s[str(n)] for s in per_start]) for n in cfg.levels}
     result = {"provenance": provenance("python -m loadtest.serving " + " ".join(sys.argv[1:])), "config": {**cfg.__dict__, "levels": list(cfg.levels)},
               "daemon": {"policy": "kv", "max_sessions": max(cfg.levels), "starts": cfg.starts},
+              "strategy": placement,
               "levels": table, "per_start": per_start}
     if out is not None:
         (out / "serving.json").write_text(json.dumps(result, indent=1) + "\n")
@@ -180,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-threads", type=int, default=None, help="the daemon's --cpu-threads")
     p.add_argument("--serve-arg", action="append", default=[], metavar="FLAG",
                    help="a further `sessiond serve` flag, e.g. --serve-arg=--lead-chunks=1 (repeatable)")
+    p.add_argument("--strategy", default=None, metavar="FILE",
+                   help="the daemon's execution strategy (sessiond serve --strategy; examples in strategies/)")
     p.add_argument("--out", default=None, metavar="DIR", help="write serving.json, serving.md and serving.png")
     args = p.parse_args(argv)
     if args.starts < 1 or args.seconds <= 0 or args.segments < 1 or args.segment_s <= 0:
@@ -187,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = ServingConfig(model=args.model, device=args.device, mode=args.mode, levels=args.levels, starts=args.starts,
                         seconds=args.seconds, segments=args.segments, segment_s=args.segment_s,
-                        max_batch=args.max_batch, cpu_threads=args.cpu_threads, serve_extra=tuple(args.serve_arg))
+                        max_batch=args.max_batch, cpu_threads=args.cpu_threads, serve_extra=tuple(args.serve_arg),
+                        strategy=args.strategy)
     try:
         run_serving(cfg, Path(args.out) if args.out else None)
     except RuntimeError as exc:
