@@ -266,8 +266,13 @@ class Engine:
         return self.runner.decode(states)
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
+        if self.device.type != "cuda":
+            return
+        stream = torch.cuda.current_stream(self.device)
+        if stream == torch.cuda.default_stream(self.device):
             torch.cuda.synchronize(self.device)
+        else:  # a stream of its own (an engine replica's thread): wait for it alone, not the others'
+            stream.synchronize()
 
     # delivery, rollback, reset ---------------------------------------------------------------
     def mark_delivered(self, session_id: str, chunk_index: int) -> None:

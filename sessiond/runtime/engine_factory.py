@@ -112,6 +112,14 @@ def machine_facts(config: ServeConfig, strategy: Strategy) -> MachineFacts:
     return MachineFacts(device, gpus, gpu_bytes, config.kv_budget_bytes, session, default)
 
 
+def _own_stream(device: str) -> None:
+    """Make a CUDA stream of its own this (engine) thread's current stream: replicas sharing a GPU
+    then queue their work apart instead of in the one default stream, and each waits only for its own."""
+    import torch
+
+    torch.cuda.set_stream(torch.cuda.Stream(torch.device(device)))
+
+
 def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltEngine:
     """The configured engine; `plan` (a strategy's replica) sets its device, KV budget and decoder placement."""
     from engine.engine import Engine
@@ -120,6 +128,8 @@ def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltE
     device = (plan.device if plan is not None and plan.device else None) or config.device or default_device()
     kv_budget = plan.kv_budget_bytes if plan is not None else config.kv_budget_bytes
     placement = _placement(plan)
+    if plan is not None and plan.own_stream and device.startswith("cuda"):
+        _own_stream(device)
     threads = config.engine_threads(device)
     if threads is not None:
         logger.info("engine on %s with %d torch thread(s)", device, threads)

@@ -99,7 +99,8 @@ class ReplicaHost:
         return built[0]
 
     async def warmup(self) -> None:
-        await asyncio.gather(*(host.warmup() for host in self.hosts))
+        for host in self.hosts:  # one at a time: a GPU engine compiles its kernels while it warms up
+            await host.warmup()
 
     def context_chunks(self) -> int:
         return self.hosts[0].context_chunks()

@@ -119,6 +119,7 @@ class ReplicaPlan:
     decoder_mode: str  # inline | stream | device
     decoder_device: str | None
     decoder_threads: int | None
+    own_stream: bool = False  # on a GPU: the replica's engine thread works on a CUDA stream of its own
 
 
 @dataclass(frozen=True)
@@ -330,5 +331,5 @@ def replica_plans(strategy: Strategy, facts: MachineFacts | None, kv_budget_byte
     for i, share in enumerate(spec.memory_fractions):
         replica_budget = kv_budget_bytes if whole or budget is None else int(share * budget)
         plans.append(ReplicaPlan(i, device, replica_budget, mode, decoder.device if mode == "device" else None,
-                                 decoder.threads))
+                                 decoder.threads, own_stream=spec.replicas > 1))
     return plans

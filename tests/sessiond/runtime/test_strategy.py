@@ -178,8 +178,8 @@ def test_what_fits_passes_and_each_replica_gets_its_share() -> None:
     facts = _facts()
     check_machine(strategy, facts)
     assert replica_plans(strategy, facts, None) == [
-        ReplicaPlan(0, None, 4 * SESSION, "device", "cpu:1", 1),
-        ReplicaPlan(1, None, 12 * SESSION, "device", "cpu:1", 1),
+        ReplicaPlan(0, None, 4 * SESSION, "device", "cpu:1", 1, own_stream=True),
+        ReplicaPlan(1, None, 12 * SESSION, "device", "cpu:1", 1, own_stream=True),
     ]
     assert replica_plans(strategy, facts, 8000)[1].kv_budget_bytes == 6000  # --kv-budget-bytes is what is split
 
