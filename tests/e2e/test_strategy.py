@@ -61,8 +61,8 @@ async def test_a_decoder_on_a_second_cpu_device_serves_the_default_strategys_fra
 
 
 async def test_two_replicas_serve_two_sessions_one_each() -> None:
-    strategy = str(STRATEGIES / "two-replicas.toml")
-    async with off_loop(running_daemon(fresh_engine=True, policy="kv", strategy=strategy)) as running:
+    strategy = str(STRATEGIES / "two-replicas.toml")  # under the default policy: its cost model profiles them
+    async with off_loop(running_daemon(fresh_engine=True, strategy=strategy)) as running:
         host = running.daemon.host
         async with session_client(running.url, "world", seed=1) as a, session_client(running.url, "world", seed=2) as b:
             frames_a = await collect_frames(a, 9)
@@ -73,6 +73,7 @@ async def test_two_replicas_serve_two_sessions_one_each() -> None:
     assert replicas == {0, 1}
     assert capacity["strategy"]["engine"]["replicas"] == 2
     assert capacity["strategy"]["engine"]["sessions_per_replica"] == [1, 1]
+    assert capacity["strategy"]["cost_model_profiled_with_it"] is True
     assert capacity["kv"]["slabs_total"] == 2 * host.hosts[0]._require().kv_stats().slabs_total
     assert [f.idx for f in frames_a[:9]] == list(range(9)) and [f.idx for f in frames_b[:9]] == list(range(9))
 
