@@ -202,11 +202,29 @@ class Engine:
                 continue
             self._sync()
             self._group_done(key, phase, members, indices, chunks, time.perf_counter() - start, results, seconds, sizes)
+        # a placed decode that finishes its chunk runs the chunk's cache pass beside it (the pass
+        # reads the clean latents, not the frames): one step less per chunk, and the decode overlaps
+        # the pass the session's next chunk waits for
+        failed: dict[str, Exception] = {}
+        for key, (decode, _) in pending.items():
+            if decode.end < decode.works[0].x.shape[1]:
+                continue  # the first part of a split first chunk: the rest is decoded in a later step
+            start = time.perf_counter()
+            try:
+                self._run(Phase.CACHE, decode.states)
+            except (EngineError, RuntimeError, ValueError) as exc:
+                failed[key] = exc
+                continue
+            self._sync()
+            seconds["cache"] = seconds.get("cache", 0.0) + time.perf_counter() - start
+            sizes["cache"] = sizes.get("cache", 0) + len(decode.states)
         for key, (decode, start) in pending.items():
             members = groups[key]
             indices = [w.index for w in decode.works]
             try:
                 chunks = decode.finish()
+                if key in failed:
+                    raise failed[key]
             except (EngineError, RuntimeError, ValueError) as exc:
                 self._group_failed(key, Phase.DECODE, members, indices, exc, results)
                 continue

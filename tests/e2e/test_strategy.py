@@ -17,7 +17,8 @@ from protocols.client import SessionClient
 from protocols.messages import Frame, Received
 from tests.conftest import ROOT, find_free_port, off_loop, running_daemon
 from tests.e2e._raw import RawConn
-from tests.e2e._util import collect_frames, session_client
+from tests.e2e._util import collect_for, collect_frames, session_client
+from tests.e2e.test_interrupts import check_no_stale
 
 pytestmark = pytest.mark.slow  # each test starts daemons that build their own engines (~2 s each)
 
@@ -58,6 +59,19 @@ async def test_a_decoder_on_a_second_cpu_device_serves_the_default_strategys_fra
     assert capacity["strategy"]["decoder"] == "its own worker thread on cpu:1"
     assert [(f.idx, f.pts, f.w, f.h) for f in got] == [(f.idx, f.pts, f.w, f.h) for f in want]
     assert [f.data for f in got] == [f.data for f in want]  # identical pixels, frame by frame
+
+
+@pytest.mark.parametrize("after_frames", [3, 9])
+async def test_interrupts_with_the_decoder_on_a_second_device_leave_no_stale_frame(after_frames: int) -> None:
+    strategy = str(STRATEGIES / "decoder-device.toml")
+    async with (off_loop(running_daemon(fresh_engine=True, policy="kv", strategy=strategy)) as running,
+                session_client(running.url, "world", prompt="a harbour", seed=5) as client):
+        seen: list[object] = list(await collect_frames(client, after_frames))
+        await client.interrupt()
+        seen += await collect_for(client, 1.5)
+        frames, acks = check_no_stale(seen, client.session.fps)
+    assert acks == 1 and frames > after_frames
+    assert any(isinstance(m, Frame) and m.disc for m in seen)
 
 
 async def test_two_replicas_serve_two_sessions_one_each() -> None:

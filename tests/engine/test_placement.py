@@ -110,3 +110,49 @@ def test_a_gpu_that_is_not_there_is_refused() -> None:
     with pytest.raises(ConfigError) as info:
         make_engine(decoder_placement=DecoderPlacement("device", "cuda:7"))
     assert "decoder device 'cuda:7' but this machine has" in str(info.value)
+
+
+def _steps_per_chunk(engine: Engine) -> list[list[str]]:
+    """The phases of each engine step of one session's first two chunks, with the keys of the
+    seconds each step reports."""
+    assert engine.open_session("s", seed=0, prompt="x")
+    steps = []
+    for _ in range(2):
+        engine.begin_chunk("s", [FrameAction()])
+        while (phase := engine.next_phase("s")) is not None:
+            result = engine.step(StepPlan((StepItem("s", phase),)))
+            assert result.results[0].error is None
+            steps.append([phase.value, *sorted(result.seconds)])
+    return steps
+
+
+def test_a_placed_decode_runs_its_chunks_cache_pass_beside_it() -> None:
+    inline, placed = _steps_per_chunk(make_engine()), _steps_per_chunk(make_engine(decoder_placement=SECOND_CPU))
+    denoise = ["denoise", "denoise"]
+    steps = make_engine().parts.schedule.steps
+    assert inline == ([denoise] * steps + [["decode", "decode"], ["cache", "cache"]]) * 2
+    assert placed == ([denoise] * steps + [["decode", "cache", "decode"]]) * 2
+
+
+def test_a_split_first_chunk_on_a_second_device_gives_the_inline_frames() -> None:
+    from engine.config import tiny_config
+    from engine.decoders.wan_vae import WanVAEConfig
+
+    config = tiny_config().with_overrides(name="tiny+wan-vae-split-placed", decoder_kind="wan_vae",
+                                          first_decode_split=1, extra={"wan_vae": WanVAEConfig.tiny()})
+    frames: list[list[np.ndarray]] = []
+    for placement in (None, SECOND_CPU):
+        engine = Engine.create(model=config, device="cpu", decoder_placement=placement)
+        assert engine.open_session("s", seed=3, prompt="a harbour")
+        pieces = []
+        for _ in range(3):
+            engine.begin_chunk("s", [FrameAction()])
+            while (phase := engine.next_phase("s")) is not None:
+                item = engine.step(StepPlan((StepItem("s", phase),))).results[0]
+                assert item.error is None, item.error
+                if item.chunk is not None:
+                    pieces.append(item.chunk.frames)
+        frames.append(pieces)
+    assert [f.shape[0] for f in frames[1]] == [f.shape[0] for f in frames[0]] == [1, 4, 8, 8]  # 1 + 4, then 8
+    for got, want in zip(frames[1], frames[0], strict=True):
+        np.testing.assert_array_equal(got, want)
