@@ -68,7 +68,8 @@ def write_serving_plot(result: dict[str, Any], path: Path) -> Path:
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3)
         if key == "rtf_mean":
             ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=1)
-        ax.set_xscale("log", base=2)
+        if len(levels) > 1:  # one level alone has no range to put on a log axis
+            ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(n) for n in levels])
         ax.set_xlabel("concurrent sessions")
         ax.set_title(title, fontsize=9)
