@@ -287,9 +287,9 @@ class Engine:
         if self.device.type != "cuda":
             return
         stream = torch.cuda.current_stream(self.device)
-        if stream == torch.cuda.default_stream(self.device):
-            torch.cuda.synchronize(self.device)
-        else:  # a stream of its own (an engine replica's thread): wait for it alone, not the others'
+        if stream == torch.cuda.default_stream(self.device) and self.runner.lane is None:
+            torch.cuda.synchronize(self.device)  # one engine, one stream: as always
+        else:  # a replica's own stream, or a decoder stream whose work must go on meanwhile: this stream alone
             stream.synchronize()
 
     # delivery, rollback, reset ---------------------------------------------------------------
