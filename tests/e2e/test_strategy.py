@@ -63,8 +63,8 @@ async def test_a_decoder_on_a_second_cpu_device_serves_the_default_strategys_fra
 
 @pytest.mark.parametrize("after_frames", [3, 9])
 async def test_interrupts_with_the_decoder_on_a_second_device_leave_no_stale_frame(after_frames: int) -> None:
-    strategy = str(STRATEGIES / "decoder-device.toml")
-    async with (off_loop(running_daemon(fresh_engine=True, policy="kv", strategy=strategy)) as running,
+    strategy = str(STRATEGIES / "decoder-device.toml")  # the default policy: its profile runs the placed decoder
+    async with (off_loop(running_daemon(fresh_engine=True, strategy=strategy)) as running,
                 session_client(running.url, "world", prompt="a harbour", seed=5) as client):
         seen: list[object] = list(await collect_frames(client, after_frames))
         await client.interrupt()
