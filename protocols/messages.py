@@ -32,6 +32,7 @@ __all__ = [
     "Message",
     "Moved",
     "Pause",
+    "Picture",
     "Ping",
     "Pong",
     "Received",
@@ -252,9 +253,25 @@ class Moved:
     webrtc_url: str
 
 
+@dataclass(frozen=True)
+class Picture:
+    """*Extension*: the served model's own check of its picture changed verdict (sent on each
+    change): `ok` false says the picture degraded (`why` in words), true that it recovered.
+    `avatar`: share of recent samples with the avatar visible; `pattern` against `bound`: how
+    strongly a repeating pattern stands out. Only models that can check themselves send it."""
+
+    T: ClassVar[str] = "picture"
+    ok: bool
+    why: str | None = None
+    avatar: float | None = None
+    pattern: float | None = None
+    bound: float | None = None
+
+
 ClientMessage = Hello | Action | Direct | Interrupt | Flush | Pause | Resume | Received | Ping
 ServerMessage = (
     Welcome | Frame | Init | Media | SegmentStart | SegmentEnd | Ack | Pong | Error | Stats | FramesInfo | Moved
+    | Picture
 )
 Message = ClientMessage | ServerMessage
 
@@ -263,6 +280,7 @@ CLIENT_TYPES: dict[str, type[ClientMessage]] = {
 }
 SERVER_TYPES: dict[str, type[ServerMessage]] = {
     cls.T: cls
-    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo, Moved)
+    for cls in (Welcome, Frame, Init, Media, SegmentStart, SegmentEnd, Ack, Pong, Error, Stats, FramesInfo, Moved,
+                Picture)
 }
 MESSAGE_TYPES: dict[str, type[Message]] = {**CLIENT_TYPES, **SERVER_TYPES}

@@ -56,6 +56,7 @@ class ServeConfig:
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
     idle_close_s: float = 600.0  # idle this long: the session is closed
     unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/runtime/unconnected.py)
+    picture_check: bool = True  # the served model checks its own picture, one frame per second (sessiond/session/picture.py)
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
     director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
     director_lead_s: float = 10.0  # director: most media generated ahead of the segment's playback
@@ -179,6 +180,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
         value = getattr(args, name, None)
         if value is not None and value is not False:
             given[name] = value
+    if getattr(args, "no_picture_check", False):
+        given["picture_check"] = False
     if getattr(args, "config", None):
         return ServeConfig.from_json_file(args.config, given)
     return ServeConfig.from_mapping(given)

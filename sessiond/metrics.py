@@ -53,6 +53,8 @@ class Metrics:
             "Frames handed out while the store was down (their position not durable)", registry=r)
         self.deadline_misses = Counter("sessiond_world_deadline_misses",
                                        "World chunks ready after their playback deadline", registry=r)
+        self.picture_degraded = Counter("sessiond_picture_degraded",
+                                        "Times a session's picture degraded by its model's own check", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

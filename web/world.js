@@ -8,6 +8,7 @@ import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } 
 import { connectWebRTC, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
 import { PlayoutBound } from "./playout.js";
+import { pictureNotice } from "./picture.js";
 import { ptsFor } from "./timeline.js";
 
 const ACTION_HZ = 30;
@@ -18,7 +19,7 @@ const status = new StatusLine($("status"));
 
 // What tests and curious humans can read: window.world.
 const world = {
-  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1,
+  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
 };
@@ -55,6 +56,7 @@ function onMessage(message) {
     }
     case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
     case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
+    case "picture": showPicture(message); break;
     case "error": {
       world.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
@@ -64,6 +66,14 @@ function onMessage(message) {
     }
     default: log(message.t);
   }
+}
+
+function showPicture(message) {
+  world.picture = message;
+  const notice = pictureNotice(message);
+  $("picture").hidden = notice.hidden;
+  $("picture").textContent = notice.text;
+  log(`picture ${message.ok ? "recovered" : "degraded"}`);
 }
 
 let lastShownSeq = -1;

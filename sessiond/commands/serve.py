@@ -33,6 +33,9 @@ def add_parser(sub: Any, name: str) -> None:
                        help="offload an idle session's KV to host memory after this many seconds (default 30)")
     serve.add_argument("--idle-close-s", type=float, default=None,
                        help="close a session idle this many seconds (default 600)")
+    serve.add_argument("--no-picture-check", action="store_true",
+                       help="do not run the model's own check of its picture (one frame per second per session; "
+                            "the demo model tells a lost avatar and a collapsed picture, in a `picture` message)")
     serve.add_argument("--unconnected-close-s", type=float, default=None,
                        help="release a created session no client connects within this many seconds (default 30)")
     serve.add_argument("--lead-chunks", type=float, default=None,

@@ -24,6 +24,7 @@ from sessiond.config import ServeConfig
 from sessiond.errors import StoreUnavailable
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
+from sessiond.runtime.engine_factory import picture_check
 from sessiond.runtime.engine_host import EngineHost
 from sessiond.runtime.replicas import ReplicaHost
 from sessiond.runtime.scheduler import Scheduler
@@ -244,7 +245,18 @@ class Daemon:
             max_pending_messages=c.max_pending_messages, default_segment_s=c.default_segment_s,
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
             wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, reserve=self.positions.reserve,
-            metrics=self.metrics, plan_start=self._plan_start)
+            metrics=self.metrics, plan_start=self._plan_start, check_picture=self._picture_checker())
+
+    def _picture_checker(self) -> Callable[[Any], Awaitable[Any]] | None:
+        """The served model's frame check run in the pack executor, or None (sessiond.session.picture)."""
+        check = picture_check(self.model_name) if self.config.picture_check else None
+        if check is None:
+            return None
+
+        async def run(frame: Any) -> Any:
+            return await asyncio.get_running_loop().run_in_executor(self.executor, check, frame)
+
+        return run
 
     def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
         """A new segment's start delay by admission's cost model (None without one), at most

@@ -4,9 +4,10 @@ are absent (said in the log and in /v1/capacity). Runs on the engine thread."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine.api import EngineProtocol
 from engine.errors import EngineError
@@ -14,10 +15,12 @@ from sessiond.config import ServeConfig
 from sessiond.runtime.strategy import ENGINE, MachineFacts, ReplicaPlan, Strategy
 
 if TYPE_CHECKING:  # the catalog module imports torch: the engine thread loads it
+    import numpy as np
+
     from engine.catalog import ModelCatalog
     from engine.placement import DecoderPlacement
 
-__all__ = ["BuiltEngine", "build_engine", "default_device", "demo_dtype", "machine_facts"]
+__all__ = ["BuiltEngine", "build_engine", "default_device", "demo_dtype", "machine_facts", "picture_check"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +69,16 @@ def demo_dtype(device: str, cpuinfo: str | None = None) -> str | None:
             return None
     flags = {word for line in cpuinfo.splitlines() if line.startswith("flags") for word in line.split()}
     return "bfloat16" if any(flag in flags for flag in _NATIVE_BF16_FLAGS) else None
+
+
+def picture_check(model: str) -> Callable[[np.ndarray], Any] | None:
+    """The served model family's check of one decoded frame (sessiond.session.picture), or None
+    when the family has none: the demo model can tell a lost avatar and a collapsed picture."""
+    if model != "demo":
+        return None
+    from demo.picture import check_frame
+
+    return check_frame
 
 
 def _placement(plan: ReplicaPlan | None) -> DecoderPlacement | None:

@@ -33,3 +33,6 @@ class SessionEnv:
     # `director_ttff_s`). Lead-in: media generated before the segment's own frames
     plan_start: Callable[[str, float, float], float | None] = lambda sid, seconds, lead_in: None
     start_jitter_s: float = 0.1  # added to a start delay measured without a model
+    # the served model's check of one decoded frame (uint8 (H, W, 3)), run off the event loop; None:
+    # the model cannot check its picture (sessiond.session.picture)
+    check_picture: Callable[[Any], Awaitable[Any]] | None = None

@@ -8,12 +8,14 @@ overrun answer, the fleet's hand-off and the client's requests (dispatched by
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
 from engine.api import ChunkFrames
 from protocols.errors import ErrorCode
-from protocols.messages import Ack, Error, Pong, Stats
+from protocols.messages import Ack, Error, Picture, Pong, Stats
 from protocols.timeline import pts_for
 from sessiond.logs import log_event
 from sessiond.session.actions import ActionTimeline
@@ -23,6 +25,7 @@ from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
 from sessiond.session.lifecycle import Lifecycle, SessionState
 from sessiond.session.output import OutputStream
+from sessiond.session.picture import PictureMonitor
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
@@ -32,6 +35,8 @@ if TYPE_CHECKING:  # the client requests' types, read only in annotations
     from protocols.messages import Action, Direct, Flush, Interrupt, Moved, Pause, Ping, Received, Resume
 
 __all__ = ["Session"]
+
+logger = logging.getLogger(__name__)
 
 
 class Session:
@@ -58,6 +63,8 @@ class Session:
         self.fault: str | None = None
         self.chunks_done = 0
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
+        self.picture = PictureMonitor(record.fps) if env.check_picture is not None else None
+        self._picture_task: asyncio.Task[None] | None = None
         record.state = self.life.state.label  # a resumed record starts over as `created`
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -197,6 +204,9 @@ class Session:
         log_event("attached", self.id, media=connection.media, pts_next=pts_for(self.out.sent, self.record.fps))
         if self.mode == "world" and not self.paused:
             self.wake_from_offload()
+        if self.picture is not None and self.picture.degraded:  # the new viewer hears it too
+            v = self.picture.verdict()
+            self.push_control(Picture(ok=v.ok, why=v.why, avatar=v.avatar, pattern=v.pattern, bound=v.bound))
         self.settle()
         self.env.wake()
 
@@ -337,6 +347,29 @@ class Session:
                 self.out.push_marker(start_marker(seg, self.out, self.env.frames_per_chunk,
                                                   self.env.start_jitter_s))
         self.out.push_frames(chunk.chunk_index, frames, job.segment, job.action_seq)
+        if self.picture is not None and self.picture.due(len(frames)):
+            self._picture_task = asyncio.get_running_loop().create_task(self._check_picture(frames[-1]))
+
+    async def _check_picture(self, frame: Any) -> None:
+        """The model's check of one frame (off the loop); a change of verdict is told to the viewer."""
+        check, monitor = self.env.check_picture, self.picture
+        if check is None or monitor is None:
+            return
+        try:
+            sample = await check(frame)
+        except Exception:  # a broken check must not touch the stream: stop checking this session
+            logger.exception("picture check failed for %s; no more checks for it", self.id)
+            self.picture = None
+            return
+        verdict = monitor.observe(sample)
+        if verdict is None or self.state.terminal:
+            return
+        if not verdict.ok:
+            self.env.metrics.picture_degraded.inc()
+        log_event("picture_degraded" if not verdict.ok else "picture_recovered", self.id, why=verdict.why,
+                  avatar=verdict.avatar, pattern=verdict.pattern)
+        self.push_control(Picture(ok=verdict.ok, why=verdict.why, avatar=verdict.avatar, pattern=verdict.pattern,
+                                  bound=verdict.bound))
 
     def on_job_done(self, job: ChunkJob) -> float | None:
         """The chunk of `job` is finished; returns its engine wall time when it was the current job."""

@@ -261,3 +261,19 @@ def test_the_status_history_keeps_the_last_200_changes(page: Page, daemon_url: s
       return [line.history.length, line.history[0][1], line.history.at(-1)[1], line.element.textContent];
     }""")
     assert kept == [200, "Playing at 250 of 16 frames/s", "Playing at 449 of 16 frames/s", "Playing at 449 of 16 frames/s"]
+
+
+def test_a_degraded_picture_is_said_over_the_video_and_cleared_when_it_recovers(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    notices = page.evaluate("""async () => {
+      const p = await import("/picture.js");
+      return [p.pictureNotice({ t: "picture", ok: false, why: "the avatar is gone from the centre", avatar: 0.0 }),
+              p.pictureNotice({ t: "picture", ok: true })];
+    }""")
+    assert notices == [
+        {"hidden": False, "text": "The model's picture has degraded: the avatar is gone from the centre. This is the "
+                                  "model, not your connection; a new prompt or a new session starts it afresh."},
+        {"hidden": True, "text": ""},
+    ]
+    page.goto(f"{daemon_url}/world.html")
+    assert page.locator("#picture").is_hidden()  # nothing said before the model says so

@@ -26,6 +26,7 @@ from protocols.messages import (
     Message,
     Moved,
     Pause,
+    Picture,
     Ping,
     Pong,
     Received,
@@ -98,6 +99,8 @@ GOLDEN: dict[str, Message] = {
     "frames_disc": FramesInfo(idx=36, n=6, pts=108000, segment=1, action_seq=-1, disc=True),
     "moved": Moved(ws_url="ws://10.0.0.7:8001/v1/sessions/s-1/ws",
                    webrtc_url="http://10.0.0.7:8001/v1/sessions/s-1/webrtc"),
+    "picture": Picture(ok=False, why="the avatar is gone from the centre", avatar=0.333, pattern=21.5, bound=40.5),
+    "picture_ok": Picture(ok=True),
 }
 
 

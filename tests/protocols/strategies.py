@@ -26,6 +26,7 @@ from protocols.messages import (
     Message,
     Moved,
     Pause,
+    Picture,
     Ping,
     Pong,
     Received,
@@ -154,6 +155,9 @@ MESSAGE_STRATEGIES: dict[str, st.SearchStrategy[Any]] = {
         disc=st.booleans(),
     ),
     "moved": st.builds(Moved, ws_url=st.text(max_size=80), webrtc_url=st.text(max_size=80)),
+    "picture": st.builds(Picture, ok=st.booleans(), why=st.none() | st.text(max_size=80),
+                         avatar=st.none() | non_negative, pattern=st.none() | non_negative,
+                         bound=st.none() | non_negative),
 }
 
 
