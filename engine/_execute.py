@@ -16,11 +16,12 @@ from engine.config import ModelConfig
 from engine.decoders import StreamingDecoder
 from engine.kv import ChunkKVPool
 from engine.model import CausalDiT
+from engine.placement import DecodeJob, DecodeLane
 from engine.rope import RopeTable
 from engine.sampling import Schedule, seeded_noise
 from engine.session import ChunkRecord, ChunkWork, EngineSession
 
-__all__ = ["PhaseRunner"]
+__all__ = ["PendingDecode", "PhaseRunner", "to_host"]
 
 
 @dataclass
@@ -34,6 +35,7 @@ class PhaseRunner:
     schedule: Schedule
     device: torch.device
     graphs: PassGraphs | None = None  # CUDA graphs per (batch, context, write) bucket; None = eager
+    lane: DecodeLane | None = None  # where the decoder runs (engine.placement); None = in line
 
     def _works(self, states: list[EngineSession]) -> list[ChunkWork]:
         works = [s.work for s in states]
@@ -178,21 +180,21 @@ class PhaseRunner:
 
     def decode(self, states: list[EngineSession]) -> list[ChunkFrames]:
         """One decode call for sessions whose next slices have the same bounds (see decode_slice)."""
+        return self.launch_decode(states).finish()
+
+    def launch_decode(self, states: list[EngineSession]) -> PendingDecode:
+        """Start the decode where the placement puts it (`lane`; None: in line); `finish()` waits for
+        it and does the sessions' bookkeeping on the calling (engine) thread."""
         works = self._works(states)
         start, end = self.decode_slice(states[0])
         latents = torch.stack([w.clean[:, start:end] for w in works])  # type: ignore[index]
-        frames, caches = self.decoder.decode(latents, [s.decoder_cache for s in states])
-        host = _to_host(frames)
-        chunks = []
-        for i, (state, work) in enumerate(zip(states, works, strict=True)):
-            if start == 0:
-                state.cache_before[work.index] = state.decoder_cache
-            state.decoder_cache = caches[i]
-            work.decoded_latents = end
-            if work.decoded:
-                state.decoded = work.index + 1
-            chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
-        return chunks
+        caches = [s.decoder_cache for s in states]
+        if self.lane is None:
+            frames, new_caches = self.decoder.decode(latents, caches)
+            job = DecodeJob(_done=(to_host(frames), new_caches))
+        else:
+            job = self.lane.launch(latents, caches)
+        return PendingDecode(list(states), works, start, end, job)
 
     def recompute(self, state: EngineSession, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
         """Rebuild a session's KV from clean latents, chunk by chunk in order (exact while every
@@ -212,7 +214,31 @@ class PhaseRunner:
             handle.written = record.index + 1
 
 
-def _to_host(frames: torch.Tensor) -> np.ndarray:
+@dataclass
+class PendingDecode:
+    """A launched decode of sessions' slices [start, end) of their chunks in progress."""
+
+    states: list[EngineSession]
+    works: list[ChunkWork]
+    start: int
+    end: int
+    job: DecodeJob
+
+    def finish(self) -> list[ChunkFrames]:
+        host, caches = self.job.result()
+        chunks = []
+        for i, (state, work) in enumerate(zip(self.states, self.works, strict=True)):
+            if self.start == 0:
+                state.cache_before[work.index] = state.decoder_cache
+            state.decoder_cache = caches[i]
+            work.decoded_latents = self.end
+            if work.decoded:
+                state.decoded = work.index + 1
+            chunks.append(ChunkFrames(work.index, np.ascontiguousarray(host[i])))
+        return chunks
+
+
+def to_host(frames: torch.Tensor) -> np.ndarray:
     """Decoded frames as a host array. From CUDA through pinned memory (the arrays keep it alive):
     the copy to pageable memory took ~5.4 ms of each 12-frame 480x832 chunk on the H200."""
     if frames.device.type != "cuda":

@@ -48,6 +48,7 @@ class EngineParts:
     attend: AttentionBackend
     schedule: Schedule
     info: ModelInfo
+    decoder_device: torch.device | None = None  # where the decoder lives when not on `device` (engine.placement)
 
 
 def parse_device(device: str) -> torch.device:
@@ -97,9 +98,9 @@ def _compile_wanted(mode: str, device: torch.device) -> bool:
 
 
 def _kv_budget(config: ModelConfig, session_bytes: int, device: torch.device, budget: int | None,
-               decoder: StreamingDecoder, dtype: torch.dtype) -> int:
+               decoder: StreamingDecoder, dtype: torch.dtype, decoder_device: torch.device | None = None) -> int:
     if device.type == "cuda":
-        working = measure_decode_working_set(decoder, config, device).with_cross(config, dtype)
+        working = measure_decode_working_set(decoder, config, decoder_device or device).with_cross(config, dtype)
         free, _ = torch.cuda.mem_get_info(device)
         if budget is None:
             budget = cuda_kv_budget(free, working, session_bytes, config)
@@ -144,6 +145,7 @@ def build_parts(
     init_seed: int,
     compile_mode: str = "auto",
     max_batch: int | None = None,
+    decoder_device: torch.device | None = None,
 ) -> EngineParts:
     config = config_or_name if isinstance(config_or_name, ModelConfig) else catalog.config(config_or_name)
     if max_batch is not None:
@@ -182,7 +184,7 @@ def build_parts(
         model.set_kv_fp8(calibrate_kv_fp8(model, rope, schedule, prompt))
     if _compile_wanted(compile_mode, device):
         model.compile_blocks()
-    decoder = catalog.build_decoder(config, device, dtype)
+    decoder = catalog.build_decoder(config, decoder_device or device, dtype)
     if checkpoint is not None and checkpoint.decoder:
         decoder.load_weights(checkpoint.decoder)
     if decoder_weights is not None:
@@ -193,7 +195,10 @@ def build_parts(
     kv_dtype = FP8 if attend.fp8 else dtype
     geometry = SlabGeometry(config.num_layers, config.tokens_per_chunk, config.num_heads, config.head_dim, kv_dtype)
     session_bytes = geometry.slab_bytes * config.context_chunks
-    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder, dtype), device)
+    # a decoder on another device leaves this one's memory to the KV pool, but its working set is
+    # still measured (on its own device) and kept free here: conservative, and one code path
+    pool = ChunkKVPool(geometry, _kv_budget(config, session_bytes, device, kv_budget_bytes, decoder, dtype,
+                                            decoder_device), device)
     info = ModelInfo(
         name=config.name,
         width=config.width,
@@ -213,4 +218,5 @@ def build_parts(
     return EngineParts(
         config=config, device=device, dtype=dtype, model=model, decoder=decoder, text_encoder=encoder,
         text_cache=text_cache, pool=pool, rope=rope, attend=attend, schedule=schedule, info=info,
+        decoder_device=decoder_device,
     )

@@ -17,6 +17,7 @@ from engine.api import FrameAction, StepItem, SteppingEngine, StepPlan
 from engine.attention import available_backends, measure_backends
 from engine.attention_fa3 import FP8, Descale
 from engine.config import ModelConfig
+from engine.placement import DecodeLane
 from engine.session import ChunkRecord
 
 __all__ = ["WARMUP_SESSION", "WarmupTarget", "run_warmup"]
@@ -33,6 +34,8 @@ class WarmupTarget(SteppingEngine, Protocol):
     device: torch.device
     parts: EngineParts
     runner: PhaseRunner
+    lane: DecodeLane  # where the decoder runs
+    decode_device: torch.device
 
     def embed_prompt(self, prompt: str) -> torch.Tensor: ...
 
@@ -73,9 +76,13 @@ def _every_batch_size(engine: WarmupTarget) -> None:
             latents.expand(batch, -1, -1, -1, -1), [0.0] * batch, [record] * batch,
             context.expand(batch, -1, -1), [[] for _ in range(batch)], None,
         )
-        decoded = torch.zeros(batch, c.out_dim, *latents.shape[1:], device=engine.device)
-        _, caches = decoder.decode(decoded, [None] * batch)
-        decoder.decode(decoded, caches)
+        decoded = torch.zeros(batch, c.out_dim, *latents.shape[1:], device=engine.decode_device)
+
+        def both(decoded: torch.Tensor = decoded, batch: int = batch) -> None:
+            _, caches = decoder.decode(decoded, [None] * batch)
+            decoder.decode(decoded, caches)
+
+        engine.lane.run(both)
 
 
 @torch.no_grad()

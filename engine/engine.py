@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from engine._execute import PhaseRunner
+from engine._execute import PendingDecode, PhaseRunner, to_host
 from engine._graphs import PassGraphs, cuda_capturer
-from engine._setup import EngineParts, build_parts
+from engine._setup import EngineParts, build_parts, parse_device
 from engine._warmup import run_warmup
 from engine.actions import encode_actions
 from engine.api import FrameAction, ItemResult, KVStats, ModelInfo, Phase, StepPlan, StepResult
@@ -24,6 +24,7 @@ from engine.catalog import ModelCatalog, core_catalog
 from engine.config import ModelConfig
 from engine.errors import ConfigError, EngineError, SessionStateError
 from engine.kv import KVHandle
+from engine.placement import DecodeLane, DecoderPlacement, decoder_device
 from engine.sampling import seeded_noise
 from engine.session import ChunkWork, EngineSession
 from engine.snapshot import Snapshot, decode_snapshot, encode_snapshot
@@ -36,13 +37,16 @@ logger = logging.getLogger(__name__)
 class Engine:
     """Implements engine.api.EngineProtocol. Build with `Engine.create(...)`."""
 
-    def __init__(self, parts: EngineParts) -> None:
+    def __init__(self, parts: EngineParts, placement: DecoderPlacement | None = None) -> None:
         self.parts = parts
         self.config = parts.config
         self.device = parts.device
+        self.placement = placement or DecoderPlacement()
+        self.lane = DecodeLane(self.placement, parts.decoder, parts.device, to_host)
+        self.decode_device = self.lane.device
         self.runner = PhaseRunner(
             parts.config, parts.model, parts.decoder, parts.pool, parts.rope, parts.attend, parts.schedule,
-            parts.device,
+            parts.device, lane=self.lane if self.lane.asynchronous else None,
         )
         if parts.config.cuda_graphs:
             self.runner.graphs = PassGraphs(parts.model, parts.pool, parts.attend, parts.rope,
@@ -68,6 +72,7 @@ class Engine:
         cpu_threads: int | None = None,
         max_batch: int | None = None,
         catalog: ModelCatalog | None = None,
+        decoder_placement: DecoderPlacement | None = None,
     ) -> Engine:
         """model: a config, or the name of one in `catalog` (None: `core_catalog()`, the core's own
         models; a model family outside the core needs a catalog it has added itself to).
@@ -75,16 +80,20 @@ class Engine:
         cpu_threads: set torch's intra-op threads (process-wide); on a shared 2-core box 1 thread
         measured 7x faster than 2 for the demo model. None leaves torch's setting alone.
         max_batch: the most sessions the caller will step at once (warm-up builds every batch size up
-        to it, and the CUDA KV pool leaves room for its decode); None: the model config's."""
+        to it, and the CUDA KV pool leaves room for its decode); None: the model config's.
+        decoder_placement: where the decoder runs (engine.placement); None: in line, as always."""
         if cpu_threads is not None:
             if cpu_threads < 1:
                 raise ConfigError("bad_cpu_threads", f"cpu_threads must be >= 1, got {cpu_threads}")
             torch.set_num_threads(cpu_threads)
+        placement = decoder_placement or DecoderPlacement()
+        engine_device = parse_device(device)
         return cls(
             build_parts(
                 model, catalog or core_catalog(), device, dtype, weights, kv_budget_bytes, attention, decoder_weights, text_encoder_path,
-                init_seed, compile, max_batch,
-            )
+                init_seed, compile, max_batch, decoder_device=decoder_device(placement, engine_device),
+            ),
+            placement,
         )
 
     # sessions ----------------------------------------------------------------------------------
@@ -173,26 +182,77 @@ class Engine:
             groups[self._group_key(state, item.phase)].append((pos, state))
         seconds: dict[str, float] = {}
         sizes: dict[str, int] = {}
-        for key, members in groups.items():
+        # a decoder on its own stream or device: its groups start first and are collected last, so
+        # they overlap the step's other groups (None: in line, each group in turn as always)
+        pending: dict[str, tuple[PendingDecode, float]] = {}
+        order = sorted(groups, key=lambda k: 0 if k.startswith("decode") else 1) if self.runner.lane else list(groups)
+        for key in order:
+            members = groups[key]
             states = [s for _, s in members]
             phase = Phase(key.split(":")[0])
             indices = [s.work.index for s in states]  # type: ignore[union-attr]
             start = time.perf_counter()
             try:
+                if phase is Phase.DECODE and self.runner.lane is not None:
+                    pending[key] = (self.runner.launch_decode(states), start)
+                    continue
                 chunks = self._run(phase, states)
             except (EngineError, RuntimeError, ValueError) as exc:
-                logger.exception("engine %s group of %d failed", key, len(states))
-                for (pos, state), index in zip(members, indices, strict=True):
-                    results[pos] = ItemResult(state.session_id, phase, index, error=f"[{phase.value}_failed] {exc}")
+                self._group_failed(key, phase, members, indices, exc, results)
                 continue
             self._sync()
-            seconds[key] = seconds.get(key, 0.0) + time.perf_counter() - start
-            sizes[key] = sizes.get(key, 0) + len(states)
-            for n, ((pos, state), index) in enumerate(zip(members, indices, strict=True)):
-                chunk = chunks[n] if chunks else None
-                results[pos] = ItemResult(state.session_id, phase, index, chunk=chunk)
+            self._group_done(key, phase, members, indices, chunks, time.perf_counter() - start, results, seconds, sizes)
+        # a placed decode that finishes its chunk runs the chunk's cache pass beside it (the pass
+        # reads the clean latents, not the frames): one step less per chunk, and the decode overlaps
+        # the pass the session's next chunk waits for
+        failed: dict[str, Exception] = {}
+        beside: dict[str, float] = {}  # seconds of the cache pass run while the group's decode ran
+        for key, (decode, _) in pending.items():
+            if decode.end < decode.works[0].x.shape[1]:
+                continue  # the first part of a split first chunk: the rest is decoded in a later step
+            start = time.perf_counter()
+            try:
+                self._run(Phase.CACHE, decode.states)
+            except (EngineError, RuntimeError, ValueError) as exc:
+                failed[key] = exc
+                continue
+            self._sync()
+            beside[key] = time.perf_counter() - start
+            seconds["cache"] = seconds.get("cache", 0.0) + beside[key]
+            sizes["cache"] = sizes.get("cache", 0) + len(decode.states)
+        for key, (decode, start) in pending.items():
+            members = groups[key]
+            indices = [w.index for w in decode.works]
+            try:
+                chunks = decode.finish()
+                if key in failed:
+                    raise failed[key]
+            except (EngineError, RuntimeError, ValueError) as exc:
+                self._group_failed(key, Phase.DECODE, members, indices, exc, results)
+                continue
+            # what the decode added to the step beyond the cache pass beside it: a chunk's phases'
+            # seconds then add up to its wall time, as in line
+            took = max(0.0, time.perf_counter() - start - beside.get(key, 0.0))
+            self._group_done(key, Phase.DECODE, members, indices, chunks, took, results, seconds, sizes)
         ordered = tuple(results[pos] for pos in range(len(plan.items)))
         return StepResult(ordered, _merge_keys(seconds), _merge_keys(sizes))
+
+    @staticmethod
+    def _group_failed(key: str, phase: Phase, members: list[tuple[int, EngineSession]], indices: list[int],
+                      exc: Exception, results: dict[int, ItemResult]) -> None:
+        logger.exception("engine %s group of %d failed", key, len(members), exc_info=exc)
+        for (pos, state), index in zip(members, indices, strict=True):
+            results[pos] = ItemResult(state.session_id, phase, index, error=f"[{phase.value}_failed] {exc}")
+
+    @staticmethod
+    def _group_done(key: str, phase: Phase, members: list[tuple[int, EngineSession]], indices: list[int],
+                    chunks: list, took_s: float, results: dict[int, ItemResult],  # type: ignore[type-arg]
+                    seconds: dict[str, float], sizes: dict[str, int]) -> None:
+        seconds[key] = seconds.get(key, 0.0) + took_s
+        sizes[key] = sizes.get(key, 0) + len(members)
+        for n, ((pos, state), index) in enumerate(zip(members, indices, strict=True)):
+            chunk = chunks[n] if chunks else None
+            results[pos] = ItemResult(state.session_id, phase, index, chunk=chunk)
 
     def _check_item(self, session_id: str, phase: Phase, seen: set[str]) -> EngineSession:
         state = self._state(session_id)
@@ -228,8 +288,13 @@ class Engine:
         return self.runner.decode(states)
 
     def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        if self.device.type != "cuda":
+            return
+        stream = torch.cuda.current_stream(self.device)
+        if stream == torch.cuda.default_stream(self.device) and self.runner.lane is None:
+            torch.cuda.synchronize(self.device)  # one engine, one stream: as always
+        else:  # a replica's own stream, or a decoder stream whose work must go on meanwhile: this stream alone
+            stream.synchronize()
 
     # delivery, rollback, reset ---------------------------------------------------------------
     def mark_delivered(self, session_id: str, chunk_index: int) -> None:
@@ -273,20 +338,21 @@ class Engine:
     def offload(self, session_id: str) -> None:
         state = self._state(session_id)
         state.handle.offload(self.pool)
-        self._move(state, torch.device("cpu"))
+        self._move(state, torch.device("cpu"), torch.device("cpu"))
 
     def restore(self, session_id: str) -> bool:
         state = self._state(session_id)
         if not state.handle.restore(self.pool):
             return False
-        self._move(state, self.device)
+        self._move(state, self.device, self.decode_device)
         return True
 
-    def _move(self, state: EngineSession, device: torch.device) -> None:
+    def _move(self, state: EngineSession, device: torch.device, decode_device: torch.device) -> None:
         decoder = self.parts.decoder
         if state.decoder_cache is not None:
-            state.decoder_cache = decoder.cache_to(state.decoder_cache, device)
-        state.cache_before = {i: (None if c is None else decoder.cache_to(c, device)) for i, c in state.cache_before.items()}
+            state.decoder_cache = decoder.cache_to(state.decoder_cache, decode_device)
+        state.cache_before = {i: (None if c is None else decoder.cache_to(c, decode_device))
+                              for i, c in state.cache_before.items()}
         for record in state.records.values():
             record.latents = record.latents.to(device)
             record.actions = record.actions.to(device)
@@ -328,8 +394,8 @@ class Engine:
         state.next_chunk = state.decoded = snap.next_chunk
         state.delivered = state.handle.delivered = min(snap.delivered, snap.next_chunk - 1)
         if snap.records:  # warm the decoder's temporal cache on the last finished chunk
-            last = snap.records[-1].latents.to(self.device)[None]
-            _, caches = self.parts.decoder.decode(last, [None])
+            last = snap.records[-1].latents.to(self.decode_device)[None]
+            _, caches = self.lane.run(lambda: self.parts.decoder.decode(last, [None]))
             state.decoder_cache = caches[0]
 
     def recompute_kv(self, session_id: str) -> None:

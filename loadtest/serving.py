@@ -19,7 +19,7 @@ import re
 import statistics
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from loadtest.serving_report import FIGURES, format_serving, write_serving_plot
 from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace
 from sessiond.traces.format import Trace
 
-__all__ = ["ServingConfig", "level_figures", "level_trace", "main", "run_serving"]
+__all__ = ["ServingConfig", "compare_strategies", "level_figures", "level_trace", "main", "run_serving"]
 
 _STEP_SUM = re.compile(r'^sessiond_step_seconds_sum\{phase="([a-z_]+)"\} (\S+)$', re.MULTILINE)
 _WORLD_SETTLE_S = 1.0
@@ -54,6 +54,7 @@ class ServingConfig:
     max_batch: int = 8
     cpu_threads: int | None = None
     serve_extra: tuple[str, ...] = ()
+    strategy: str | None = None  # the daemon's --strategy file; None: the default strategy
 
 
 def level_trace(cfg: ServingConfig, sessions: int, seed: int) -> Trace:
@@ -106,40 +107,89 @@ def level_figures(outcome: ReplayOutcome, cfg: ServingConfig, fps: int, engine_s
             "stalls": report["stalls"]["count"], "duration_s": outcome.duration_s}
 
 
-def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
-    per_start: list[dict[str, dict[str, Any]]] = []
-    spec = DaemonSpec(model=cfg.model, device=cfg.device, policy="kv", max_batch=cfg.max_batch,
-                      cpu_threads=cfg.cpu_threads, extra=("--max-sessions", str(max(cfg.levels)), *cfg.serve_extra))
+def _spec(cfg: ServingConfig) -> DaemonSpec:
+    strategy_flags = ("--strategy", cfg.strategy) if cfg.strategy is not None else ()
+    return DaemonSpec(model=cfg.model, device=cfg.device, policy="kv", max_batch=cfg.max_batch,
+                      cpu_threads=cfg.cpu_threads,
+                      extra=("--max-sessions", str(max(cfg.levels)), *strategy_flags, *cfg.serve_extra))
+
+
+def _one_start(cfg: ServingConfig, start: int, log: Path | None, say: Callable[[str], None]
+               ) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """One daemon start serving every level once: the figures per level, and the strategy as the
+    daemon reported it (/v1/capacity)."""
     replay_mode = "paced" if cfg.mode == "world" else "saturating"
+    with served(_spec(cfg), log) as daemon:
+        fps = int(daemon.capacity["engine"]["fps"])
+        placement = daemon.capacity.get("strategy")
+        named = f", strategy {placement['name']}" if placement else ""
+        say(f"start {start + 1}/{cfg.starts}: {cfg.model} on {cfg.device}{named}, ready after "
+            f"{daemon.ready_after_s:.1f} s")
+        levels: dict[str, dict[str, Any]] = {}
+        for n in cfg.levels:
+            before = _engine_counters(daemon.url)
+            outcome = asyncio.run(run_replay(level_trace(cfg, n, seed=1000 * start + n), daemon.url,
+                                             mode=replay_mode))
+            after = _engine_counters(daemon.url)
+            figures = level_figures(outcome, cfg, fps, after[0] - before[0], after[1] - before[1])
+            levels[str(n)] = figures
+            say(f"  {cfg.mode} x{n}: " + ", ".join(f"{k} {_fmt(figures[k])}" for k in FIGURES))
+            if not asyncio.run(until_idle(daemon.url)):
+                raise RuntimeError(f"the daemon at {daemon.url} still holds sessions 60 s after a level")
+    return levels, placement
+
+
+def _result(cfg: ServingConfig, per_start: list[dict[str, dict[str, Any]]], placement: dict[str, Any] | None,
+            out: Path | None, say: Callable[[str], None]) -> dict[str, Any]:
+    table = {str(n): _combine([s[str(n)] for s in per_start]) for n in cfg.levels}
+    result = {"provenance": provenance("python -m loadtest.serving " + " ".join(sys.argv[1:])),
+              "config": {**cfg.__dict__, "levels": list(cfg.levels)},
+              "daemon": {"policy": "kv", "max_sessions": max(cfg.levels), "starts": len(per_start)},
+              "strategy": placement, "levels": table, "per_start": per_start}
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    for start in range(cfg.starts):
-        log = out / f"daemon-{start + 1}.log" if out is not None else None
-        with served(spec, log) as daemon:
-            fps = int(daemon.capacity["engine"]["fps"])
-            say(f"start {start + 1}/{cfg.starts}: {cfg.model} on {cfg.device}, ready after {daemon.ready_after_s:.1f} s")
-            levels: dict[str, dict[str, Any]] = {}
-            for n in cfg.levels:
-                before = _engine_counters(daemon.url)
-                outcome = asyncio.run(run_replay(level_trace(cfg, n, seed=1000 * start + n), daemon.url,
-                                                 mode=replay_mode))
-                after = _engine_counters(daemon.url)
-                figures = level_figures(outcome, cfg, fps, after[0] - before[0], after[1] - before[1])
-                levels[str(n)] = figures
-                say(f"  {cfg.mode} x{n}: " + ", ".join(f"{k} {_fmt(figures[k])}" for k in FIGURES))
-                if not asyncio.run(until_idle(daemon.url)):
-                    raise RuntimeError(f"the daemon at {daemon.url} still holds sessions 60 s after a level")
-            per_start.append(levels)
-    table = {str(n): _combine([s[str(n)] for s in per_start]) for n in cfg.levels}
-    result = {"provenance": provenance("python -m loadtest.serving " + " ".join(sys.argv[1:])), "config": {**cfg.__dict__, "levels": list(cfg.levels)},
-              "daemon": {"policy": "kv", "max_sessions": max(cfg.levels), "starts": cfg.starts},
-              "levels": table, "per_start": per_start}
-    if out is not None:
         (out / "serving.json").write_text(json.dumps(result, indent=1) + "\n")
         (out / "serving.md").write_text(format_serving(result) + "\n")
         write_serving_plot(result, out / "serving.png")
     say(format_serving(result))
     return result
+
+
+def run_serving(cfg: ServingConfig, out: Path | None = None, say: Callable[[str], None] = print) -> dict[str, Any]:
+    per_start: list[dict[str, dict[str, Any]]] = []
+    placement: dict[str, Any] | None = None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    for start in range(cfg.starts):
+        levels, placement = _one_start(cfg, start, out / f"daemon-{start + 1}.log" if out is not None else None, say)
+        per_start.append(levels)
+    return _result(cfg, per_start, placement, out, say)
+
+
+def compare_strategies(cfg: ServingConfig, strategies: Sequence[str], out: Path | None = None,
+                       say: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+    """The sweep under each strategy file, their daemon starts interleaved (start 1 of each, then
+    start 2 of each, ...) so that a shared machine's drift falls on every strategy alike; one
+    result per strategy (in OUT/<file stem>/) and OUT/compare.md, the tables one under the other."""
+    per_start: dict[str, list[dict[str, dict[str, Any]]]] = {s: [] for s in strategies}
+    placements: dict[str, dict[str, Any] | None] = dict.fromkeys(strategies)
+    for start in range(cfg.starts):
+        for strategy in strategies:
+            folder = out / Path(strategy).stem if out is not None else None
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+            one = replace(cfg, strategy=strategy)
+            levels, placements[strategy] = _one_start(one, start, folder / f"daemon-{start + 1}.log"
+                                                      if folder is not None else None, say)
+            per_start[strategy].append(levels)
+    results = {s: _result(replace(cfg, strategy=s), per_start[s], placements[s],
+                          out / Path(s).stem if out is not None else None, lambda _: None) for s in strategies}
+    text = "\n\n".join(format_serving(r) for r in results.values())
+    if out is not None:
+        (out / "compare.md").write_text("Daemon starts interleaved across the strategies (start 1 of each in turn, "
+                                        "then start 2, ...).\n\n" + text + "\n")
+    say(text)
+    return results
 
 
 def _combine(starts: list[dict[str, Any]]) -> dict[str, Any]:
@@ -180,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu-threads", type=int, default=None, help="the daemon's --cpu-threads")
     p.add_argument("--serve-arg", action="append", default=[], metavar="FLAG",
                    help="a further `sessiond serve` flag, e.g. --serve-arg=--lead-chunks=1 (repeatable)")
+    p.add_argument("--strategy", action="append", default=[], metavar="FILE",
+                   help="the daemon's execution strategy (sessiond serve --strategy; examples in strategies/); "
+                        "repeat it to compare strategies, their daemon starts interleaved (OUT/<file stem>/ each, "
+                        "OUT/compare.md)")
     p.add_argument("--out", default=None, metavar="DIR", help="write serving.json, serving.md and serving.png")
     args = p.parse_args(argv)
     if args.starts < 1 or args.seconds <= 0 or args.segments < 1 or args.segment_s <= 0:
@@ -187,9 +241,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     cfg = ServingConfig(model=args.model, device=args.device, mode=args.mode, levels=args.levels, starts=args.starts,
                         seconds=args.seconds, segments=args.segments, segment_s=args.segment_s,
-                        max_batch=args.max_batch, cpu_threads=args.cpu_threads, serve_extra=tuple(args.serve_arg))
+                        max_batch=args.max_batch, cpu_threads=args.cpu_threads, serve_extra=tuple(args.serve_arg),
+                        strategy=args.strategy[0] if len(args.strategy) == 1 else None)
+    out = Path(args.out) if args.out else None
     try:
-        run_serving(cfg, Path(args.out) if args.out else None)
+        if len(args.strategy) > 1:
+            compare_strategies(cfg, args.strategy, out)
+        else:
+            run_serving(cfg, out)
     except RuntimeError as exc:
         print(f"serving: {exc}", file=sys.stderr)
         return 1

@@ -29,13 +29,29 @@ def format_serving(result: dict[str, Any]) -> str:
     cfg = result["config"]
     head = ["sessions", "admitted", *FIGURES.values()]
     lines = [f"{cfg['mode']} sessions, {cfg['model']} on {cfg['device']}, mean of {result['daemon']['starts']} daemon "
-             f"starts (± half the range), `sessiond serve --policy kv`",
+             f"starts (± half the range), `sessiond serve --policy kv{_strategy_flag(result)}`{_strategy_note(result)}",
              "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for n, row in result["levels"].items():
         cells = [n, _cell(row["admitted"], None, "admitted")]
         cells += [_cell(row[key], row[f"{key}_spread"], key) for key in FIGURES]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def _strategy_flag(result: dict[str, Any]) -> str:
+    """` --strategy FILE` for a run with a strategy file, else nothing."""
+    strategy = result.get("strategy") or {}
+    return f" --strategy {strategy['path']}" if strategy.get("path") else ""
+
+
+def _strategy_note(result: dict[str, Any]) -> str:
+    """Where the strategy put the decoder and how many replicas, as the daemon reported it."""
+    strategy = result.get("strategy") or {}
+    if not strategy.get("path"):
+        return ""
+    replicas = strategy.get("engine", {}).get("replicas", 1)
+    more = f", {replicas} engine replicas" if replicas > 1 else ""
+    return f" (strategy {strategy.get('name')}: decoder {strategy.get('decoder', '?')}{more})"
 
 
 def write_serving_plot(result: dict[str, Any], path: Path) -> Path:
@@ -52,13 +68,15 @@ def write_serving_plot(result: dict[str, Any], path: Path) -> Path:
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3)
         if key == "rtf_mean":
             ax.axhline(1.0, color="tab:red", linestyle="--", linewidth=1)
-        ax.set_xscale("log", base=2)
+        if len(levels) > 1:  # one level alone has no range to put on a log axis
+            ax.set_xscale("log", base=2)
         ax.set_xticks(levels, [str(n) for n in levels])
         ax.set_xlabel("concurrent sessions")
         ax.set_title(title, fontsize=9)
         ax.grid(True, alpha=0.3)
     cfg = result["config"]
-    fig.suptitle(f"serving: {cfg['mode']}, {cfg['model']} on {cfg['device']}", fontsize=10)
+    strategy = (result.get("strategy") or {}).get("name", "default")
+    fig.suptitle(f"serving: {cfg['mode']}, {cfg['model']} on {cfg['device']}, strategy {strategy}", fontsize=10)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=100)
     return path

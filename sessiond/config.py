@@ -52,6 +52,7 @@ class ServeConfig:
     # the usual 30 s HTTP client timeout, so that a waiting client hears the 503 rather than timing out)
     calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
+    strategy: str | None = None  # an execution-strategy file (sessiond/runtime/strategy.py); None: the default
     # sessions
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
@@ -176,7 +177,7 @@ class ServeConfig:
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
-                 "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
+                 "strategy", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
                  "objective_director_start_delay_p95_s", "objective_director_risk")
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from engine.api import FrameAction, ModelInfo, StepItem, SteppingEngine, StepPlan
+from engine.api import FrameAction, ModelInfo, Phase, StepItem, SteppingEngine, StepPlan
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.errors import CostModelError
 
@@ -59,12 +59,15 @@ def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | N
         wall = sum(result.seconds.values())
         if wall > 0:
             model.note_contention(wall / max(cpu, 1e-9))
-        for phase in {item.phase for item in items}:
+        # every phase the step reports: a decoder placed apart runs its chunk's cache pass in the
+        # decode's step (engine.placement), so a step may report a phase no item asked for
+        for phase in {Phase(name) for name in result.seconds} | {item.phase for item in items}:
             took = result.seconds.get(phase.value)
             if took is not None:
                 if cpu_time and wall > 0:
                     took = cpu * took / wall
-                context = max(r.chunk_index for r in result.results if r.phase is phase)
+                context = max((r.chunk_index for r in result.results if r.phase is phase),
+                              default=max(r.chunk_index for r in result.results))
                 batch = result.batch_sizes.get(phase.value, len(items))
                 steps.setdefault((phase.value, batch, context), []).append(took)
 

@@ -162,6 +162,7 @@ async def capacity(request: Request) -> Response:
                           "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
                           "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks}
         body["prompt_examples"] = list(info.prompt_examples)  # the served model's example prompts ([] if none)
+        body["strategy"] = daemon.strategy_report()
     kv = daemon.scheduler.kv if daemon.scheduler is not None else None
     if kv is not None:
         body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,

@@ -46,6 +46,10 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--kv-budget-bytes", type=int, default=None, help="device bytes for the KV pool")
     serve.add_argument("--cpu-threads", type=int, default=None,
                        help="torch threads for the engine (default 1 on CPU: more collapse on a loaded small box)")
+    serve.add_argument("--strategy", default=None, metavar="FILE",
+                       help="an execution-strategy file (TOML or JSON; examples in strategies/): where each stage "
+                            "runs (decoder in line, on its own CUDA stream or another device) and how many engine "
+                            "replicas share the device; checked before anything starts")
     serve.add_argument("--policy", default=None,
                        help="admission policy: duty (default: admits what it can serve within the objectives, by "
                        "the measured cost), kv (KV pool only), one-per-gpu, fifo")
@@ -100,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
+        if config.strategy is not None:
+            check_strategy(config)  # before the port, the engine or anything else starts
         # bound before the engine, the runtime or anything slow starts: a taken port ends this at once
         sockets = bind_listeners(config.host, config.port)
         if args.fleet:
@@ -110,6 +116,16 @@ def run(args: argparse.Namespace) -> int:
     except ServeConfigError as exc:
         print(f"sessiond serve: {exc}", flush=True)
         return 2
+
+
+def check_strategy(config: ServeConfig) -> None:
+    """Load the strategy file and check it against this machine; StrategyError names the field."""
+    from sessiond.runtime.engine_factory import machine_facts
+    from sessiond.runtime.strategy import check_machine, load_strategy
+
+    assert config.strategy is not None
+    strategy = load_strategy(config.strategy)
+    check_machine(strategy, machine_facts(config, strategy))
 
 
 def _fleet(args: argparse.Namespace, config: ServeConfig, sockets: list[socket.socket]) -> int:

@@ -27,7 +27,9 @@ from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.runtime.engine_factory import picture_check
 from sessiond.runtime.engine_host import EngineHost
+from sessiond.runtime.replicas import ReplicaHost
 from sessiond.runtime.scheduler import Scheduler
+from sessiond.runtime.strategy import Strategy, StrategyError, check_machine, load_strategy, replica_plans
 from sessiond.runtime.unconnected import ConnectWatch
 from sessiond.session import Session, SessionEnv
 from sessiond.session.lifecycle import SessionState
@@ -64,7 +66,8 @@ class Daemon:
         self.metrics = Metrics()
         self.store = store if store is not None else open_store(config.redis_url)
         self.sessions: dict[str, Session] = {}
-        self.host = EngineHost(engine)
+        self.strategy = load_strategy(config.strategy) if config.strategy else Strategy.default()
+        self.host = self._host(engine)
         self.model_name = config.model
         self.fallback: str | None = None
         self.admission: AdmissionRuntime | None = None
@@ -94,6 +97,23 @@ class Daemon:
         self.unconnected = ConnectWatch(config.unconnected_close_s)
         self.spectators = SpectatorAdmission(SpectatorBudget(  # spectators' CPU bound, connect rate
             config.spectator_cpu_cores, config.spectator_cpu_each, config.spectator_connects_per_s))
+
+    def _host(self, engine: EngineProtocol | None) -> EngineHost | ReplicaHost:
+        """The engine host the strategy asks for: one engine (the default), or replicas. Checked
+        against the machine here too, so a daemon built without `serve` refuses the same way."""
+        if self.config.strategy is None:
+            return EngineHost(engine)
+        if engine is not None:
+            raise StrategyError("strategy", "a strategy places the engines the daemon builds; it cannot apply to "
+                                "an engine handed in")
+        from sessiond.runtime.engine_factory import machine_facts
+
+        facts = machine_facts(self.config, self.strategy)
+        check_machine(self.strategy, facts)
+        plans = replica_plans(self.strategy, facts, self.config.kv_budget_bytes)
+        if len(plans) == 1:
+            return EngineHost(plan=plans[0])
+        return ReplicaHost(plans)
 
     # ---- start / stop ------------------------------------------------------------------------
     async def start(self) -> None:
@@ -257,7 +277,21 @@ class Daemon:
         if measured is None:
             return None
         cost = measured.cost
-        return lambda b: cost.predict_chunk(b, cost.steady_context()) if cost.calibrated() else 0.0
+        replicas = self.strategy.engine.replicas  # a step of b spreads over the replicas, which run at once
+        return lambda b: (cost.predict_chunk(-(-b // replicas), cost.steady_context()) if cost.calibrated()
+                          else 0.0)
+
+    def strategy_report(self) -> dict[str, Any]:
+        """For /v1/capacity: the strategy's name, file and per-stage placement, each replica's
+        sessions, and whether admission's cost model was profiled with it in place."""
+        report = self.strategy.describe(self.host.info.device)
+        decoder = getattr(self.host, "hosts", [self.host])[0]
+        report["decoder"] = decoder.placement_words()
+        if isinstance(self.host, ReplicaHost):
+            report["engine"]["sessions_per_replica"] = self.host.sessions_per_replica()
+        measured = self.admission.measured if self.admission is not None else None
+        report["cost_model_profiled_with_it"] = measured is not None
+        return report
 
     def check_ready(self) -> None:
         if self.draining:

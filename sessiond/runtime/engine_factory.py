@@ -12,13 +12,15 @@ from typing import TYPE_CHECKING, Any
 from engine.api import EngineProtocol
 from engine.errors import EngineError
 from sessiond.config import ServeConfig
+from sessiond.runtime.strategy import ENGINE, MachineFacts, ReplicaPlan, Strategy
 
 if TYPE_CHECKING:  # the catalog module imports torch: the engine thread loads it
     import numpy as np
 
     from engine.catalog import ModelCatalog
+    from engine.placement import DecoderPlacement
 
-__all__ = ["BuiltEngine", "build_engine", "default_device", "demo_dtype", "picture_check"]
+__all__ = ["BuiltEngine", "build_engine", "default_device", "demo_dtype", "machine_facts", "picture_check"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +81,68 @@ def picture_check(model: str) -> Callable[[np.ndarray], Any] | None:
     return check_frame
 
 
-def build_engine(config: ServeConfig) -> BuiltEngine:
+def _placement(plan: ReplicaPlan | None) -> DecoderPlacement | None:
+    if plan is None or plan.decoder_mode == "inline":
+        return None
+    from engine.placement import DecoderPlacement
+
+    return DecoderPlacement(plan.decoder_mode, plan.decoder_device, plan.decoder_threads)
+
+
+def _served_model(config: ServeConfig, catalog: ModelCatalog) -> str:
+    """The model `build_engine` will serve: the configured one, or tiny for a demo without weights."""
+    if config.model == "demo":
+        weights = demo_weights(catalog)
+        if weights is None or not weights.is_file():
+            return "tiny"
+    return config.model
+
+
+def machine_facts(config: ServeConfig, strategy: Strategy) -> MachineFacts:
+    """What `strategy.check_machine` checks against: this machine's GPUs and the model's KV per
+    session on the engine's device (its dtype as `build_engine` picks it; an fp8 KV cache is
+    smaller, so the check may only be stricter than the engine's own)."""
+    import torch
+
+    from engine.errors import EngineError
+    from engine.kv import SlabGeometry
+    from engine.weights import parse_dtype
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    gpu_bytes = {i: torch.cuda.get_device_properties(i).total_memory for i in range(gpus)}
+    device = strategy.engine.device if strategy.engine.device != ENGINE else (config.device or default_device())
+    catalog = model_catalog()
+    try:
+        model = catalog.config(_served_model(config, catalog))
+    except EngineError as exc:
+        raise RuntimeError(f"cannot check the strategy against model {config.model!r}: {exc}") from exc
+    torch_device = torch.device("cuda" if device.startswith("cuda") else "cpu")
+    named = demo_dtype(device) if config.model == "demo" else None
+    dtype = parse_dtype(named, torch_device)
+    geometry = SlabGeometry(model.num_layers, model.tokens_per_chunk, model.num_heads, model.head_dim, dtype)
+    session = geometry.slab_bytes * model.context_chunks
+    default = model.default_kv_sessions * session if torch_device.type == "cpu" else None
+    return MachineFacts(device, gpus, gpu_bytes, config.kv_budget_bytes, session, default)
+
+
+def _own_stream(device: str) -> None:
+    """Make a CUDA stream of its own this (engine) thread's current stream: replicas sharing a GPU
+    then queue their work apart instead of in the one default stream, and each waits only for its own."""
+    import torch
+
+    torch.cuda.set_stream(torch.cuda.Stream(torch.device(device)))
+
+
+def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltEngine:
+    """The configured engine; `plan` (a strategy's replica) sets its device, KV budget and decoder placement."""
     from engine.engine import Engine
 
     catalog = model_catalog()
-    device = config.device or default_device()
+    device = (plan.device if plan is not None and plan.device else None) or config.device or default_device()
+    kv_budget = plan.kv_budget_bytes if plan is not None else config.kv_budget_bytes
+    placement = _placement(plan)
+    if plan is not None and plan.own_stream and device.startswith("cuda"):
+        _own_stream(device)
     threads = config.engine_threads(device)
     if threads is not None:
         logger.info("engine on %s with %d torch thread(s)", device, threads)
@@ -94,15 +153,16 @@ def build_engine(config: ServeConfig) -> BuiltEngine:
             why = (f"the demo model's weights are absent ({weights or 'no path declared'}); "
                    "serving the tiny test model instead")
             logger.warning("%s", why)
-            engine = Engine.create(model="tiny", catalog=catalog, device=device, kv_budget_bytes=config.kv_budget_bytes,
-                                   cpu_threads=threads, max_batch=config.max_batch)
+            engine = Engine.create(model="tiny", catalog=catalog, device=device, kv_budget_bytes=kv_budget,
+                                   cpu_threads=threads, max_batch=config.max_batch, decoder_placement=placement)
             return BuiltEngine(engine, "tiny", why)
     try:
         dtype = demo_dtype(device) if config.model == "demo" else None
         if dtype is not None:
             logger.info("demo model in %s: this CPU has bf16 matrix instructions", dtype)
-        engine = Engine.create(model=config.model, catalog=catalog, device=device, kv_budget_bytes=config.kv_budget_bytes,
-                               weights=weights, cpu_threads=threads, max_batch=config.max_batch, dtype=dtype)
+        engine = Engine.create(model=config.model, catalog=catalog, device=device, kv_budget_bytes=kv_budget,
+                               weights=weights, cpu_threads=threads, max_batch=config.max_batch, dtype=dtype,
+                               decoder_placement=placement)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
     return BuiltEngine(engine, config.model, None)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from engine.api import (
     EngineProtocol,
@@ -26,9 +27,10 @@ from sessiond.admission.costmodel import CostModel
 from sessiond.config import ServeConfig
 from sessiond.runtime.engine_factory import BuiltEngine, build_engine
 from sessiond.runtime.engine_worker import EngineWorker
+from sessiond.runtime.strategy import ReplicaPlan
 from sessiond.session.jobs import EngineOp, Op
 
-__all__ = ["EngineHost", "Entry", "OpsOutcome", "StepOutcome", "run_ops", "run_step"]
+__all__ = ["EngineHost", "Entry", "OpsOutcome", "StepHost", "StepOutcome", "run_ops", "run_step"]
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +71,25 @@ class OpsOutcome:
     kv: KVStats | None
 
 
+class StepHost(Protocol):
+    """What the scheduler drives: an `EngineHost`, or the replicas' (`sessiond.runtime.replicas`)."""
+
+    @property
+    def depth(self) -> int: ...
+
+    async def step(self, entries: tuple[Entry, ...]) -> StepOutcome: ...
+
+    async def run_ops(self, ops: Mapping[str, list[EngineOp]]) -> OpsOutcome: ...
+
+
 class EngineHost:
     """Owns the engine (given, or built from the config by `load`) and its thread."""
 
-    def __init__(self, engine: EngineProtocol | None = None, *, max_queue: int = 64) -> None:
+    def __init__(self, engine: EngineProtocol | None = None, *, max_queue: int = 64, plan: ReplicaPlan | None = None,
+                 name: str = "sessiond-engine") -> None:
         self._engine = engine
-        self._worker = EngineWorker(max_queue=max_queue)
+        self._plan = plan  # a strategy's replica: what `load` builds (None: the configured engine)
+        self._worker = EngineWorker(max_queue=max_queue, name=name)
 
     # ---- the thread --------------------------------------------------------------------------
     def start(self) -> None:
@@ -106,7 +121,7 @@ class EngineHost:
         """Build the configured engine on its thread unless one was given; None when given."""
         if self._engine is not None:
             return None
-        built = await self._worker.call(build_engine, config)
+        built = await self._worker.call(build_engine, config, self._plan)
         self._engine = built.engine
         return built
 
@@ -114,6 +129,14 @@ class EngineHost:
         engine = self._require()
         if not getattr(engine, "ready", False):
             await self._worker.call(engine.warmup)
+
+    def placement_words(self) -> str:
+        """Where the engine's decoder runs, as the engine says (engine.placement), else in line."""
+        engine = self._require()
+        placement, device = getattr(engine, "placement", None), getattr(engine, "device", None)
+        if placement is None or device is None:
+            return "in line on the engine's stream"
+        return str(placement.describe(device))
 
     def context_chunks(self) -> int:
         """Sink + window chunks of the model (steady cost is only reached once the context is full)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from engine.api import KVStats, StepResult
 from protocols.errors import ErrorCode
-from sessiond.runtime.engine_host import EngineHost, Entry
+from sessiond.runtime.engine_host import Entry, StepHost
 from sessiond.runtime.engine_worker import WorkerStopped
 from sessiond.session.jobs import ChunkJob, EngineOp
 from sessiond.session.lifecycle import SessionState
@@ -39,7 +39,7 @@ _IDLE_TICK_S = 0.5
 
 
 class Scheduler:
-    def __init__(self, host: EngineHost, sessions: dict[str, Session], *,
+    def __init__(self, host: StepHost, sessions: dict[str, Session], *,
                  max_batch: int, metrics: Any, idle_offload_s: float, idle_close_s: float,
                  on_snapshot: Callable[[str, bytes], None], on_close: Callable[[str, str], None],
                  order: str = "deadline", on_tick: Callable[[], None] | None = None,

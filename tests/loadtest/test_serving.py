@@ -96,3 +96,44 @@ def test_bad_levels_are_refused_with_their_flag() -> None:
     done = subprocess.run([sys.executable, "-m", "loadtest.serving", "--levels", "1,x"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 2 and "--levels takes whole numbers separated by commas, got '1,x'" in done.stderr
+
+
+def test_the_table_names_the_strategy_it_ran() -> None:
+    strategy = {"name": "two-replicas", "path": "strategies/two-replicas.toml", "engine": {"replicas": 2},
+                "decoder": "in line on the engine's stream"}
+    text = format_serving({"config": {"mode": "world", "model": "demo", "device": "cpu"}, "daemon": {"starts": 1},
+                           "strategy": strategy, "levels": {}})
+    assert text.splitlines()[0] == ("world sessions, demo on cpu, mean of 1 daemon starts (± half the range), "
+                                    "`sessiond serve --policy kv --strategy strategies/two-replicas.toml` (strategy "
+                                    "two-replicas: decoder in line on the engine's stream, 2 engine replicas)")
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_the_strategy_it_is_given(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "loadtest.serving", "--model", "tiny", "--levels", "2", "--starts",
+                           "1", "--seconds", "3", "--cpu-threads", "1", "--strategy", "strategies/decoder-device.toml",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "serving.json").read_text())
+    assert result["config"]["strategy"] == "strategies/decoder-device.toml"
+    assert (result["strategy"]["name"], result["strategy"]["decoder"]) == ("decoder-device",
+                                                                          "its own worker thread on cpu:1")
+    assert result["levels"]["2"]["admitted"] == 2.0 and result["levels"]["2"]["frames_per_s"] > 0
+
+
+@pytest.mark.slow
+def test_strategies_compared_in_one_sweep_interleave_their_daemon_starts(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "loadtest.serving", "--model", "tiny", "--levels", "1", "--starts",
+                           "2", "--seconds", "2", "--cpu-threads", "1", "--strategy", "strategies/default.toml",
+                           "--strategy", "strategies/two-replicas.toml", "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    starts = [line.split(",")[1].strip() for line in done.stdout.splitlines() if line.startswith("start ")]
+    assert starts == ["strategy default", "strategy two-replicas"] * 2
+    for stem, replicas in (("default", 1), ("two-replicas", 2)):
+        result = json.loads((tmp_path / stem / "serving.json").read_text())
+        assert result["strategy"]["engine"]["replicas"] == replicas
+        assert result["daemon"]["starts"] == 2 and len(result["per_start"]) == 2
+        assert sorted(p.name for p in (tmp_path / stem).glob("daemon-*.log")) == ["daemon-1.log", "daemon-2.log"]
+    compare = (tmp_path / "compare.md").read_text()
+    assert "--strategy strategies/default.toml" in compare and "--strategy strategies/two-replicas.toml" in compare
