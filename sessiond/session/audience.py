@@ -52,6 +52,7 @@ class Member:
         self.frames_skipped = 0
         self.bytes_sent = 0
         self.joined_at = time.monotonic()
+        self.join_idx = 0  # frames the session had sent when it joined: a raw member's first idx
         self.first_frame_at: float | None = None
         self.end_reason: str | None = None
         self.event = asyncio.Event()

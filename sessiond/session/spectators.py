@@ -23,6 +23,7 @@ def join_audience(session: Session, access: Access, packer: SharedPacker, *, max
     """A new spectator of `session` fed by `packer` (or by the session's packer of that media
     mode, when one already runs); ended at once when the session has ended."""
     member = Member(access, packer.media, max_frames=max_frames)
+    member.join_idx = session.out.sent
     if session.state.terminal:
         member.end("session_closed")
         return SpectatorPort(session, member, packer)
