@@ -380,3 +380,35 @@ async def slow_reader(ws_url: str, token: str) -> RawConn:
     await conn.send(Hello(v=1))
     assert isinstance(await conn.next(), Welcome)
     return conn
+
+
+async def test_spectators_follow_a_hand_off_with_moved_like_the_owner() -> None:
+    """The drain path of a fleet worker (`runtime.handoff`: freeze, snapshot, then `moved` to the
+    viewers): the owner and every spectator get the same `moved` and their connections end."""
+    from protocols.messages import Moved
+    from sessiond.runtime.handoff import hand_off, let_go
+
+    async with off_loop(running_daemon(tiny_engine("private"))) as running:
+        owner = SessionClient(timeout_s=20.0)
+        created = await owner.create(running.url, "world")
+        sid = created.session_id
+        link = await share(running.url, sid, created.token)
+        raw = await RawConn.open(created.ws_url, link["token"])
+        fmp4 = await RawConn.open(created.ws_url, link["token"], query="media=fmp4")
+        owner_conn = await RawConn.open(created.ws_url, created.token)
+        await owner_conn.next_of(Frame)
+        await raw.next_of(Frame)
+        await fmp4.next_of(Media)
+        daemon = running.daemon
+        loop = daemon._scheduler_task.get_loop()
+        moved = Moved(ws_url="ws://127.0.0.1:1/v1/sessions/x/ws", webrtc_url="http://127.0.0.1:1/v1/sessions/x/webrtc")
+
+        async def move() -> bool:
+            assert await hand_off(daemon, [sid]) == [sid]
+            return let_go(daemon, sid, moved)
+
+        assert await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(move(), loop))
+        for conn in (owner_conn, raw, fmp4):
+            assert await conn.next_of(Moved) == moved
+            assert await conn.closed_with() == 1000
+        await owner.aclose()
