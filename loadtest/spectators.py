@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from fleet.local import cpu_seconds, provenance
 from loadtest.replay.daemon_process import DaemonSpec, served
 from loadtest.replay.percentiles import percentile
@@ -138,6 +140,8 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
     await asyncio.sleep(args.seconds)
     cpu1, t1 = cpu_seconds(pid), time.monotonic()
     rss = _rss_mib(pid)
+    async with httpx.AsyncClient(timeout=10.0) as http:
+        seen = (await http.get(f"{url}/v1/capacity")).json().get("spectators", {})
     spectators: list[dict[str, Any]] = []
     for w in workers:
         out, _ = await asyncio.to_thread(w.communicate, None, 60)
@@ -160,6 +164,7 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
         "bytes_per_spectator_per_s": round(statistics.median([s["bytes"] for s in ok]) / (args.seconds + args.warm_s))
         if ok else None,
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),
+        "shared_pack_cores": seen.get("shared_cores"), "daemon_counts_spectators": seen.get("spectators"),
         "wall_s": round(time.monotonic() - started, 1),
     }
 
@@ -199,8 +204,6 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _share(url: str, sid: str, token: str) -> str:
-    import httpx
-
     async with httpx.AsyncClient(timeout=10.0) as http:
         r = await http.post(f"{url}/v1/sessions/{sid}/viewers", json={"ttl_s": 3600, "label": "bench"},
                             headers={"Authorization": f"Bearer {token}"})
@@ -234,13 +237,14 @@ def _markdown(result: dict[str, Any]) -> str:
              f"{p['cpu']} x{p['cpu_count']}, load average at start {tuple(round(x, 2) for x in p['load_avg_at_start'])}"
              " (a shared box: other work ran beside it).", "",
              "| spectators | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median | >= 15 fps "
-             "| first frame max / median s | bytes/s each | daemon CPU cores | daemon RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["levels"]:
         lines.append(f"| {r['spectators']} | {r['spectators_ok']} | {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
                      f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} "
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
-                     f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['daemon_rss_mib']} |")
+                     f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
+                     f"| {r['daemon_rss_mib']} |")
     lines += ["", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 

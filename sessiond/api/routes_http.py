@@ -141,6 +141,8 @@ async def capacity(request: Request) -> Response:
         body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
                       "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
     body["objectives"] = objectives_of(daemon.config).describe()
+    # an extra field: spectators now, how many this machine serves in all, the measured shared packing
+    body["spectators"] = daemon.spectators.describe(sum(len(s.audience) for s in daemon.sessions.values()))
     if daemon.admission is not None:
         body["admission"] = daemon.admission.policy.snapshot(now)
     return JSONResponse(body)
