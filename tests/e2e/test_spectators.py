@@ -412,3 +412,65 @@ async def test_spectators_follow_a_hand_off_with_moved_like_the_owner() -> None:
             assert await conn.next_of(Moved) == moved
             assert await conn.closed_with() == 1000
         await owner.aclose()
+
+
+async def test_webrtc_spectators_share_one_encode_of_the_owners_frames_and_may_not_steer() -> None:
+    """Two real aiortc peers on one share link while the owner plays over a WebSocket: both decode
+    video whose RTP timestamps are the owner's pts, their `frames` messages name the owner's idx,
+    one stream encodes for both, an action is forbidden, and revoking closes both."""
+    from protocols.messages import FramesInfo
+    from tests.transports._client import LoopbackClient
+
+    async with off_loop(running_daemon(tiny_engine("private"), webrtc_hosts=("127.0.0.1",))) as running, \
+            httpx.AsyncClient(timeout=30) as http:
+        owner = SessionClient(timeout_s=20.0)
+        created = await owner.create(running.url, "world")
+        sid = created.session_id
+        link = await share(running.url, sid, created.token)
+        await owner.connect()
+        owner_frames: list[Frame] = []
+
+        async def keep_reading() -> None:
+            async for msg in owner.messages():
+                if isinstance(msg, Frame):
+                    owner_frames.append(msg)
+
+        reader = asyncio.create_task(keep_reading())
+        await wait_for(lambda: len(owner_frames) >= 8)
+        peers = [LoopbackClient(), LoopbackClient()]
+        try:
+            for peer in peers:
+                answer = await http.post(created.webrtc_url, json={"sdp": await peer.offer(), "type": "offer"},
+                                         headers={"Authorization": f"Bearer {link['token']}"})
+                assert answer.status_code == 200, answer.text
+                await peer.accept(answer.json()["sdp"], "answer")
+            for peer in peers:
+                info = await peer.next_message(FramesInfo, 20)
+                frame = await asyncio.wait_for(peer.frames.get(), 20)
+                assert (frame.width, frame.height) == (32, 32)
+                await wait_for(lambda info=info: len(owner_frames) > info.idx)
+                assert info.pts == owner_frames[info.idx].pts == pts_for(info.idx, created.fps)
+                assert peer.rtp_timestamps[0] % pts_for(1, created.fps) == 0
+            gateway = running.daemon.webrtc_gateway()
+            assert len(gateway._audience) == 1 and gateway._audience[sid].viewers == 2  # one encode for both
+            await asyncio.wait_for(peers[0].control_open.wait(), 10)
+            peers[0].send(Action(seq=1, ts=0.0, keys=("w",)), channel="actions")
+            err = await peers[0].next_message(Error, 10)
+            assert (err.code, err.fatal) == ("forbidden", False)
+            status = (await http.get(f"{running.url}/v1/sessions/{sid}",
+                                     headers={"Authorization": f"Bearer {created.token}"})).json()
+            assert (status["spectators"], status["players"]) == (2, 1)
+            r = await http.delete(f"{running.url}/v1/sessions/{sid}/viewers/{link['grant_id']}",
+                                  headers={"Authorization": f"Bearer {created.token}"})
+            assert r.status_code == 204
+            for peer in peers:
+                err = await peer.next_message(Error, 10)
+                assert (err.code, err.fatal, "revoked" in err.message) == ("unauthorized", True, True)
+            await wait_for(lambda: len(live_session(running, sid).audience) == 0 and not gateway._audience)
+            assert [f.idx for f in owner_frames] == list(range(len(owner_frames)))
+        finally:
+            for peer in peers:
+                await peer.close()
+            reader.cancel()
+            await owner.close_session()
+            await owner.aclose()

@@ -71,8 +71,8 @@ def test_revoke_ends_only_the_members_of_that_grant() -> None:
         err = await a.next()
         assert isinstance(err, Error) and (err.code, err.fatal) == ("unauthorized", True)
         assert await a.next() is None and not b.connection.ending
-        await audience.leave(a)
-        await audience.leave(b)
+        audience.leave(a)
+        audience.leave(b)
         assert audience.packers == {}
 
     asyncio.run(run())
@@ -97,7 +97,7 @@ def test_the_shared_packer_packs_each_frame_once_for_every_member() -> None:
         assert [(f.idx, f.pts) for f in frames if isinstance(f, Frame)] == [(i, i * 5625) for i in range(5)]
         assert metrics.spectators._value.get() == 3
         for m in members:
-            await audience.leave(m)
+            audience.leave(m)
         assert metrics.spectators._value.get() == 0
 
     asyncio.run(run())
