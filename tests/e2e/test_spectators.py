@@ -474,3 +474,26 @@ async def test_webrtc_spectators_share_one_encode_of_the_owners_frames_and_may_n
             reader.cancel()
             await owner.close_session()
             await owner.aclose()
+
+
+async def test_past_the_spectators_cpu_bound_a_connect_is_refused_in_words() -> None:
+    async with off_loop(running_daemon(tiny_engine("private"), spectator_cpu_cores=0.004,
+                                       spectator_cpu_each=0.005)) as running:
+        owner = SessionClient(timeout_s=20.0)
+        created = await owner.create(running.url, "world")
+        link = await share(running.url, created.session_id, created.token)
+        conn = await RawConn.open(created.ws_url, link["token"], hello=False)
+        err = await conn.next_of(Error)
+        assert (err.code, err.fatal) == ("capacity", True)
+        assert err.message.startswith("this machine serves 0 spectators in all")
+        assert await conn.closed_with() == 4503
+        metrics = running.daemon.metrics
+        assert metrics.spectators_refused.labels(reason="capacity")._value.get() == 1
+        async with httpx.AsyncClient(timeout=10.0) as http:
+            offer = await http.post(created.webrtc_url, json={"sdp": "v=0", "type": "offer"},
+                                    headers={"Authorization": f"Bearer {link['token']}"})
+            assert (offer.status_code, offer.json()["error"]["code"]) == (503, "capacity")
+            capacity = (await http.get(f"{running.url}/v1/capacity")).json()["spectators"]
+        assert (capacity["spectators"], capacity["serves"]) == (0, 0)
+        await owner.close_session()
+        await owner.aclose()
