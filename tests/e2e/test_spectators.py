@@ -497,3 +497,29 @@ async def test_past_the_spectators_cpu_bound_a_connect_is_refused_in_words() -> 
         assert (capacity["spectators"], capacity["serves"]) == (0, 0)
         await owner.close_session()
         await owner.aclose()
+
+
+async def test_a_director_sessions_spectators_get_the_segments_as_the_owner_directs_them(daemon: RunningDaemon) -> None:
+    from protocols.messages import SegmentEnd, SegmentStart
+
+    owner = SessionClient(timeout_s=20.0)
+    created = await owner.create(daemon.url, "director")
+    link = await share(daemon.url, created.session_id, created.token)
+    watcher = await spectator(daemon.url, owner, link["token"], "raw")
+    try:
+        await owner.connect()
+        await owner.direct("a quiet street", seconds=1)
+        mine = await collect(owner, lambda m: any(isinstance(x, SegmentEnd) for x in m))
+        seen = await collect(watcher, lambda m: any(isinstance(x, SegmentEnd) for x in m))
+
+        def story(msgs: list[Any]) -> list[Any]:
+            return [(type(m).__name__, m.segment, m.pts, getattr(m, "idx", None)) for m in msgs
+                    if isinstance(m, SegmentStart | SegmentEnd | Frame)]
+
+        assert story(seen) == story(mine)
+        assert [type(m).__name__ for m in seen if isinstance(m, SegmentStart | SegmentEnd | Frame)] == \
+            ["SegmentStart"] + ["Frame"] * 16 + ["SegmentEnd"]
+    finally:
+        await watcher.aclose()
+        await owner.close_session()
+        await owner.aclose()
