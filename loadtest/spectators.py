@@ -89,9 +89,10 @@ async def _worker(args: argparse.Namespace) -> None:
     stop = start + args.seconds
     medias = args.medias.split(",")
     outs: list[dict[str, Any]] = [{} for _ in medias]
+    cpu0 = time.process_time()
     await asyncio.gather(*(_spectate(args.ws_url, args.token, m, start, stop, o) for m, o in zip(medias, outs,
                                                                                                 strict=True)))
-    print(json.dumps(outs), flush=True)
+    print(json.dumps({"spectators": outs, "cpu_s": time.process_time() - cpu0}), flush=True)
 
 
 # ---- the owner ---------------------------------------------------------------------------------
@@ -143,10 +144,13 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
     async with httpx.AsyncClient(timeout=10.0) as http:
         seen = (await http.get(f"{url}/v1/capacity")).json().get("spectators", {})
     spectators: list[dict[str, Any]] = []
+    client_cpu_s = 0.0
     for w in workers:
         out, _ = await asyncio.to_thread(w.communicate, None, 60)
-        with contextlib.suppress(ValueError):
-            spectators += json.loads(out.decode().strip().splitlines()[-1])
+        with contextlib.suppress(ValueError, IndexError):
+            report = json.loads(out.decode().strip().splitlines()[-1])
+            spectators += report["spectators"]
+            client_cpu_s += report["cpu_s"]
     a2p = [ms for at, ms in owner.a2p_ms if window[0] <= at <= window[1]]
     owner_fps = sum(1 for at in owner.frames if window[0] <= at <= window[1]) / (t1 - t0)
     ok = [s for s in spectators if "error" not in s]
@@ -165,6 +169,8 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
         if ok else None,
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),
         "shared_pack_cores": seen.get("shared_cores"), "daemon_counts_spectators": seen.get("spectators"),
+        "client_processes": len(workers),  # on the same box: their CPU is the measurement's own load
+        "client_cpu_cores": round(client_cpu_s / (args.seconds + args.warm_s), 3),
         "wall_s": round(time.monotonic() - started, 1),
     }
 
@@ -212,15 +218,24 @@ async def _share(url: str, sid: str, token: str) -> str:
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    base = rows[0]
-    top = rows[-1]
-    extra = top["spectators"] - base["spectators"]
+    """The largest level against no spectators (the mean of every 0 level: measured first and last,
+    so the box's drift shows)."""
+    zeros = [r for r in rows if r["spectators"] == 0] or rows[:1]
+    top = max(rows, key=lambda r: r["spectators"])
+    extra = top["spectators"]
     out: dict[str, Any] = {}
-    if extra > 0:
-        out["cpu_cores_per_spectator"] = round((top["daemon_cpu_cores"] - base["daemon_cpu_cores"]) / extra, 4)
-        out["rss_mib_per_spectator"] = round((top["daemon_rss_mib"] - base["daemon_rss_mib"]) / extra, 3)
-    if base["owner_a2p_ms_p50"] and top["owner_a2p_ms_p50"]:
-        out["owner_a2p_p50_change"] = round(top["owner_a2p_ms_p50"] / base["owner_a2p_ms_p50"] - 1.0, 3)
+
+    def base(key: str) -> float | None:
+        values = [r[key] for r in zeros if r[key] is not None]
+        return statistics.mean(values) if values else None
+
+    cpu0, rss0, a2p0 = base("daemon_cpu_cores"), base("daemon_rss_mib"), base("owner_a2p_ms_p50")
+    if extra > 0 and cpu0 is not None and rss0 is not None:
+        out["cpu_cores_per_spectator"] = round((top["daemon_cpu_cores"] - cpu0) / extra, 4)
+        out["rss_mib_per_spectator"] = round((top["daemon_rss_mib"] - rss0) / extra, 3)
+    out["owner_a2p_ms_p50_without"] = [r["owner_a2p_ms_p50"] for r in zeros]
+    if a2p0 and top["owner_a2p_ms_p50"]:
+        out["owner_a2p_p50_change"] = round(top["owner_a2p_ms_p50"] / a2p0 - 1.0, 3)
     out["targets"] = {
         "every_spectator_at_15fps": top["spectators_at_15fps"] == top["spectators"],
         "owner_a2p_p50_within_10pct": out.get("owner_a2p_p50_change") is not None
@@ -237,14 +252,14 @@ def _markdown(result: dict[str, Any]) -> str:
              f"{p['cpu']} x{p['cpu_count']}, load average at start {tuple(round(x, 2) for x in p['load_avg_at_start'])}"
              " (a shared box: other work ran beside it).", "",
              "| spectators | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median | >= 15 fps "
-             "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB "
+             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["levels"]:
         lines.append(f"| {r['spectators']} | {r['spectators_ok']} | {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
                      f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} "
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
                      f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
-                     f"| {r['daemon_rss_mib']} |")
+                     f"| {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
     lines += ["", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 
@@ -277,7 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m loadtest.spectators", description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="demo")
     ap.add_argument("--policy", default="kv", help="admission policy of the served daemon (kv: admit the one session)")
-    ap.add_argument("--levels", default="0,10,25,50")
+    ap.add_argument("--levels", default="0,10,25,50,0", help="spectators per level, in order (0 again last: drift)")
     ap.add_argument("--seconds", type=float, default=15.0, help="measured seconds per level")
     ap.add_argument("--warm-s", type=float, default=3.0, help="seconds after spectators connect before measuring")
     ap.add_argument("--action-hz", type=float, default=4.0)

@@ -77,10 +77,10 @@ class Member:
             self.queue.append(item)
             self.event.set()
             return False, 0
-        if self.need_key and not item.key:
+        if self.need_key and not item.key:  # it keeps asking (the packer throttles) until one comes
             skipped = item.frames if self.started else 0
             self.frames_skipped += skipped
-            return False, skipped
+            return True, skipped
         skipped = 0
         if self.queued_frames + item.frames > self.max_frames:  # it lags: drop its queued media
             skipped = self.queued_frames

@@ -37,12 +37,12 @@ def test_a_raw_member_that_lags_drops_its_queue_and_goes_on_at_the_next_frame() 
 
 def test_an_fmp4_member_waits_for_a_key_fragment_after_it_lagged() -> None:
     m = Member(viewer(), "fmp4", max_frames=4)
-    assert m.offer(packed(0, key=False)) == (False, 0)  # before its first key fragment: not counted as skipped
+    assert m.offer(packed(0, key=False)) == (True, 0)  # before its first key fragment: asks, not counted as skipped
     assert m.offer(packed(1, key=True)) == (False, 0)
     for i in range(2, 5):
         m.offer(packed(i, key=False))
     assert m.offer(packed(5, key=False)) == (True, 5)  # overflow: 1-4 dropped and 5 too; asks for a key
-    assert m.offer(packed(6, key=False)) == (False, 1)
+    assert m.offer(packed(6, key=False)) == (True, 1)  # still asking: the packer's throttle may have eaten a request
     assert m.offer(packed(7, key=True)) == (False, 0)
     assert [m.take().idx] == [7] and m.frames_skipped == 6
 
@@ -108,3 +108,38 @@ def test_counts_by_grant(grant: str) -> None:
     audience = Audience("s_1", Metrics())
     audience.members += [Member(viewer(grant), "raw"), Member(viewer(grant), "fmp4"), Member(viewer("g_b"), "raw")]
     assert audience.counts() == {grant: 2, "g_b": 1}
+
+
+def test_an_fmp4_joiner_gets_a_key_fragment_even_when_its_request_was_throttled() -> None:
+    """Two fmp4 spectators join within the key-frame throttle: the second's join request is
+    throttled away after the first's key fragment went out; it keeps asking until it gets one."""
+    from transports.fmp4 import Fmp4Packer
+
+    audience = Audience("s_1", Metrics())
+
+    async def run() -> None:
+        shared = SharedPacker(Fmp4Packer(32, 32, 16), None, audience.deliver_to("fmp4"), keyframe_interval_s=0.5)
+        first, second = Member(viewer(), "fmp4"), Member(viewer(), "fmp4")
+        audience.join(first, shared)
+        rgb = np.zeros((32, 32, 3), np.uint8)
+
+        def frame(i: int) -> OutFrame:
+            return OutFrame(pts=i * 5625, idx=i, segment=0, action_seq=-1, disc=False, generation=0, rgb=rgb)
+
+        audience.frame(frame(0))
+        assert isinstance(await first.next(), Packed)
+        audience.join(second, shared)  # its request is throttled (0.5 s): no key fragment on its account
+        audience.frame(frame(1))
+        assert (await first.next()).idx == 1
+        await asyncio.sleep(0)
+        assert second.queued_frames == 0 and second.need_key
+        shared._last_key_request -= 1.0  # the throttle interval passes
+        audience.frame(frame(2))  # not a key fragment: the waiting member asks again, now granted
+        assert (await first.next()).idx == 2
+        audience.frame(frame(3))
+        got = await second.next()
+        assert (got.idx, got.key) == (3, True)
+        audience.leave(first)
+        audience.leave(second)
+
+    asyncio.run(run())
