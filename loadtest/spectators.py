@@ -169,7 +169,6 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
         if ok else None,
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),
         "shared_pack_cores": seen.get("shared_cores"), "daemon_counts_spectators": seen.get("spectators"),
-        "send_cores_measured": seen.get("send_cores_measured"), "each_cores_measured": seen.get("each_cores_measured"),
         "client_processes": len(workers),  # on the same box: their CPU is the measurement's own load
         "client_cpu_cores": round(client_cpu_s / (args.seconds + args.warm_s), 3),
         "wall_s": round(time.monotonic() - started, 1),
@@ -234,7 +233,6 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if extra > 0 and cpu0 is not None and rss0 is not None:
         out["cpu_cores_per_spectator"] = round((top["daemon_cpu_cores"] - cpu0) / extra, 4)
         out["rss_mib_per_spectator"] = round((top["daemon_rss_mib"] - rss0) / extra, 3)
-        out["cpu_cores_per_spectator_in_daemon"] = top["each_cores_measured"]  # its sends, measured there
     out["owner_a2p_ms_p50_without"] = [r["owner_a2p_ms_p50"] for r in zeros]
     if a2p0 and top["owner_a2p_ms_p50"]:
         out["owner_a2p_p50_change"] = round(top["owner_a2p_ms_p50"] / a2p0 - 1.0, 3)
@@ -254,15 +252,14 @@ def _markdown(result: dict[str, Any]) -> str:
              f"{p['cpu']} x{p['cpu_count']}, load average at start {tuple(round(x, 2) for x in p['load_avg_at_start'])}"
              " (a shared box: other work ran beside it).", "",
              "| spectators | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median | >= 15 fps "
-             "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores "
-             "| sends' cores (in daemon) | daemon RSS MiB | client CPU cores |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB "
+             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["levels"]:
         lines.append(f"| {r['spectators']} | {r['spectators_ok']} | {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
                      f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} "
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
                      f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
-                     f"| {r['send_cores_measured']} | {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
+                     f"| {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
     lines += ["", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 

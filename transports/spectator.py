@@ -69,10 +69,7 @@ class _Stalled(ConnectionError):
 
 class SpectatorConnection:
     def __init__(self, ws: WireSocket, attach: Callable[[], Awaitable[AudiencePort]], welcome_session: dict[str, Any],
-                 options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None,
-                 on_send_cpu: Callable[[float], None] | None = None) -> None:
-        """`on_send_cpu`: the event loop thread's CPU seconds of each send (an upper bound: a send
-        that waits lets other tasks run in between; admission reports it beside its configured cost)."""
+                 options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None) -> None:
         self.ws = ws
         self._attach = attach
         self.welcome_session = welcome_session
@@ -80,7 +77,6 @@ class SpectatorConnection:
         self._reader = InboundReader(options.inbound, hello_required=True, on_error=on_error)
         self._send_lock = asyncio.Lock()
         self._port: AudiencePort | None = None
-        self._on_send_cpu = on_send_cpu
         self.stalled = False
 
     async def run(self) -> None:
@@ -175,11 +171,8 @@ class SpectatorConnection:
 
     async def _send(self, data: bytes) -> None:
         async with self._send_lock:
-            started = time.thread_time()
             try:
                 await asyncio.wait_for(self.ws.send(data), self.options.stall_s)
-                if self._on_send_cpu is not None:
-                    self._on_send_cpu(time.thread_time() - started)
             except TimeoutError:
                 self.stalled = True
                 if self._port is not None:

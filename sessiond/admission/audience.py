@@ -41,7 +41,6 @@ class SpectatorAdmission:
     budget: SpectatorBudget = field(default_factory=SpectatorBudget)
     clock: Callable[[], float] = time.monotonic
     _packs: deque[tuple[float, float]] = field(default_factory=deque)  # (when, cpu seconds)
-    _sends: deque[tuple[float, float]] = field(default_factory=deque)  # (when, cpu seconds) of spectators' sends
     _buckets: dict[str, _Bucket] = field(default_factory=dict)
 
     def record_pack(self, cpu_s: float) -> None:
@@ -50,21 +49,9 @@ class SpectatorAdmission:
         self._packs.append((now, cpu_s))
         self._trim(now)
 
-    def record_send(self, cpu_s: float) -> None:
-        """One send to a spectator's socket: the loop thread's CPU seconds (an upper bound)."""
-        now = self.clock()
-        self._sends.append((now, cpu_s))
-        self._trim(now)
-
     def _trim(self, now: float) -> None:
-        for q in (self._packs, self._sends):
-            while q and q[0][0] < now - self.budget.window_s:
-                q.popleft()
-
-    def send_cores(self) -> float:
-        """Cores the sends to spectators took over the last window (measured, at most)."""
-        self._trim(self.clock())
-        return sum(cpu for _, cpu in self._sends) / self.budget.window_s
+        while self._packs and self._packs[0][0] < now - self.budget.window_s:
+            self._packs.popleft()
 
     def shared_cores(self) -> float:
         """Cores the shared packers took over the last window."""
@@ -76,12 +63,9 @@ class SpectatorAdmission:
         room = self.budget.cpu_cores - self.shared_cores()
         return max(0, math.floor(room / self.budget.each + 1e-9))
 
-    def describe(self, spectators: int) -> dict[str, float | int | None]:
-        send = self.send_cores()
+    def describe(self, spectators: int) -> dict[str, float | int]:
         return {"spectators": spectators, "serves": self.serves(), "cpu_cores": self.budget.cpu_cores,
-                "shared_cores": round(self.shared_cores(), 4), "each_cores": self.budget.each,
-                "send_cores_measured": round(send, 4),
-                "each_cores_measured": round(send / spectators, 5) if spectators else None}
+                "shared_cores": round(self.shared_cores(), 4), "each_cores": self.budget.each}
 
     def admit(self, session_id: str, spectators: int) -> None:
         """Raise rate_limited (this session's connects come too fast) or capacity (the CPU bound)."""

@@ -153,5 +153,5 @@ async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Acc
         StarletteWire(ws), attach, dict(session.public) | {"role": "viewer"},
         SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
                          stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
-        on_error=daemon.count_protocol_error, on_send_cpu=daemon.spectators.record_send)
+        on_error=daemon.count_protocol_error)
     await conn.run()
