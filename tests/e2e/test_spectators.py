@@ -523,3 +523,15 @@ async def test_a_director_sessions_spectators_get_the_segments_as_the_owner_dire
         await watcher.aclose()
         await owner.close_session()
         await owner.aclose()
+
+
+async def test_when_the_owner_deletes_the_session_its_spectators_hear_it_and_close(daemon: RunningDaemon) -> None:
+    owner = SessionClient(timeout_s=20.0)
+    created = await owner.create(daemon.url, "world")
+    link = await share(daemon.url, created.session_id, created.token)
+    conn = await RawConn.open(created.ws_url, link["token"])
+    await owner.close_session()
+    err = await conn.next_of(Error)
+    assert (err.code, err.fatal) == ("not_found", True)
+    assert await conn.closed_with() == 4404
+    await owner.aclose()
