@@ -209,7 +209,7 @@ class Audience:
         if not any(m.media == member.media for m in self.members):
             shared = self.packers.pop(member.media, None)
             if shared is not None:
-                asyncio.get_running_loop().create_task(shared.close())
+                shared.stop()
             if member.media == "webrtc" and self.rtc is not None:
                 self.rtc.end()
                 self.rtc = None
@@ -259,9 +259,7 @@ class Audience:
 
     def end_all(self, reason: str, last: Any = None) -> None:
         """Every member ends (the session closed, failed or moved: `last` tells them)."""
-        if self.rtc is not None:  # WebRTC spectators: `last` on their control channels, then the stream ends
-            if last is not None:
-                self.rtc.push(last)
+        if self.rtc is not None:  # WebRTC spectators' stream ends; each peer hears `last` from its member
             self.rtc.end()
         for m in self.members:
             m.end(reason, last)
