@@ -83,6 +83,50 @@ async def _spectate(ws_url: str, token: str, media: str, start: float, stop: flo
                fps=counted / max(1e-6, stop - start))
 
 
+async def _watch_webrtc(webrtc_url: str, token: str, start: float, stop: float, out: dict[str, Any]) -> None:
+    """A WebRTC spectator (aiortc, loopback candidates only): decoded video frames are counted."""
+    from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+    from aiortc.mediastreams import MediaStreamError
+
+    from transports.webrtc import PeerScope, peer_scope
+
+    began = time.monotonic()
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.addTransceiver("video", direction="recvonly")
+    pc.createDataChannel("control")
+    tracks: asyncio.Queue[Any] = asyncio.Queue()
+    pc.on("track", tracks.put_nowait)
+    frames = counted = 0
+    try:
+        offer = await pc.createOffer()
+        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
+            await pc.setLocalDescription(offer)
+        async with httpx.AsyncClient(timeout=20.0) as http:
+            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
+                                headers={"Authorization": f"Bearer {token}"})
+        if r.status_code != 200:
+            out["error"] = r.text[:200]
+            return
+        answer = r.json()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
+        track = await asyncio.wait_for(tracks.get(), max(0.1, stop - time.monotonic()))
+        while time.monotonic() < stop:
+            try:
+                await asyncio.wait_for(track.recv(), max(0.01, stop - time.monotonic()))
+            except (TimeoutError, MediaStreamError):
+                break
+            if "first_frame_s" not in out:
+                out["first_frame_s"] = time.monotonic() - began
+            frames += 1
+            if time.monotonic() >= start:
+                counted += 1
+    except Exception as exc:  # reported, not fatal to the worker
+        out["error"] = repr(exc)[:200]
+    finally:
+        await pc.close()
+    out.update(media="webrtc", frames=frames, bytes=0, fps=counted / max(1e-6, stop - start))
+
+
 async def _worker(args: argparse.Namespace) -> None:
     now = time.monotonic()
     start = now + args.warm_s
@@ -90,8 +134,9 @@ async def _worker(args: argparse.Namespace) -> None:
     medias = args.medias.split(",")
     outs: list[dict[str, Any]] = [{} for _ in medias]
     cpu0 = time.process_time()
-    await asyncio.gather(*(_spectate(args.ws_url, args.token, m, start, stop, o) for m, o in zip(medias, outs,
-                                                                                                strict=True)))
+    await asyncio.gather(*(_watch_webrtc(args.webrtc_url, args.token, start, stop, o) if m == "webrtc" else
+                           _spectate(args.ws_url, args.token, m, start, stop, o) for m, o in zip(medias, outs,
+                                                                                                  strict=True)))
     print(json.dumps({"spectators": outs, "cpu_s": time.process_time() - cpu0}), flush=True)
 
 
@@ -126,12 +171,15 @@ class Owner:
             await asyncio.sleep(1.0 / self.action_hz)
 
 
-async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: int, args: argparse.Namespace
-                 ) -> dict[str, Any]:
+async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid: int, n: int,
+                 args: argparse.Namespace) -> dict[str, Any]:
+    ws_url, webrtc_url = urls
     procs = max(1, min(args.processes, n))
-    medias = ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n)]
+    rtc = min(args.webrtc, n)
+    medias = ["webrtc"] * rtc + ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc)]
     groups = [medias[i::procs] for i in range(procs)] if n else []
-    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--token", token,
+    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--webrtc-url", webrtc_url,
+           "--token", token,
            "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)]
     started = time.monotonic()
     workers = [subprocess.Popen([*cmd, "--medias", ",".join(g)], stdout=subprocess.PIPE) for g in groups if g]
@@ -155,6 +203,7 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
     owner_fps = sum(1 for at in owner.frames if window[0] <= at <= window[1]) / (t1 - t0)
     ok = [s for s in spectators if "error" not in s]
     fps = [s["fps"] for s in ok]
+    rtc_fps = [s["fps"] for s in ok if s.get("media") == "webrtc"]
     first = [s["first_frame_s"] for s in ok if "first_frame_s" in s]
     return {
         "spectators": n, "spectators_ok": len(ok), "errors": [s["error"] for s in spectators if "error" in s][:5],
@@ -163,6 +212,7 @@ async def _level(url: str, owner: Owner, ws_url: str, token: str, pid: int, n: i
         "spectator_fps_min": round(min(fps), 2) if fps else None,
         "spectator_fps_median": round(statistics.median(fps), 2) if fps else None,
         "spectators_at_15fps": sum(1 for f in fps if f >= 15.0),
+        "webrtc_spectators": rtc, "webrtc_fps_min": round(min(rtc_fps), 2) if rtc_fps else None,
         "first_frame_s_max": round(max(first), 3) if first else None,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
         "bytes_per_spectator_per_s": round(statistics.median([s["bytes"] for s in ok]) / (args.seconds + args.warm_s))
@@ -184,7 +234,8 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "serve.json"  # measure, never refuse: the CPU bound far above what the box has
         config.write_text(json.dumps({"spectator_cpu_cores": 64.0, "spectator_connects_per_s": 200}))
-        spec = DaemonSpec(model=args.model, device="cpu", policy=args.policy, extra=("--config", str(config)))
+        spec = DaemonSpec(model=args.model, device="cpu", policy=args.policy,
+                          extra=("--config", str(config), "--webrtc-hosts", "127.0.0.1"))
         with served(spec) as daemon:
             owner_client = SessionClient(timeout_s=30.0)
             created = await owner_client.create(daemon.url, "world")
@@ -195,7 +246,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.warm_s)
             rows = []
             for n in levels:
-                row = await _level(daemon.url, owner, created.ws_url, link, daemon.pid, n, args)
+                row = await _level(daemon.url, owner, (created.ws_url, created.webrtc_url), link, daemon.pid, n, args)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             for t in tasks:
@@ -205,6 +256,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             await owner_client.aclose()
     return {"provenance": provenance("python -m loadtest.spectators " + " ".join(sys.argv[1:])),
             "settings": {"model": args.model, "policy": args.policy, "seconds": args.seconds, "warm_s": args.warm_s,
+                         "webrtc": args.webrtc,
                          "action_hz": args.action_hz, "fmp4_share": args.fmp4_share, "processes": args.processes},
             "levels": rows, "summary": _summary(rows)}
 
@@ -298,9 +350,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--action-hz", type=float, default=4.0)
     ap.add_argument("--fmp4-share", type=float, default=0.3, help="share of spectators on fMP4 (the rest raw)")
     ap.add_argument("--processes", type=int, default=5, help="spectator client processes per level")
+    ap.add_argument("--webrtc", type=int, default=3, help="spectators of each level on WebRTC (aiortc peers)")
     ap.add_argument("--out", default="results/spectators")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ws-url", help=argparse.SUPPRESS)
+    ap.add_argument("--webrtc-url", help=argparse.SUPPRESS)
     ap.add_argument("--token", help=argparse.SUPPRESS)
     ap.add_argument("--medias", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
