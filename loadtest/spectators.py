@@ -204,6 +204,7 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
     ok = [s for s in spectators if "error" not in s]
     fps = [s["fps"] for s in ok]
     rtc_fps = [s["fps"] for s in ok if s.get("media") == "webrtc"]
+    ws_bytes = [s["bytes"] for s in ok if s.get("media") != "webrtc"]
     first = [s["first_frame_s"] for s in ok if "first_frame_s" in s]
     return {
         "spectators": n, "spectators_ok": len(ok), "errors": [s["error"] for s in spectators if "error" in s][:5],
@@ -215,8 +216,8 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
         "webrtc_spectators": rtc, "webrtc_fps_min": round(min(rtc_fps), 2) if rtc_fps else None,
         "first_frame_s_max": round(max(first), 3) if first else None,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
-        "bytes_per_spectator_per_s": round(statistics.median([s["bytes"] for s in ok]) / (args.seconds + args.warm_s))
-        if ok else None,
+        "bytes_per_spectator_per_s": round(statistics.median(ws_bytes) / (args.seconds + args.warm_s))
+        if ws_bytes else None,  # WebSocket spectators
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),
         "shared_pack_cores": seen.get("shared_cores"), "daemon_counts_spectators": seen.get("spectators"),
         "client_processes": len(workers),  # on the same box: their CPU is the measurement's own load
@@ -303,12 +304,14 @@ def _markdown(result: dict[str, Any]) -> str:
              f"`{p['command']}` at commit {p['git_commit'][:10]} (dirty: {p['git_dirty']}), {p['date_utc']}, "
              f"{p['cpu']} x{p['cpu_count']}, load average at start {tuple(round(x, 2) for x in p['load_avg_at_start'])}"
              " (a shared box: other work ran beside it).", "",
-             "| spectators | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median | >= 15 fps "
+             "| spectators (WebRTC) | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median "
+             "| WebRTC fps min | >= 15 fps "
              "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB "
-             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["levels"]:
-        lines.append(f"| {r['spectators']} | {r['spectators_ok']} | {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
-                     f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} "
+        lines.append(f"| {r['spectators']} ({r['webrtc_spectators']}) | {r['spectators_ok']} "
+                     f"| {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
+                     f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} | {r['webrtc_fps_min']} "
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
                      f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
                      f"| {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
