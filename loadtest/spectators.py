@@ -83,50 +83,6 @@ async def _spectate(ws_url: str, token: str, media: str, start: float, stop: flo
                fps=counted / max(1e-6, stop - start))
 
 
-async def _watch_webrtc(webrtc_url: str, token: str, start: float, stop: float, out: dict[str, Any]) -> None:
-    """A WebRTC spectator (aiortc, loopback candidates only): decoded video frames are counted."""
-    from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-    from aiortc.mediastreams import MediaStreamError
-
-    from transports.webrtc import PeerScope, peer_scope
-
-    began = time.monotonic()
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    pc.addTransceiver("video", direction="recvonly")
-    pc.createDataChannel("control")
-    tracks: asyncio.Queue[Any] = asyncio.Queue()
-    pc.on("track", tracks.put_nowait)
-    frames = counted = 0
-    try:
-        offer = await pc.createOffer()
-        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
-            await pc.setLocalDescription(offer)
-        async with httpx.AsyncClient(timeout=20.0) as http:
-            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
-                                headers={"Authorization": f"Bearer {token}"})
-        if r.status_code != 200:
-            out["error"] = r.text[:200]
-            return
-        answer = r.json()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
-        track = await asyncio.wait_for(tracks.get(), max(0.1, stop - time.monotonic()))
-        while time.monotonic() < stop:
-            try:
-                await asyncio.wait_for(track.recv(), max(0.01, stop - time.monotonic()))
-            except (TimeoutError, MediaStreamError):
-                break
-            if "first_frame_s" not in out:
-                out["first_frame_s"] = time.monotonic() - began
-            frames += 1
-            if time.monotonic() >= start:
-                counted += 1
-    except Exception as exc:  # reported, not fatal to the worker
-        out["error"] = repr(exc)[:200]
-    finally:
-        await pc.close()
-    out.update(media="webrtc", frames=frames, bytes=0, fps=counted / max(1e-6, stop - start))
-
-
 async def _worker(args: argparse.Namespace) -> None:
     now = time.monotonic()
     start = now + args.warm_s
@@ -134,9 +90,8 @@ async def _worker(args: argparse.Namespace) -> None:
     medias = args.medias.split(",")
     outs: list[dict[str, Any]] = [{} for _ in medias]
     cpu0 = time.process_time()
-    await asyncio.gather(*(_watch_webrtc(args.webrtc_url, args.token, start, stop, o) if m == "webrtc" else
-                           _spectate(args.ws_url, args.token, m, start, stop, o) for m, o in zip(medias, outs,
-                                                                                                  strict=True)))
+    await asyncio.gather(*(_spectate(args.ws_url, args.token, m, start, stop, o) for m, o in zip(medias, outs,
+                                                                                                strict=True)))
     print(json.dumps({"spectators": outs, "cpu_s": time.process_time() - cpu0}), flush=True)
 
 
@@ -176,13 +131,16 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
     ws_url, webrtc_url = urls
     procs = max(1, min(args.processes, n))
     rtc = min(args.webrtc, n)
-    medias = ["webrtc"] * rtc + ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc)]
-    groups = [medias[i::procs] for i in range(procs)] if n else []
-    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--webrtc-url", webrtc_url,
-           "--token", token,
+    medias = ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc)]
+    groups = [medias[i::procs] for i in range(procs)] if n - rtc else []
+    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--token", token,
            "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)]
     started = time.monotonic()
     workers = [subprocess.Popen([*cmd, "--medias", ",".join(g)], stdout=subprocess.PIPE) for g in groups if g]
+    # WebRTC spectators: the transports layer's own watcher, one process each (aiortc, loopback only)
+    workers += [subprocess.Popen([sys.executable, "-m", "transports.webrtc.watch", "--webrtc-url", webrtc_url,
+                                  "--token", token, "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)],
+                                 stdout=subprocess.PIPE) for _ in range(rtc)]
     await asyncio.sleep(args.warm_s)
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     window = (t0, t0 + args.seconds)
@@ -357,7 +315,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default="results/spectators")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ws-url", help=argparse.SUPPRESS)
-    ap.add_argument("--webrtc-url", help=argparse.SUPPRESS)
     ap.add_argument("--token", help=argparse.SUPPRESS)
     ap.add_argument("--medias", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
