@@ -81,7 +81,8 @@ class ServeConfig:
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     # spectators (share links; sessiond/session/audience.py, sessiond/admission/audience.py)
     spectator_cpu_cores: float = 1.0  # CPU (cores) all spectators' packing and sending may take; past it: capacity
-    spectator_cpu_each: float = 0.02  # cores one more spectator costs (sending; its shared encode is measured)
+    spectator_cpu_each: float = 0.005  # cores one more spectator costs (sending; shared packing is measured);
+    # loadtest.spectators measured 0.0001-0.001 on the 2-core box (results/spectators): 5x that at least
     spectator_connects_per_s: int = 20  # spectator connects per session per second (burst twice that)
     spectator_stall_s: float = 10.0  # a spectator socket that takes nothing this long is dropped
     spectator_queue_frames: int = 30  # frames queued per spectator before it skips ahead (2 s at 15 fps)

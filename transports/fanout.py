@@ -85,6 +85,12 @@ class SharedPacker:
             self._want_key = True
             self.keyframe_requests += 1
 
+    def stop(self) -> None:
+        """Stop packing now (its last spectator left); `start` runs it again."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()

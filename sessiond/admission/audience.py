@@ -25,7 +25,7 @@ __all__ = ["SpectatorAdmission", "SpectatorBudget"]
 @dataclass(frozen=True)
 class SpectatorBudget:
     cpu_cores: float = 1.0
-    each: float = 0.02
+    each: float = 0.005
     connects_per_s: float = 20.0
     window_s: float = 5.0
 

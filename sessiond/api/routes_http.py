@@ -15,7 +15,7 @@ from protocols.http import CreateSessionRequest, InviteRequest
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
 from sessiond.api.share import viewers_create, viewers_list, viewers_revoke
-from sessiond.grants import require
+from sessiond.grants import Access, Role, require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import (
     create_session,
@@ -27,6 +27,7 @@ from sessiond.runtime.directory import (
     status_of,
 )
 from sessiond.session import Session, connect
+from sessiond.session.spectators import join_rtc
 
 __all__ = ["HANDLERS", "base_url", "metrics"]
 
@@ -108,12 +109,15 @@ async def webrtc(request: Request) -> Response:
     try:
         session, access = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
                                                     base_url(request))
-        require(access, own=True, what="a WebRTC connection (spectators: use the WebSocket for now)")
+        if access.role != Role.VIEWER:
+            require(access, own=True, what="a WebRTC connection (co-players: not served yet)")
         offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):
             raise ProtocolError(ErrorCode.INVALID_FIELD, "the body must be {sdp: str, type: \"offer\"}", "sdp")
         gateway = daemon.webrtc_gateway()
+        if access.role == Role.VIEWER:
+            return await _spectate_webrtc(daemon, session, access, gateway, offer)
         port = connect(session, "webrtc")
         try:
             sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
@@ -122,6 +126,24 @@ async def webrtc(request: Request) -> Response:
             raise
     except ProtocolError as exc:
         return error_response(exc)
+    return JSONResponse({"sdp": sdp, "type": type_})
+
+
+async def _spectate_webrtc(daemon: Daemon, session: Session, access: Access, gateway: Any,
+                           offer: dict[str, Any]) -> Response:
+    """A viewer token's offer: admitted like a WebSocket spectator, then one more viewer of the
+    session's shared spectator stream."""
+    try:
+        daemon.spectators.admit(session.id, sum(len(s.audience) for s in daemon.sessions.values()))
+    except ProtocolError as exc:
+        daemon.metrics.spectators_refused.labels(reason=exc.code.value).inc()
+        raise
+    port, feed = join_rtc(session, access, max_frames=daemon.config.spectator_queue_frames)
+    try:
+        sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"])
+    except ProtocolError:
+        port.close()
+        raise
     return JSONResponse({"sdp": sdp, "type": type_})
 
 
@@ -168,6 +190,8 @@ async def capacity(request: Request) -> Response:
         body["kv"] = {"slab_bytes": kv.slab_bytes, "slabs_total": kv.slabs_total, "slabs_free": kv.slabs_free,
                       "slabs_in_use": kv.slabs_in_use, "slabs_offloaded": kv.slabs_offloaded}
     body["objectives"] = objectives_of(daemon.config).describe()
+    # an extra field: spectators now, how many this machine serves in all, the measured shared packing
+    body["spectators"] = daemon.spectators.describe(sum(len(s.audience) for s in daemon.sessions.values()))
     if daemon.admission is not None:
         body["admission"] = daemon.admission.policy.snapshot(now)
     return JSONResponse(body)

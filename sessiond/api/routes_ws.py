@@ -139,8 +139,8 @@ async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Acc
         shared = session.audience.packer(media)
         if shared is None:
             record = session.record
-            packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
-            shared = SharedPacker(packer, daemon.executor, session.audience.deliver_to(media),
+            packer = await make_packer(media, record.width, record.height, record.fps, daemon.spectator_executor)
+            shared = SharedPacker(packer, daemon.spectator_executor, session.audience.deliver_to(media),
                                   on_cpu=daemon.spectators.record_pack)
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()

@@ -79,6 +79,8 @@ class Daemon:
         self.positions = PositionLedger(self.store, self.metrics)
         self.writer = StoreWriter(self.store, self.metrics, self._live_record, positions=self.positions)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sessiond-pack")
+        # spectators' shared packing (one pack per session and media mode) never queues ahead of an owner's
+        self.spectator_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessiond-spectators")
         self.scheduler: Scheduler | None = None
         self.ready = False
         self.started_at = time.time()
@@ -186,6 +188,7 @@ class Daemon:
         except StoreUnavailable as exc:
             logger.warning("closing the store: %s", exc)
         self.executor.shutdown(wait=False)
+        self.spectator_executor.shutdown(wait=False)
 
     async def _release_engine_sessions(self) -> None:
         """Snapshot every live session into the store (a restarted daemon resumes from them) and

@@ -29,9 +29,9 @@ from sessiond.grants import Access, Role
 from sessiond.logs import log_event
 from sessiond.session.connection import Connection
 from transports.fanout import Packed, SharedPacker
-from transports.interface import OutFrame
+from transports.interface import OutChunk, OutFrame
 
-__all__ = ["Audience", "Member"]
+__all__ = ["Audience", "FrameFeed", "Member"]
 
 
 class Member:
@@ -52,9 +52,11 @@ class Member:
         self.frames_skipped = 0
         self.bytes_sent = 0
         self.joined_at = time.monotonic()
+        self.join_idx = 0  # frames the session had sent when it joined: a raw member's first idx
         self.first_frame_at: float | None = None
         self.end_reason: str | None = None
         self.event = asyncio.Event()
+        self.on_end: Callable[[], None] | None = None  # a WebRTC peer closes itself when its member ends
 
     @property
     def grant_id(self) -> str | None:
@@ -75,10 +77,10 @@ class Member:
             self.queue.append(item)
             self.event.set()
             return False, 0
-        if self.need_key and not item.key:
+        if self.need_key and not item.key:  # it keeps asking (the packer throttles) until one comes
             skipped = item.frames if self.started else 0
             self.frames_skipped += skipped
-            return False, skipped
+            return True, skipped
         skipped = 0
         if self.queued_frames + item.frames > self.max_frames:  # it lags: drop its queued media
             skipped = self.queued_frames
@@ -149,6 +151,8 @@ class Member:
             self.control.append(last)
         self.connection.end()
         self.event.set()
+        if self.on_end is not None:
+            self.on_end()
 
     def close(self) -> None:
         self.connection.close()
@@ -163,6 +167,7 @@ class Audience:
         self.metrics = metrics
         self.members: list[Member] = []
         self.packers: dict[str, SharedPacker] = {}
+        self.rtc: FrameFeed | None = None  # WebRTC spectators' shared stream reads the frames here
 
     def __len__(self) -> int:
         """Spectators (viewer tokens); co-players ride on the same fan-out but are not counted here."""
@@ -192,7 +197,18 @@ class Audience:
         log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
                   spectators=len(self.members))
 
-    async def leave(self, member: Member) -> None:
+    def join_rtc(self, member: Member, max_frames: int) -> FrameFeed:
+        """A WebRTC spectator: one more viewer of the session's shared spectator stream, which
+        reads this feed (made for the first of them)."""
+        if self.rtc is None or self.rtc.ended:
+            self.rtc = FrameFeed(self, max_frames)
+        self.members.append(member)
+        self.metrics.spectators.inc()
+        log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
+                  spectators=len(self.members))
+        return self.rtc
+
+    def leave(self, member: Member) -> None:
         if member not in self.members:
             return
         self.members.remove(member)
@@ -207,7 +223,10 @@ class Audience:
         if not any(m.media == member.media for m in self.members):
             shared = self.packers.pop(member.media, None)
             if shared is not None:
-                await shared.close()
+                shared.stop()
+            if member.media == "webrtc" and self.rtc is not None:
+                self.rtc.end()
+                self.rtc = None
 
     def packer(self, media: str) -> SharedPacker | None:
         return self.packers.get(media)
@@ -233,10 +252,14 @@ class Audience:
     def frame(self, frame: OutFrame) -> None:
         for shared in self.packers.values():
             shared.frame(frame)
+        if self.rtc is not None:
+            self.rtc.push(frame)
 
     def message(self, message: Any) -> None:
         for shared in self.packers.values():
             shared.message(message)
+        if self.rtc is not None:
+            self.rtc.push(message)
 
     def revoke(self, grant_id: str) -> int:
         """Members connected with a revoked grant end at once (a fatal unauthorized)."""
@@ -250,5 +273,70 @@ class Audience:
 
     def end_all(self, reason: str, last: Any = None) -> None:
         """Every member ends (the session closed, failed or moved: `last` tells them)."""
+        if self.rtc is not None:  # WebRTC spectators' stream ends; each peer hears `last` from its member
+            self.rtc.end()
         for m in self.members:
             m.end(reason, last)
+
+
+class FrameFeed:
+    """The frames and messages of the WebRTC spectators' shared stream (a `transports` SessionPort
+    that `transports.webrtc.stream.SessionStream` reads: one encode for all of them). Bounded: past
+    `max_frames` waiting (the encoder lags), the oldest go (counted as skipped) and the stream's
+    viewers recover at the next key frame (they ask with PLI)."""
+
+    def __init__(self, audience: Audience, max_frames: int) -> None:
+        self._audience = audience
+        self.session_id = audience.session_id
+        self.width = self.height = self.fps = 0  # set by the session that makes it
+        self.max_frames = max_frames
+        self.items: deque[Any] = deque()
+        self.frames = 0
+        self.ended = False
+        self.event = asyncio.Event()
+
+    def generation(self) -> int:
+        return 0  # every frame here was sent to the owner: none is stale
+
+    def push(self, item: Any) -> None:
+        if self.ended:
+            return
+        self.items.append(item)
+        if isinstance(item, OutFrame):
+            self.frames += 1
+            while self.frames > self.max_frames:
+                old = next(i for i in self.items if isinstance(i, OutFrame))
+                self.items.remove(old)
+                self.frames -= 1
+                self._audience.metrics.spectator_frames_skipped.inc()
+        self.event.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self.event.set()
+
+    def submit(self, message: Any) -> None:
+        return None  # each peer's own messages go to its own port
+
+    async def next_output(self) -> OutChunk | Any | None:
+        while True:
+            if self.items:
+                if not isinstance(self.items[0], OutFrame):
+                    return self.items.popleft()
+                frames = []
+                while self.items and isinstance(self.items[0], OutFrame):
+                    frames.append(self.items.popleft())
+                self.frames -= len(frames)
+                return OutChunk(frames=tuple(frames))
+            if self.ended:
+                return None
+            self.event.clear()
+            await self.event.wait()
+
+    def mark_sent(self, frame: OutFrame) -> None:
+        viewers = sum(1 for m in self._audience.members if m.media == "webrtc")
+        if viewers:
+            self._audience.metrics.spectator_frames_sent.inc(viewers)
+
+    def close(self) -> None:
+        self.end()

@@ -121,7 +121,7 @@ class PlayerPort:
 
     async def close(self) -> None:
         self._session.unwatch_presence(self.member)
-        await self._session.audience.leave(self.member)
+        self._session.audience.leave(self.member)
         self.member.close()
         if self._joined:
             self._joined = False

@@ -12,17 +12,18 @@ from typing import Any
 from protocols.errors import ErrorCode
 from protocols.messages import ClientMessage, Error, Hello, Ping, Pong, Received
 from sessiond.grants import Access
-from sessiond.session.audience import Member
+from sessiond.session.audience import FrameFeed, Member
 from sessiond.session.session import Session
 from transports.fanout import Packed, SharedPacker
 
-__all__ = ["SpectatorPort", "join_audience"]
+__all__ = ["RtcSpectatorPort", "SpectatorPort", "join_audience", "join_rtc"]
 
 
 def join_audience(session: Session, access: Access, packer: SharedPacker, *, max_frames: int) -> SpectatorPort:
     """A new spectator of `session` fed by `packer` (or by the session's packer of that media
     mode, when one already runs); ended at once when the session has ended."""
     member = Member(access, packer.media, max_frames=max_frames)
+    member.join_idx = session.out.sent
     if session.state.terminal:
         member.end("session_closed")
         return SpectatorPort(session, member, packer)
@@ -83,6 +84,75 @@ class SpectatorPort:
 
     async def close(self) -> None:
         self._session.unwatch_presence(self.member)
-        await self._session.audience.leave(self.member)
+        self._session.audience.leave(self.member)
+        self.member.close()
+
+
+def join_rtc(session: Session, access: Access, *, max_frames: int) -> tuple[RtcSpectatorPort, FrameFeed]:
+    """A WebRTC spectator of `session`: its own port (what it sends) and the shared feed its
+    peer's stream reads (one encode for every WebRTC spectator of the session)."""
+    member = Member(access, "webrtc", max_frames=max_frames)
+    member.join_idx = session.out.sent
+    feed = session.audience.join_rtc(member, max_frames)
+    record = session.record
+    feed.width, feed.height, feed.fps = record.width, record.height, record.fps
+    if session.state.terminal:
+        member.end("session_closed")
+        feed.end()
+    return RtcSpectatorPort(session, member), feed
+
+
+class RtcSpectatorPort:
+    """A WebRTC spectator's own side: its messages in (answered on its own control channel
+    through `reply`, which its peer sets), its leaving; the media comes from the shared feed."""
+
+    def __init__(self, session: Session, member: Member) -> None:
+        self._session = session
+        self.member = member
+        self.session_id = session.id
+        self.width = session.record.width
+        self.height = session.record.height
+        self.fps = session.record.fps
+        self.reply: Any = None  # Callable[[message], None]: its peer's control channel
+        self.hang_up: Any = None  # Callable[[], None]: closes its peer (set with `reply`)
+        member.on_end = self._ended
+
+    def bind(self, reply: Any, hang_up: Any) -> None:
+        """Its peer: `reply` puts one message on its control channel, `hang_up` closes it."""
+        self.reply = reply
+        self.hang_up = hang_up
+        if self.member.connection.state != self.member.connection.state.OPEN:
+            self._ended()
+
+    def _ended(self) -> None:
+        """Its member ended (revoked, session closed or moved): what it was told goes out, then its peer closes."""
+        while self.member.control and self.reply is not None:
+            self.reply(self.member.control.popleft())
+        if self.hang_up is not None:
+            self.hang_up()
+
+    def generation(self) -> int:
+        return 0
+
+    def submit(self, message: ClientMessage) -> None:
+        if self.member.connection.state != self.member.connection.state.OPEN or self.reply is None:
+            return
+        if isinstance(message, Ping):
+            self.reply(Pong(re=message.id, ts=message.ts))
+        elif not isinstance(message, Received | Hello):
+            kind = type(message).__name__.lower()
+            self._session.env.metrics.protocol_errors.labels(code=ErrorCode.FORBIDDEN.value).inc()
+            re = getattr(message, "id", None)
+            self.reply(Error(code=ErrorCode.FORBIDDEN.value, fatal=False, re=re if isinstance(re, int) else None,
+                             message=f"a spectator may not send {kind}: this token only watches"))
+
+    async def next_output(self) -> Any:
+        return None  # its media and broadcasts come from the shared feed's stream
+
+    def mark_sent(self, frame: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        self._session.audience.leave(self.member)
         self.member.close()
         self._session.set_spectators(len(self._session.audience))

@@ -8,6 +8,7 @@ configured; RTP timestamps = session pts). Non-trickle: the answer carries every
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -57,6 +58,8 @@ class WebRTCGateway:
         self._on_error = on_error
         self._executor = ThreadPoolExecutor(self.config.encode_threads, thread_name_prefix="webrtc-encode")
         self._peers: dict[str, Peer] = {}
+        self._audience: dict[str, SessionStream] = {}  # session -> its spectators' shared stream
+        self._spectators: set[Peer] = set()
 
     def peer(self, session_id: str) -> Peer | None:
         return self._peers.get(session_id)
@@ -105,6 +108,52 @@ class WebRTCGateway:
         logger.info("webrtc %s: answered", sid)
         return local.sdp, local.type
 
+    async def answer_spectator(self, port: SessionPort, feed: SessionPort, sdp: str, type_: str) -> tuple[str, str]:
+        """A spectator's offer: its peer is one more viewer of the session's spectator stream,
+        which reads `feed` (the frames the owner got) and encodes each ONCE for all of them; a
+        key frame starts its video. `port` takes its own messages (a spectator's replies)."""
+        check_offer(sdp, type_)
+        sid = port.session_id
+        stream = self._audience.get(sid)
+        if stream is None or stream.done.is_set() or stream.port is not feed:
+            stream = self._audience[sid] = SessionStream(feed, self._executor, crf=self.config.crf)
+        hosts = self.config.host_addresses
+        if hosts is not None:
+            sdp = keep_candidates(sdp, hosts)
+        pc = RTCPeerConnection(RTCConfiguration(iceServers=self._ice_servers()))
+        track = ViewerTrack()
+        liveness = RtcpWatch(self.config.viewer_silence_s)
+        peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget_spectator, liveness=liveness,
+                    on_error=self._on_error, shared_stream=True)
+        self._spectators.add(peer)
+        bind = getattr(port, "bind", None)
+        if bind is not None:  # its replies go to its own control channel; ending its member closes it
+            bind(peer.send, peer.close_soon)
+        try:
+            transceiver = pc.addTransceiver(track, direction="sendonly")
+            transceiver.setCodecPreferences(h264_preferences())
+            transceiver.sender._send_keyframe = stream.request_keyframe  # type: ignore[method-assign]
+            liveness.watch_sender(transceiver.sender)
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type="offer"))
+            answer = await pc.createAnswer()
+            with peer_scope(PeerScope(host_addresses=hosts, zero_rtp_origin=True)):
+                await pc.setLocalDescription(answer)
+        except _REFUSED_OFFER as exc:
+            logger.info("webrtc %s: spectator's offer refused: %r", sid, exc)
+            await peer.close()
+            raise ProtocolError(ErrorCode.INVALID_FIELD, f"the offer cannot be answered: {exc}", field="sdp") from None
+        peer.start()
+        local = pc.localDescription
+        return local.sdp, local.type
+
+    def _forget_spectator(self, peer: Peer) -> None:
+        self._spectators.discard(peer)
+        sid = peer.port.session_id
+        stream = self._audience.get(sid)
+        if stream is not None and stream is peer.stream and stream.viewers == 0:
+            del self._audience[sid]
+            asyncio.get_running_loop().create_task(stream.close())
+
     def _forget(self, peer: Peer) -> None:
         if self._peers.get(peer.port.session_id) is peer:
             del self._peers[peer.port.session_id]
@@ -115,6 +164,8 @@ class WebRTCGateway:
             await peer.close()
 
     async def shutdown(self) -> None:
-        for peer in list(self._peers.values()):
+        for peer in [*self._peers.values(), *self._spectators]:
             await peer.close()
+        for stream in list(self._audience.values()):
+            await stream.close()
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -48,8 +48,12 @@ class Peer:
         on_closed: Callable[[Peer], None],
         liveness: RtcpWatch | None = None,
         on_error: Callable[[str], None] | None = None,
+        shared_stream: bool = False,
     ) -> None:
+        """`shared_stream`: the stream is also other peers' (a session's spectators): closing this
+        peer only takes its viewer track off it."""
         self.port = port
+        self.shared_stream = shared_stream
         self.pc = pc
         self.stream = stream
         self.track = track
@@ -121,6 +125,10 @@ class Peer:
         else:
             logger.info("webrtc %s: ignoring data channel %r", self.port.session_id, channel.label[:64])
 
+    def close_soon(self) -> None:
+        """Close this peer from a callback (a task does it)."""
+        self._close_soon()
+
     def _close_soon(self) -> None:
         if not self._closing:
             self._tasks.append(asyncio.get_running_loop().create_task(self.close()))
@@ -181,7 +189,11 @@ class Peer:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self.stream.close()
+        if self.shared_stream:
+            self.track.stop()  # its viewer leaves the shared stream ("ended")
+            self.stream.remove_viewer_of(self.track)
+        else:
+            await self.stream.close()
         try:
             await self.pc.close()
         except (AttributeError, ConnectionError, RuntimeError) as exc:

@@ -140,6 +140,14 @@ class SessionStream:
         if viewer in self._viewers:
             self._viewers.remove(viewer)
 
+    def remove_viewer_of(self, track: ViewerTrack) -> None:
+        for viewer in [v for v in self._viewers if v.track is track]:
+            self._viewers.remove(viewer)
+
+    @property
+    def viewers(self) -> int:
+        return len(self._viewers)
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())

@@ -1,0 +1,82 @@
+"""`python -m transports.webrtc.watch --webrtc-url URL --token T --seconds S [--warm-s W]`: one
+WebRTC viewer (aiortc, host candidates on loopback only) that watches a session for a while and
+prints one JSON line: its decoded frames, frames/s over the last S seconds, its first frame's
+latency after its offer began. `loadtest.spectators` runs it as a WebRTC spectator process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from typing import Any
+
+import httpx
+from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from transports.webrtc._hooks import PeerScope, peer_scope
+
+__all__ = ["main", "watch"]
+
+
+async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[str, Any]:
+    """Watch from now until `stop` (monotonic); frames from `start` on are counted for frames/s."""
+    out: dict[str, Any] = {"media": "webrtc"}
+    began = time.monotonic()
+    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
+    pc.addTransceiver("video", direction="recvonly")
+    pc.createDataChannel("control")
+    tracks: asyncio.Queue[Any] = asyncio.Queue()
+    pc.on("track", tracks.put_nowait)
+    frames = counted = 0
+    try:
+        offer = await pc.createOffer()
+        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
+            await pc.setLocalDescription(offer)
+        async with httpx.AsyncClient(timeout=20.0, trust_env=False) as http:
+            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
+                                headers={"Authorization": f"Bearer {token}"})
+        if r.status_code != 200:
+            out["error"] = r.text[:200]
+            return out
+        answer = r.json()
+        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
+        track = await asyncio.wait_for(tracks.get(), max(0.1, stop - time.monotonic()))
+        while time.monotonic() < stop:
+            try:
+                await asyncio.wait_for(track.recv(), max(0.01, stop - time.monotonic()))
+            except (TimeoutError, MediaStreamError):
+                break
+            if "first_frame_s" not in out:
+                out["first_frame_s"] = time.monotonic() - began
+            frames += 1
+            if time.monotonic() >= start:
+                counted += 1
+    except Exception as exc:  # reported in the line, never a traceback
+        out["error"] = repr(exc)[:200]
+    finally:
+        await pc.close()
+    out.update(frames=frames, bytes=0, fps=counted / max(1e-6, stop - start))
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m transports.webrtc.watch", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--webrtc-url", required=True)
+    ap.add_argument("--token", required=True)
+    ap.add_argument("--seconds", type=float, default=10.0, help="seconds counted for frames/s")
+    ap.add_argument("--warm-s", type=float, default=0.0, help="seconds watched before counting")
+    args = ap.parse_args(argv)
+
+    async def run() -> dict[str, Any]:
+        now = time.monotonic()
+        cpu0 = time.process_time()
+        report = await watch(args.webrtc_url, args.token, now + args.warm_s, now + args.warm_s + args.seconds)
+        return {"spectators": [report], "cpu_s": time.process_time() - cpu0}
+
+    print(json.dumps(asyncio.run(run())), flush=True)
+
+
+if __name__ == "__main__":
+    main()
