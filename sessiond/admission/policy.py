@@ -31,9 +31,7 @@ from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
 from sessiond.admission.feasibility import (
     GroupModel,
-    director_rate,
     required_rate,
-    start_delay,
     worst_group_risk,
 )
 
@@ -119,24 +117,6 @@ class PolicyBase(ABC):
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
                           budget=self.load_budget, director_rate=need,
                           action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0)
-
-    def plan_start_delay(self, session_id: str, now: float, segment_s: float, lead_in_s: float = 0.0
-                         ) -> float | None:
-        """Seconds from a `direct` until its segment's playback may start without a stall, for the
-        group demanding now plus this director, on `1 - margin` of the engine's time (a director
-        admitted alone is planned within its objective); None without a calibrated cost model."""
-        if not self.cost.calibrated():
-            return None
-        world = directors = 0
-        for sid in self.tracker.sessions():
-            if sid != session_id and self.tracker.demanding(sid, now):
-                if self.tracker.mode(sid) == "world":
-                    world += 1
-                else:
-                    directors += 1
-        # planned on the budget, as admission plans: the margin absorbs what the model does not see
-        rate = director_rate(world, directors + 1, self.group_cost_rate(world + directors + 1), self.load_budget)
-        return start_delay(segment_s, self.cost.chunk_media_s, rate, self.jitter_s, lead_in_s)
 
     def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
         """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves

@@ -26,6 +26,7 @@ from sessiond.logs import log_event
 from sessiond.metrics import Metrics
 from sessiond.runtime.engine_host import EngineHost
 from sessiond.runtime.scheduler import Scheduler
+from sessiond.runtime.start_plan import PlanInputs, plan_segment_start
 from sessiond.runtime.unconnected import ConnectWatch
 from sessiond.session import Session, SessionEnv
 from sessiond.session.lifecycle import SessionState
@@ -43,6 +44,9 @@ __all__ = ["Daemon"]
 logger = logging.getLogger(__name__)
 
 _FAILED_KEEP_S = 60.0
+# the longest start delay a director is planned (and advised) to wait: past it, the newest segment
+# comes after every chunk the others owe in any case
+_PLAN_MAX_DELAY_S = 60.0
 
 
 async def _settled(task: asyncio.Future[Any]) -> None:
@@ -227,13 +231,20 @@ class Daemon:
             metrics=self.metrics, plan_start=self._plan_start)
 
     def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
-        """A new segment's start delay by admission's cost model (None without one), at most
-        `director_lead_s` (a director the others leave no room for is still served in turn)."""
+        """A new segment's start delay from the scheduler's plan for every open session
+        (`start_plan`, docs/admission.md "A director's start delay"): the earliest start at which it
+        and every admitted session keep their deadlines, on the cost model's step times stretched to
+        the load budget; None without a cost model."""
         measured = self.admission.measured if self.admission is not None else None
-        if measured is None:
+        if measured is None or not measured.cost.calibrated():
             return None
-        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s, lead_in_s)
-        return None if delay is None else min(delay, self.config.director_lead_s)
+        cost, budget = measured.cost, measured.load_budget
+        info = self.info
+        inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context()) / budget,
+                            max_batch=self.config.max_batch, frames_per_chunk=info.frames_per_chunk, fps=info.fps,
+                            director_lead_s=self.config.director_lead_s,
+                            jitter_s=measured.jitter_s, max_delay_s=_PLAN_MAX_DELAY_S)
+        return plan_segment_start(self.sessions, session_id, time.monotonic(), segment_s, lead_in_s, inputs)
 
     def _chunk_cost(self) -> Callable[[int], float] | None:
         """Seconds of one chunk at batch b by the cost model (steady context), for the scheduler's
