@@ -3,9 +3,14 @@ values worked out by hand from the demand bound (a chunk of 0.25 s every 0.5 med
 
 from __future__ import annotations
 
-import math
-
-from sessiond.admission.edf_plan import Periodic, PlanChunk, SegmentAsk, late_chunks, segment_chunks, start_delay
+from sessiond.admission.edf_plan import (
+    Periodic,
+    PlanChunk,
+    SegmentAsk,
+    late_chunks,
+    segment_chunks,
+    start_delay,
+)
 
 
 def _serial(b: int) -> float:
