@@ -33,17 +33,13 @@ class PlanInputs:
 
 
 def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inputs: PlanInputs
-                  ) -> tuple[list[PlanChunk], list[Periodic], float]:
-    """(what directors still owe, playing world sessions, when the engine is free) for every open
-    session but `exclude`. A chunk in the engine is not in the plan: the step it is in finishes
-    first (its planned time from when it began, with as many chunks as are in flight)."""
+                  ) -> tuple[list[PlanChunk], list[Periodic]]:
+    """(what directors still owe, playing world sessions) for every open session but `exclude`. A
+    chunk in progress is owed whole (the scheduler makes a chunk in phase steps, deadline first
+    at every step, so a chunk begun is planned as if nothing of it were made yet: on the safe side)."""
     cm = inputs.frames_per_chunk / inputs.fps
     committed: list[PlanChunk] = []
     periodic: list[Periodic] = []
-    in_flight = [s.job.started_at for s in sessions.values() if s.job is not None and not s.state.terminal]
-    free_at = now
-    if in_flight:
-        free_at = max(now, min(in_flight) + inputs.step_s(min(len(in_flight), inputs.max_batch)))
     for sid, session in sessions.items():
         if sid == exclude or session.state in _IDLE_STATES or session.connection is None:
             continue
@@ -51,21 +47,19 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
         if session.mode == "world":
             if session.paused:
                 continue
-            total = session.out.total + (f if session.job is not None else 0)
             lead = session.env.lead_chunks if session.lead_override is None else session.lead_override
-            first = max(free_at, session.clock.dry_at(total))
+            first = max(now, session.clock.dry_at(session.out.total))
             periodic.append(Periodic(sid, first, cm, lead * cm))
             continue
         seg = session.segment
         if seg is None or seg.complete:
             continue
-        made = seg.frames_generated + (f if session.job is not None else 0)
-        left = max(0, seg.frames_target - made)
-        lead_in = 1 if session.chunks_done == 0 and session.job is None else 0
-        for k in range(math.ceil(left / f) + lead_in):
+        made = seg.frames_generated
+        lead_in = 1 if session.chunks_done == 0 else 0
+        for k in range(math.ceil(max(0, seg.frames_target - made) / f) + lead_in):
             deadline = seg.started_at + seg.delay_s + (made + max(0, k - lead_in) * f) / inputs.fps
             committed.append(PlanChunk(sid, deadline - inputs.director_lead_s, deadline, inputs.jitter_s))
-    return committed, periodic, free_at
+    return committed, periodic
 
 
 def plan_segment_start(sessions: Mapping[str, Session], session_id: str, now: float, segment_s: float,
@@ -73,10 +67,10 @@ def plan_segment_start(sessions: Mapping[str, Session], session_id: str, now: fl
     """Seconds from a `direct` of `session_id` until its segment may start playing so that it and
     every open session keep their deadlines in the scheduler's plan; `inputs.max_delay_s` when the
     plan cannot promise that sooner (the direction waits)."""
-    committed, periodic, free_at = plan_workload(sessions, session_id, now, inputs)
+    committed, periodic = plan_workload(sessions, session_id, now, inputs)
     cm = inputs.frames_per_chunk / inputs.fps
     ask = SegmentAsk(now=now, segment_s=segment_s, chunk_media_s=cm, lead_chunks=math.ceil(lead_in_s / cm - 1e-9),
                      jitter_s=inputs.jitter_s, lead_s=inputs.director_lead_s)
-    delay = start_delay(session_id, ask, committed, start=free_at, step_s=inputs.step_s,
+    delay = start_delay(session_id, ask, committed, start=now, step_s=inputs.step_s,
                         max_batch=inputs.max_batch, max_delay_s=inputs.max_delay_s, periodic=periodic)
     return inputs.max_delay_s if delay is None else delay

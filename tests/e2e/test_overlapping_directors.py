@@ -38,7 +38,7 @@ async def test_three_overlapping_directors_are_advised_waits_the_costs_allow_and
         outcome = await run_replay(_three_directors(), d.url, objectives=Objectives())
     report = build_report(outcome)
     # the bound, from the profiled costs: a step of one chunk planned at p = chunk / budget; a
-    # director's first frames wait at most for the step in flight, then (deadline first) the
+    # director's first frames wait at most for a chunk in progress, then (deadline first) the
     # lead-in and first chunk of each of the three directors, then the playout allowance
     p = cap["cost_model"]["chunk_seconds"]["1"] / cap["load_budget"]
     bound_ms = 1000.0 * (1 + 2 * len(_DIRECTS)) * p + cap["objectives"]["playout_ms"]
