@@ -11,6 +11,14 @@ fades back to the profile with `half_life_s` once its bucket stops being measure
 attention window (`context_chunks`, sink + window) costs what the full window costs, so a long
 session never opens buckets of its own. The running relative error of each prediction against
 the next measurement is kept, so the model states how far to trust it.
+
+What a session costs beyond the engine's own seconds is measured online too: every scheduler
+step's wall time, from the end of the step before (when the scheduler went straight on) to its
+frames handed to their sessions, takes in the engine ops between steps (offload, restore,
+rollbacks), the event loop, packing; `outside_s` is its EWMA over the engine's seconds. Its
+overrun over the prediction made before the step (`wall / predicted - 1`) is kept for the last
+`_ERROR_WINDOW` steps, and the admission margin is a quantile of it (`margin()`): with few
+samples the configured margin weighs in as a prior, and it never goes below a floor.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +38,11 @@ __all__ = ["CHUNK_ITEMS", "ITEMS", "CostKey", "CostModel", "context_bucket"]
 CHUNK_ITEMS = ("denoise", "cache", "decode")
 ITEMS = (*CHUNK_ITEMS, "offload", "restore")
 _MEMO_S = 0.25
+_ERROR_WINDOW = 500  # the steps whose overrun the margin is taken from
+MARGIN_QUANTILE = 0.95  # a director's stated risk is 5% of segments
+MARGIN_PRIOR_STEPS = 50  # the configured margin counts as this many steps' worth of evidence
+MARGIN_FLOOR = 0.05
+MARGIN_CEILING = 0.5
 
 
 def context_bucket(chunks: int) -> int:
@@ -90,6 +104,10 @@ class CostModel:
         self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
+        self._overrun: deque[float] = deque(maxlen=_ERROR_WINDOW)  # steps' wall / predicted - 1
+        self._outside: float | None = None  # EWMA of a step's wall seconds beyond the engine's
+        self._steps = 0
+        self._margin_memo: dict[tuple[float, float], tuple[float, str]] = {}
 
     @property
     def chunk_media_s(self) -> float:
@@ -250,6 +268,62 @@ class CostModel:
         """Running relative error of predictions of `item` against measurements (None: none yet)."""
         return self._error.get(item)
 
+    def predict_step(self, result: StepResult) -> float | None:
+        """The seconds this model predicts for the engine calls of `result` (each phase at its batch
+        and context), None when a phase is not calibrated yet."""
+        total = 0.0
+        for phase, batch in result.batch_sizes.items():
+            if phase not in CHUNK_ITEMS or batch <= 0 or not self._has(phase):
+                continue
+            indices = [r.chunk_index for r in result.results if r.phase.value == phase and r.error is None]
+            total += self.predict(phase, batch, max(indices, default=0))
+        return total if total > 0 else None
+
+    def note_step_wall(self, predicted_s: float, engine_s: float, wall_s: float) -> None:
+        """One scheduler step measured whole: `predicted_s` (this model's, before the step corrected
+        it), the engine's own seconds and the wall seconds the step took with everything around it."""
+        if predicted_s <= 0 or wall_s <= 0 or not math.isfinite(wall_s):
+            return
+        self._steps += 1
+        self._margin_memo.clear()
+        self._overrun.append(wall_s / predicted_s - 1.0)
+        outside = max(0.0, wall_s - engine_s)
+        self._outside = outside if self._outside is None else self._outside + self.alpha * (outside - self._outside)
+
+    @property
+    def outside_s(self) -> float | None:
+        """EWMA of a step's wall seconds beyond the engine's own (None: no step measured)."""
+        return self._outside
+
+    def margin(self, prior: float, floor: float = MARGIN_FLOOR) -> tuple[float, str]:
+        """(the admission margin, where it came from): the margin m at which planning on 1 - m of
+        the engine covers the `MARGIN_QUANTILE` quantile q of the measured overruns (a step that
+        took (1 + q) x its prediction: m = q / (1 + q)), blended with `prior` as if the prior were
+        `MARGIN_PRIOR_STEPS` steps, at least `floor`, at most `MARGIN_CEILING`."""
+        memo = self._margin_memo.get((prior, floor))
+        if memo is not None:
+            return memo
+        n = len(self._overrun)
+        if n == 0:
+            return max(floor, prior), f"prior {prior:g} (no step measured yet)"
+        q = max(0.0, _quantile(list(self._overrun), MARGIN_QUANTILE))
+        measured = q / (1.0 + q)
+        weight = n / (n + MARGIN_PRIOR_STEPS)
+        value = min(MARGIN_CEILING, max(floor, (1.0 - weight) * prior + weight * measured))
+        said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} steps' overrun over the prediction "
+                f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f} against the prior {prior:g}, floor {floor:g}")
+        self._margin_memo[(prior, floor)] = (value, said)
+        return value, said
+
+    def margin_snapshot(self, prior: float, floor: float = MARGIN_FLOOR) -> dict[str, object]:
+        value, source = self.margin(prior, floor)
+        over = list(self._overrun)
+        return {"value": round(value, 4), "source": source, "prior": prior, "floor": floor,
+                "quantile": MARGIN_QUANTILE, "steps": len(over), "steps_total": self._steps,
+                "overrun_p50": round(_quantile(over, 0.5), 4) if over else None,
+                "overrun_q": round(_quantile(over, MARGIN_QUANTILE), 4) if over else None,
+                "outside_s": None if self._outside is None else round(self._outside, 5)}
+
     def snapshot(self, max_batch: int = 8) -> dict[str, object]:
         """JSON-able figures for /v1/capacity and metrics."""
         ready = self.calibrated()
@@ -273,6 +347,7 @@ class CostModel:
                               for b in range(1, max_batch + 1)} if ready else {},
             "relative_error": dict(self._error),
             "observed": dict(self._observed),
+            "outside_s": self._outside,
         }
 
     def _has(self, item: str) -> bool:

@@ -25,7 +25,7 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from sessiond.admission.costmodel import CostModel
+from sessiond.admission.costmodel import MARGIN_FLOOR, CostModel
 from sessiond.admission.decision import AdmissionRequest, Decision, KvBudget, Objectives, OverrunAction
 from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
@@ -64,7 +64,8 @@ class PolicyBase(ABC):
         self.tracker = tracker
         self.objectives = objectives or Objectives()
         self.kv = kv
-        self.margin = margin
+        self.margin_prior = margin  # the configured margin: the prior of the measured one
+        self.margin_floor = min(margin, MARGIN_FLOOR)
         self.max_batch = max_batch
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
@@ -77,6 +78,12 @@ class PolicyBase(ABC):
     @abstractmethod
     def decide(self, request: AdmissionRequest) -> Decision:
         """Admit (and register) or refuse a create / resume."""
+
+    @property
+    def margin(self) -> float:
+        """The admission margin: a quantile of the cost model's measured overrun over its predictions
+        (`CostModel.margin`), the configured margin its prior."""
+        return self.cost.margin(self.margin_prior, self.margin_floor)[0]
 
     @property
     def load_budget(self) -> float:
@@ -174,6 +181,7 @@ class PolicyBase(ABC):
         load, total = self.load(now)
         demanding = sum(self.tracker.demanding(s, now) for s in self.tracker.sessions())
         return {"policy": self.name, "scheduling": self.scheduling, "margin": self.margin,
+                "margin_from": self.cost.margin_snapshot(self.margin_prior, self.margin_floor),
                 "load_budget": self.load_budget, "predicted_load": load, "summed_duty": total,
                 "expected_batch": self.expected_batch(total), "sessions": len(self.tracker.sessions()),
                 "max_sessions": self.max_sessions, "demanding": demanding, "objectives": self.objectives.to_json(),

@@ -128,6 +128,8 @@ class Daemon:
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
             on_tick=self._tick, chunk_cost=self._chunk_cost())
         self.scheduler.step_listeners.append(self.admission.observe_step)
+        self.scheduler.wall_listeners.append(self.admission.observe_wall)
+        self.scheduler.ops_listeners.append(self.admission.observe_op)
         self.scheduler.kv = await self.host.kv_stats()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
