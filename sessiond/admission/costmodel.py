@@ -16,9 +16,11 @@ What a session costs beyond the engine's own seconds is measured online too: eve
 step's wall time, from the end of the step before (when the scheduler went straight on) to its
 frames handed to their sessions, takes in the engine ops between steps (offload, restore,
 rollbacks), the event loop, packing; `outside_s` is its EWMA over the engine's seconds. Its
-overrun over the prediction made before the step (`wall / predicted - 1`) is kept for the last
-`_ERROR_WINDOW` steps, and the admission margin is a quantile of it (`margin()`): with few
-samples the configured margin weighs in as a prior, and it never goes below a floor.
+overrun over the prediction made before the step, summed over consecutive steps until they make
+a chunk's worth at batch 1 (`wall / predicted - 1` per such window: a deadline is about a chunk,
+not a step), is kept for the last `_ERROR_WINDOW` windows, and the admission margin is a quantile
+of it (`margin()`): with few samples the configured margin weighs in as a prior, and it never
+goes below a floor.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ ITEMS = (*CHUNK_ITEMS, "offload", "restore")
 _MEMO_S = 0.25
 _ERROR_WINDOW = 500  # the steps whose overrun the margin is taken from
 MARGIN_QUANTILE = 0.95  # a director's stated risk is 5% of segments
-MARGIN_PRIOR_STEPS = 50  # the configured margin counts as this many steps' worth of evidence
+MARGIN_PRIOR_SAMPLES = 50  # the configured margin counts as this many measured chunks
 MARGIN_FLOOR = 0.05
 MARGIN_CEILING = 0.5
 
@@ -104,7 +106,8 @@ class CostModel:
         self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
-        self._overrun: deque[float] = deque(maxlen=_ERROR_WINDOW)  # steps' wall / predicted - 1
+        self._overrun: deque[float] = deque(maxlen=_ERROR_WINDOW)  # chunks' worth of steps: wall / predicted - 1
+        self._window = [0.0, 0.0]  # (predicted, wall) seconds of the steps not yet making a chunk's worth
         self._outside: float | None = None  # EWMA of a step's wall seconds beyond the engine's
         self._steps = 0
         self._margin_memo: dict[tuple[float, float], tuple[float, str]] = {}
@@ -285,8 +288,15 @@ class CostModel:
         if predicted_s <= 0 or wall_s <= 0 or not math.isfinite(wall_s):
             return
         self._steps += 1
-        self._margin_memo.clear()
-        self._overrun.append(wall_s / predicted_s - 1.0)
+        self._window[0] += predicted_s
+        self._window[1] += wall_s
+        # judged a chunk's worth at a time (what a deadline is about): one step's own jitter (a
+        # neighbour's burst on a shared CPU, a collector pause) is not what a chunk sees
+        chunk = self.predict_chunk(1, self.steady_context()) if self.calibrated() else 0.0
+        if self._window[0] >= chunk:
+            self._margin_memo.clear()
+            self._overrun.append(self._window[1] / self._window[0] - 1.0)
+            self._window = [0.0, 0.0]
         outside = max(0.0, wall_s - engine_s)
         self._outside = outside if self._outside is None else self._outside + self.alpha * (outside - self._outside)
 
@@ -297,9 +307,9 @@ class CostModel:
 
     def margin(self, prior: float, floor: float = MARGIN_FLOOR) -> tuple[float, str]:
         """(the admission margin, where it came from): the margin m at which planning on 1 - m of
-        the engine covers the `MARGIN_QUANTILE` quantile q of the measured overruns (a step that
-        took (1 + q) x its prediction: m = q / (1 + q)), blended with `prior` as if the prior were
-        `MARGIN_PRIOR_STEPS` steps, at least `floor`, at most `MARGIN_CEILING`."""
+        the engine covers the `MARGIN_QUANTILE` quantile q of the measured overruns (a chunk's
+        worth of steps that took (1 + q) x its prediction: m = q / (1 + q)), blended with `prior`
+        as if the prior were `MARGIN_PRIOR_SAMPLES` samples, at least `floor`, at most `MARGIN_CEILING`."""
         memo = self._margin_memo.get((prior, floor))
         if memo is not None:
             return memo
@@ -308,9 +318,9 @@ class CostModel:
             return max(floor, prior), f"prior {prior:g} (no step measured yet)"
         q = max(0.0, _quantile(list(self._overrun), MARGIN_QUANTILE))
         measured = q / (1.0 + q)
-        weight = n / (n + MARGIN_PRIOR_STEPS)
+        weight = n / (n + MARGIN_PRIOR_SAMPLES)
         value = min(MARGIN_CEILING, max(floor, (1.0 - weight) * prior + weight * measured))
-        said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} steps' overrun over the prediction "
+        said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} chunks' worth of steps' overrun over the prediction "
                 f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f} against the prior {prior:g}, floor {floor:g}")
         self._margin_memo[(prior, floor)] = (value, said)
         return value, said
@@ -319,7 +329,7 @@ class CostModel:
         value, source = self.margin(prior, floor)
         over = list(self._overrun)
         return {"value": round(value, 4), "source": source, "prior": prior, "floor": floor,
-                "quantile": MARGIN_QUANTILE, "steps": len(over), "steps_total": self._steps,
+                "quantile": MARGIN_QUANTILE, "samples": len(over), "steps_total": self._steps,
                 "overrun_p50": round(_quantile(over, 0.5), 4) if over else None,
                 "overrun_q": round(_quantile(over, MARGIN_QUANTILE), 4) if over else None,
                 "outside_s": None if self._outside is None else round(self._outside, 5)}
