@@ -100,7 +100,7 @@ class CostModel:
         self._clock = clock
         self._table: dict[CostKey, _Entry] = {}
         self._index: dict[str, dict[int, dict[int, CostKey]]] = {}  # item -> context -> batch -> key
-        self._memo: dict[tuple[int, int], float] = {}  # (batch, context bucket) -> predict_chunk
+        self._memo: dict[tuple[int, int, bool], float] = {}  # (batch, context bucket, profile) -> predict_chunk
         self._memo_at = float("-inf")
         self.profile_clock = "wall"  # what the profile's samples measured: "wall" or "cpu" (thread CPU time)
         self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
@@ -206,7 +206,13 @@ class CostModel:
             if batch > 0 and indices and seconds > 0:
                 self.observe(phase, batch, max(indices), seconds)
 
-    def predict(self, item: str, batch: int = 1, context_chunks: int = 0) -> float:
+    def profile_seconds(self, key: CostKey) -> float:
+        """The bucket's start-up profile value (its online value where the profile never filled it):
+        what admission plans with once the model settles."""
+        entry = self._table[key]
+        return entry.base if entry.base is not None else self.seconds(key)
+
+    def predict(self, item: str, batch: int = 1, context_chunks: int = 0, *, profile: bool = False) -> float:
         """Seconds for one call of `item` at this batch and context. Unmeasured batches are
         interpolated linearly between measured ones (extrapolated from the last two); an
         unmeasured context bucket takes the nearest measured one."""
@@ -219,10 +225,11 @@ class CostModel:
             raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
         want = context_bucket(context_chunks)
         ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
-        points = sorted((b, self.seconds(k)) for b, k in contexts[ctx].items())
+        value = self.profile_seconds if profile else self.seconds
+        points = sorted((b, value(k)) for b, k in contexts[ctx].items())
         return _interpolate(points, batch)
 
-    def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
+    def predict_chunk(self, batch: int = 1, context_chunks: int = 0, *, profile: bool = False) -> float:
         """GPU seconds to make one chunk for `batch` sessions together (all its phases). Remembered
         until the table changes or `_MEMO_S` passes (a correction fades far slower than that): one
         admission answer asks for the same few values thousands of times."""
@@ -230,11 +237,12 @@ class CostModel:
         if now - self._memo_at > _MEMO_S:
             self._memo.clear()
             self._memo_at = now
-        key = (batch, context_bucket(context_chunks))
+        key = (batch, context_bucket(context_chunks), profile)
         value = self._memo.get(key)
         if value is None:
-            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
-                     + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks, profile=profile)
+                     + self.predict("cache", batch, context_chunks, profile=profile)
+                     + self.predict("decode", batch, context_chunks, profile=profile))
             self._memo[key] = value
         return value
 
@@ -272,14 +280,15 @@ class CostModel:
         return self._error.get(item)
 
     def predict_step(self, result: StepResult) -> float | None:
-        """The seconds this model predicts for the engine calls of `result` (each phase at its batch
-        and context), None when a phase is not calibrated yet."""
+        """The seconds the start-up profile predicts for the engine calls of `result` (each phase at
+        its batch and context): what admission plans with once the model settles, and the start
+        plan always; None when a phase is not calibrated yet."""
         total = 0.0
         for phase, batch in result.batch_sizes.items():
             if phase not in CHUNK_ITEMS or batch <= 0 or not self._has(phase):
                 continue
             indices = [r.chunk_index for r in result.results if r.phase.value == phase and r.error is None]
-            total += self.predict(phase, batch, max(indices, default=0))
+            total += self.predict(phase, batch, max(indices, default=0), profile=True)
         return total if total > 0 else None
 
     def note_step_wall(self, predicted_s: float, engine_s: float, wall_s: float) -> None:
@@ -292,7 +301,7 @@ class CostModel:
         self._window[1] += wall_s
         # judged a chunk's worth at a time (what a deadline is about): one step's own jitter (a
         # neighbour's burst on a shared CPU, a collector pause) is not what a chunk sees
-        chunk = self.predict_chunk(1, self.steady_context()) if self.calibrated() else 0.0
+        chunk = self.predict_chunk(1, self.steady_context(), profile=True) if self.calibrated() else 0.0
         if self._window[0] >= chunk:
             self._margin_memo.clear()
             self._overrun.append(self._window[1] / self._window[0] - 1.0)

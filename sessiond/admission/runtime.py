@@ -53,8 +53,8 @@ class AdmissionRuntime:
         return self.measured.scheduling if self.measured is not None else "deadline"
 
     def observe_step(self, result: StepResult) -> None:
-        """A measured engine step corrects the cost model (EWMA per bucket); what the model
-        predicted for it, before the correction, waits for the step's wall time (`observe_wall`)."""
+        """A measured engine step corrects the cost model (EWMA per bucket); what the start-up
+        profile predicted for it waits for the step's wall time (`observe_wall`)."""
         if self.measured is not None:
             cost = self.measured.cost
             predicted = cost.predict_step(result) if cost.calibrated() else None

@@ -235,14 +235,16 @@ class Daemon:
     def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
         """A new segment's start delay from the scheduler's plan for every open session
         (`start_plan`, docs/admission.md "A director's start delay"): the earliest start at which it
-        and every admitted session keep their deadlines, on the cost model's step times stretched to
-        the load budget; None without a cost model."""
+        and every admitted session keep their deadlines, on the start-up profile's step times
+        stretched to the load budget; None without a cost model."""
         measured = self.admission.measured if self.admission is not None else None
         if measured is None or not measured.cost.calibrated():
             return None
         cost, budget = measured.cost, measured.load_budget
         info = self.info
-        inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context()) / budget,
+        # on the start-up profile stretched by the margin, as the margin is measured (a quantile of
+        # the steps' wall time over the profile's prediction): 95% of chunks fit the plan
+        inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context(), profile=True) / budget,
                             max_batch=self.config.max_batch, frames_per_chunk=info.frames_per_chunk, fps=info.fps,
                             director_lead_s=self.config.director_lead_s,
                             jitter_s=measured.jitter_s, max_delay_s=_PLAN_MAX_DELAY_S)

@@ -59,7 +59,7 @@ def test_a_slow_machine_raises_the_margin_and_the_budget_admission_plans_with() 
     assert snap["margin_from"]["overrun_q"] == 0.5 and snap["margin_from"]["outside_s"] == pytest.approx(0.125)
 
 
-def test_the_runtime_takes_the_prediction_before_the_step_corrected_it_and_the_steps_wall_time() -> None:
+def test_the_runtime_takes_the_profiles_prediction_of_the_step_and_its_wall_time() -> None:
     cost = known_cost(1.0)  # denoise 1/8 s at batch 1, context 0
     runtime = AdmissionRuntime(DutyPolicy(cost, DutyTracker()), measured=DutyPolicy(cost, DutyTracker()))
     step = StepResult((ItemResult("a", Phase.DENOISE, 0),), {"denoise": 0.25}, {"denoise": 1})
@@ -67,6 +67,11 @@ def test_the_runtime_takes_the_prediction_before_the_step_corrected_it_and_the_s
     runtime.observe_wall(0.3)
     snap = cost.margin_snapshot(0.15)
     assert (snap["steps_total"], snap["samples"], snap["outside_s"]) == (1, 0, 0.05)  # 1/8 of a chunk so far
+    # the overrun is over the start-up profile (what admission plans with once settled), which
+    # the online correction does not move
+    assert cost.predict("denoise") == pytest.approx(0.125 + 0.2 * (0.25 - 0.125))
+    assert cost.predict("denoise", profile=True) == 0.125
+    assert cost.predict_step(step) == 0.125
     runtime.observe_wall(0.3)  # no step waiting for its wall time: nothing counted
     assert cost.margin_snapshot(0.15)["steps_total"] == 1
     runtime.observe_op("offload", 0.4)
