@@ -44,7 +44,7 @@ _ERROR_WINDOW = 500  # the steps whose overrun the margin is taken from
 MARGIN_QUANTILE = 0.95  # a director's stated risk is 5% of segments
 MARGIN_PRIOR_SAMPLES = 50  # the configured margin counts as this many measured chunks
 MARGIN_FLOOR = 0.05
-MARGIN_CEILING = 0.5
+MARGIN_CEILING = 0.75  # plan on at least a quarter of the engine (a step 4x its profile)
 
 
 def context_bucket(chunks: int) -> int:

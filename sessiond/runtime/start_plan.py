@@ -34,13 +34,17 @@ class PlanInputs:
 
 def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inputs: PlanInputs
                   ) -> tuple[list[PlanChunk], list[Periodic]]:
-    """(what directors still owe, playing world sessions) for every open session but `exclude`. A
+    """(what directors still owe, playing world sessions) for every open session but `exclude`
+    (whose chunk in progress, if any, the engine finishes before its new segment's first). A
     chunk in progress is owed whole (the scheduler makes a chunk in phase steps, deadline first
     at every step, so a chunk begun is planned as if nothing of it were made yet: on the safe side)."""
     cm = inputs.frames_per_chunk / inputs.fps
     committed: list[PlanChunk] = []
     periodic: list[Periodic] = []
     for sid, session in sessions.items():
+        if sid == exclude and session.job is not None:
+            # its own chunk in progress (of the segment this direction replaces) is finished first
+            committed.append(PlanChunk(f"{sid}/leftover", now, now))
         if sid == exclude or session.state in _IDLE_STATES or session.connection is None:
             continue
         f = inputs.frames_per_chunk
