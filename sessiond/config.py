@@ -41,7 +41,7 @@ class ServeConfig:
     log_level: str | None = None  # debug | info | warning for every logger; None: ours at info, chatty libraries at warning
     record: str | None = None  # write the recorded trace here at shutdown
     policy: str = "duty"  # admission policy: duty (measured cost, objectives), kv (KV pool only), one-per-gpu, fifo
-    admission_margin: float = 0.15  # cost-model policies plan for at most 1 - margin of the engine's time
+    admission_margin: float = 0.15  # the prior of the measured margin: policies plan for 1 - margin of the engine
     # the objectives every admitted session is promised (published in /v1/capacity)
     objective_world_miss_rate: float = 0.01  # world: share of frames allowed after their playback deadline
     objective_world_a2p_p95_ms: float = 1500.0  # world: action-to-photon p95

@@ -4,10 +4,13 @@ each daemon a `sessiond serve` process of its own, the client this process."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from fleet.local import provenance
 from loadtest.replay.objective_flags import add_objective_flags
 
 __all__ = ["add_parser", "run", "trace_paths"]
@@ -85,7 +88,11 @@ def run(args: argparse.Namespace) -> int:
                             objectives=objectives_from(args), out_dir=args.out, cpu_threads=args.cpu_threads,
                             serve_extra=tuple(args.serve_arg),
                             kv_budget_bytes=None if args.kv_budget_gib is None else int(args.kv_budget_gib * 2**30))
+        started = provenance("sessiond replay-compare " + " ".join(sys.argv[2:]))
         run_comparison(traces, cfg)
+        if args.out:  # where it ran: commit, CPU, the load average at the start and at the end
+            Path(args.out, "provenance.json").write_text(
+                json.dumps({**started, "load_avg_at_end": os.getloadavg()}, indent=2) + "\n")
     except (AdmissionConfigError, CostModelError) as exc:
         print(f"replay-compare: {exc}", file=sys.stderr)
         return 2

@@ -60,9 +60,14 @@ def make_policy(name: str, cost: CostModel, tracker: DutyTracker | None = None, 
     return cls(cost, tracker or DutyTracker(), **options)
 
 
-def calibration_batches(max_batch: int, sessions_that_fit: int) -> tuple[int, ...]:
-    """Powers of two up to max_batch (and max_batch itself), limited by what the pool holds."""
+def calibration_batches(max_batch: int, sessions_that_fit: int, device: str = "cuda") -> tuple[int, ...]:
+    """Powers of two up to max_batch (and max_batch itself), limited by what the pool holds. On a
+    CPU only 1, 2 and the largest: a CPU's step grows about linearly with the batch (no batching
+    gain to find between), and each batch size profiled costs seconds of start-up (the demo
+    model's batch 4 took 5 of the 18.6 s the profile took on the 2-core box)."""
     top = max(1, min(max_batch, sessions_that_fit))
+    if device == "cpu":
+        return tuple(sorted({1, min(2, top), top}))
     out = {1 << i for i in range(int(math.log2(top)) + 1)} | {top}
     return tuple(sorted(out))
 
@@ -98,7 +103,7 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     # a CPU engine on one torch thread computes on the engine thread alone: its profile counts that
     # thread's CPU time, so other load on the machine does not move the verdict from start to start
     cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1
-    cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit), chunks=chunks, rounds=1,
+    cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit, host.info.device), chunks=chunks, rounds=1,
                                 time_budget_s=config.calibration_budget_s, context_chunks=context,
                                 steady_chunks=STEADY_CHUNKS, cpu_time=cpu_time)
     logger.info("cost model calibrated through %d chunks (+%d at the full context) in %.1f s, by %s time "

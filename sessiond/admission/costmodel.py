@@ -11,6 +11,16 @@ fades back to the profile with `half_life_s` once its bucket stops being measure
 attention window (`context_chunks`, sink + window) costs what the full window costs, so a long
 session never opens buckets of its own. The running relative error of each prediction against
 the next measurement is kept, so the model states how far to trust it.
+
+What a session costs beyond the engine's own seconds is measured online too: every scheduler
+step's wall time, from the end of the step before (when the scheduler went straight on) to its
+frames handed to their sessions, takes in the engine ops between steps (offload, restore,
+rollbacks), the event loop, packing; `outside_s` is its EWMA over the engine's seconds. Its
+overrun over the prediction made before the step, summed over consecutive steps until they make
+a chunk's worth at batch 1 (`wall / predicted - 1` per such window: a deadline is about a chunk,
+not a step), is kept for the last `_ERROR_WINDOW` windows, and the admission margin is a quantile
+of it (`margin()`): with few samples the configured margin weighs in as a prior, and it never
+goes below a floor.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -29,6 +40,11 @@ __all__ = ["CHUNK_ITEMS", "ITEMS", "CostKey", "CostModel", "context_bucket"]
 CHUNK_ITEMS = ("denoise", "cache", "decode")
 ITEMS = (*CHUNK_ITEMS, "offload", "restore")
 _MEMO_S = 0.25
+_ERROR_WINDOW = 500  # the steps whose overrun the margin is taken from
+MARGIN_QUANTILE = 0.95  # a director's stated risk is 5% of segments
+MARGIN_PRIOR_SAMPLES = 50  # the configured margin counts as this many measured chunks
+MARGIN_FLOOR = 0.05
+MARGIN_CEILING = 0.75  # plan on at least a quarter of the engine (a step 4x its profile)
 
 
 def context_bucket(chunks: int) -> int:
@@ -84,12 +100,17 @@ class CostModel:
         self._clock = clock
         self._table: dict[CostKey, _Entry] = {}
         self._index: dict[str, dict[int, dict[int, CostKey]]] = {}  # item -> context -> batch -> key
-        self._memo: dict[tuple[int, int], float] = {}  # (batch, context bucket) -> predict_chunk
+        self._memo: dict[tuple[int, int, bool], float] = {}  # (batch, context bucket, profile) -> predict_chunk
         self._memo_at = float("-inf")
         self.profile_clock = "wall"  # what the profile's samples measured: "wall" or "cpu" (thread CPU time)
         self._contention: list[float] = []  # profile steps' wall / CPU seconds (1: nothing else ran)
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
+        self._overrun: deque[float] = deque(maxlen=_ERROR_WINDOW)  # chunks' worth of steps: wall / predicted - 1
+        self._window = [0.0, 0.0]  # (predicted, wall) seconds of the steps not yet making a chunk's worth
+        self._outside: float | None = None  # EWMA of a step's wall seconds beyond the engine's
+        self._steps = 0
+        self._margin_memo: dict[tuple[float, float], tuple[float, str]] = {}
 
     @property
     def chunk_media_s(self) -> float:
@@ -185,7 +206,13 @@ class CostModel:
             if batch > 0 and indices and seconds > 0:
                 self.observe(phase, batch, max(indices), seconds)
 
-    def predict(self, item: str, batch: int = 1, context_chunks: int = 0) -> float:
+    def profile_seconds(self, key: CostKey) -> float:
+        """The bucket's start-up profile value (its online value where the profile never filled it):
+        what admission plans with once the model settles."""
+        entry = self._table[key]
+        return entry.base if entry.base is not None else self.seconds(key)
+
+    def predict(self, item: str, batch: int = 1, context_chunks: int = 0, *, profile: bool = False) -> float:
         """Seconds for one call of `item` at this batch and context. Unmeasured batches are
         interpolated linearly between measured ones (extrapolated from the last two); an
         unmeasured context bucket takes the nearest measured one."""
@@ -198,10 +225,11 @@ class CostModel:
             raise CostModelError("uncalibrated", f"no measurement of {item!r} yet: run calibrate() first")
         want = context_bucket(context_chunks)
         ctx = min(contexts, key=lambda c: (abs(math.log2(c + 1) - math.log2(want + 1)), -c))
-        points = sorted((b, self.seconds(k)) for b, k in contexts[ctx].items())
+        value = self.profile_seconds if profile else self.seconds
+        points = sorted((b, value(k)) for b, k in contexts[ctx].items())
         return _interpolate(points, batch)
 
-    def predict_chunk(self, batch: int = 1, context_chunks: int = 0) -> float:
+    def predict_chunk(self, batch: int = 1, context_chunks: int = 0, *, profile: bool = False) -> float:
         """GPU seconds to make one chunk for `batch` sessions together (all its phases). Remembered
         until the table changes or `_MEMO_S` passes (a correction fades far slower than that): one
         admission answer asks for the same few values thousands of times."""
@@ -209,11 +237,12 @@ class CostModel:
         if now - self._memo_at > _MEMO_S:
             self._memo.clear()
             self._memo_at = now
-        key = (batch, context_bucket(context_chunks))
+        key = (batch, context_bucket(context_chunks), profile)
         value = self._memo.get(key)
         if value is None:
-            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks)
-                     + self.predict("cache", batch, context_chunks) + self.predict("decode", batch, context_chunks))
+            value = (self.info.denoise_steps * self.predict("denoise", batch, context_chunks, profile=profile)
+                     + self.predict("cache", batch, context_chunks, profile=profile)
+                     + self.predict("decode", batch, context_chunks, profile=profile))
             self._memo[key] = value
         return value
 
@@ -250,6 +279,70 @@ class CostModel:
         """Running relative error of predictions of `item` against measurements (None: none yet)."""
         return self._error.get(item)
 
+    def predict_step(self, result: StepResult) -> float | None:
+        """The seconds the start-up profile predicts for the engine calls of `result` (each phase at
+        its batch and context): what admission plans with once the model settles, and the start
+        plan always; None when a phase is not calibrated yet."""
+        total = 0.0
+        for phase, batch in result.batch_sizes.items():
+            if phase not in CHUNK_ITEMS or batch <= 0 or not self._has(phase):
+                continue
+            indices = [r.chunk_index for r in result.results if r.phase.value == phase and r.error is None]
+            total += self.predict(phase, batch, max(indices, default=0), profile=True)
+        return total if total > 0 else None
+
+    def note_step_wall(self, predicted_s: float, engine_s: float, wall_s: float) -> None:
+        """One scheduler step measured whole: `predicted_s` (this model's, before the step corrected
+        it), the engine's own seconds and the wall seconds the step took with everything around it."""
+        if predicted_s <= 0 or wall_s <= 0 or not math.isfinite(wall_s):
+            return
+        self._steps += 1
+        self._window[0] += predicted_s
+        self._window[1] += wall_s
+        # judged a chunk's worth at a time (what a deadline is about): one step's own jitter (a
+        # neighbour's burst on a shared CPU, a collector pause) is not what a chunk sees
+        chunk = self.predict_chunk(1, self.steady_context(), profile=True) if self.calibrated() else 0.0
+        if self._window[0] >= chunk:
+            self._margin_memo.clear()
+            self._overrun.append(self._window[1] / self._window[0] - 1.0)
+            self._window = [0.0, 0.0]
+        outside = max(0.0, wall_s - engine_s)
+        self._outside = outside if self._outside is None else self._outside + self.alpha * (outside - self._outside)
+
+    @property
+    def outside_s(self) -> float | None:
+        """EWMA of a step's wall seconds beyond the engine's own (None: no step measured)."""
+        return self._outside
+
+    def margin(self, prior: float, floor: float = MARGIN_FLOOR) -> tuple[float, str]:
+        """(the admission margin, where it came from): the margin m at which planning on 1 - m of
+        the engine covers the `MARGIN_QUANTILE` quantile q of the measured overruns (a chunk's
+        worth of steps that took (1 + q) x its prediction: m = q / (1 + q)), blended with `prior`
+        as if the prior were `MARGIN_PRIOR_SAMPLES` samples, at least `floor`, at most `MARGIN_CEILING`."""
+        memo = self._margin_memo.get((prior, floor))
+        if memo is not None:
+            return memo
+        n = len(self._overrun)
+        if n == 0:
+            return max(floor, prior), f"prior {prior:g} (no step measured yet)"
+        q = max(0.0, _quantile(list(self._overrun), MARGIN_QUANTILE))
+        measured = q / (1.0 + q)
+        weight = n / (n + MARGIN_PRIOR_SAMPLES)
+        value = min(MARGIN_CEILING, max(floor, (1.0 - weight) * prior + weight * measured))
+        said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} chunks' worth of steps' overrun over the prediction "
+                f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f} against the prior {prior:g}, floor {floor:g}")
+        self._margin_memo[(prior, floor)] = (value, said)
+        return value, said
+
+    def margin_snapshot(self, prior: float, floor: float = MARGIN_FLOOR) -> dict[str, object]:
+        value, source = self.margin(prior, floor)
+        over = list(self._overrun)
+        return {"value": round(value, 4), "source": source, "prior": prior, "floor": floor,
+                "quantile": MARGIN_QUANTILE, "samples": len(over), "steps_total": self._steps,
+                "overrun_p50": round(_quantile(over, 0.5), 4) if over else None,
+                "overrun_q": round(_quantile(over, MARGIN_QUANTILE), 4) if over else None,
+                "outside_s": None if self._outside is None else round(self._outside, 5)}
+
     def snapshot(self, max_batch: int = 8) -> dict[str, object]:
         """JSON-able figures for /v1/capacity and metrics."""
         ready = self.calibrated()
@@ -273,6 +366,7 @@ class CostModel:
                               for b in range(1, max_batch + 1)} if ready else {},
             "relative_error": dict(self._error),
             "observed": dict(self._observed),
+            "outside_s": self._outside,
         }
 
     def _has(self, item: str) -> bool:

@@ -25,15 +25,13 @@ import math
 from abc import ABC, abstractmethod
 from typing import Any
 
-from sessiond.admission.costmodel import CostModel
+from sessiond.admission.costmodel import MARGIN_FLOOR, CostModel
 from sessiond.admission.decision import AdmissionRequest, Decision, KvBudget, Objectives, OverrunAction
 from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
 from sessiond.admission.feasibility import (
     GroupModel,
-    director_rate,
     required_rate,
-    start_delay,
     worst_group_risk,
 )
 
@@ -66,7 +64,8 @@ class PolicyBase(ABC):
         self.tracker = tracker
         self.objectives = objectives or Objectives()
         self.kv = kv
-        self.margin = margin
+        self.margin_prior = margin  # the configured margin: the prior of the measured one
+        self.margin_floor = min(margin, MARGIN_FLOOR)
         self.max_batch = max_batch
         self.retry_min_s = retry_min_s
         self.retry_max_s = retry_max_s
@@ -79,6 +78,12 @@ class PolicyBase(ABC):
     @abstractmethod
     def decide(self, request: AdmissionRequest) -> Decision:
         """Admit (and register) or refuse a create / resume."""
+
+    @property
+    def margin(self) -> float:
+        """The admission margin: a quantile of the cost model's measured overrun over its predictions
+        (`CostModel.margin`), the configured margin its prior."""
+        return self.cost.margin(self.margin_prior, self.margin_floor)[0]
 
     @property
     def load_budget(self) -> float:
@@ -119,24 +124,6 @@ class PolicyBase(ABC):
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
                           budget=self.load_budget, director_rate=need,
                           action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0)
-
-    def plan_start_delay(self, session_id: str, now: float, segment_s: float, lead_in_s: float = 0.0
-                         ) -> float | None:
-        """Seconds from a `direct` until its segment's playback may start without a stall, for the
-        group demanding now plus this director, on `1 - margin` of the engine's time (a director
-        admitted alone is planned within its objective); None without a calibrated cost model."""
-        if not self.cost.calibrated():
-            return None
-        world = directors = 0
-        for sid in self.tracker.sessions():
-            if sid != session_id and self.tracker.demanding(sid, now):
-                if self.tracker.mode(sid) == "world":
-                    world += 1
-                else:
-                    directors += 1
-        # planned on the budget, as admission plans: the margin absorbs what the model does not see
-        rate = director_rate(world, directors + 1, self.group_cost_rate(world + directors + 1), self.load_budget)
-        return start_delay(segment_s, self.cost.chunk_media_s, rate, self.jitter_s, lead_in_s)
 
     def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
         """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves
@@ -194,6 +181,7 @@ class PolicyBase(ABC):
         load, total = self.load(now)
         demanding = sum(self.tracker.demanding(s, now) for s in self.tracker.sessions())
         return {"policy": self.name, "scheduling": self.scheduling, "margin": self.margin,
+                "margin_from": self.cost.margin_snapshot(self.margin_prior, self.margin_floor),
                 "load_budget": self.load_budget, "predicted_load": load, "summed_duty": total,
                 "expected_batch": self.expected_batch(total), "sessions": len(self.tracker.sessions()),
                 "max_sessions": self.max_sessions, "demanding": demanding, "objectives": self.objectives.to_json(),

@@ -40,6 +40,7 @@ class AdmissionRuntime:
     measured: PolicyBase | None = None  # the cost-model policy, when the policy is one
     metrics: AdmissionMetrics | None = None
     sync: DemandSync | None = field(init=False, default=None)
+    _step: tuple[float, float] | None = field(init=False, default=None)  # (predicted, engine s) of the last step
 
     def __post_init__(self) -> None:
         if self.measured is not None:
@@ -52,9 +53,28 @@ class AdmissionRuntime:
         return self.measured.scheduling if self.measured is not None else "deadline"
 
     def observe_step(self, result: StepResult) -> None:
-        """A measured engine step corrects the cost model (EWMA per bucket)."""
+        """A measured engine step corrects the cost model (EWMA per bucket); what the start-up
+        profile predicted for it waits for the step's wall time (`observe_wall`)."""
         if self.measured is not None:
-            self.measured.cost.observe_step(result)
+            cost = self.measured.cost
+            predicted = cost.predict_step(result) if cost.calibrated() else None
+            self._step = None if predicted is None else (predicted, sum(result.seconds.values()))
+            cost.observe_step(result)
+
+    def observe_op(self, item: str, seconds: float) -> None:
+        """An offload or restore of one session's KV measured online: the cost model keeps it
+        (its bucket moves by EWMA from the start-up profile's one sample)."""
+        if self.measured is not None:
+            self.measured.cost.observe(item, 1, 0, seconds)
+
+    def observe_wall(self, wall_s: float) -> None:
+        """The wall seconds of the step last observed, with everything around it (engine ops before
+        it, the event loop, handing out its frames): the model's overrun, of which the margin is a
+        quantile."""
+        if self.measured is not None and self._step is not None:
+            predicted, engine_s = self._step
+            self.measured.cost.note_step_wall(predicted, engine_s, wall_s)
+        self._step = None
 
     def refresh(self, sessions: Mapping[str, Any]) -> list[OverrunAction]:
         """Each tick: the sessions' states into the duty tracker, the gauges updated; returns the

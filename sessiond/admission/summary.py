@@ -29,6 +29,7 @@ class AdmissionSummary:
     spread: tuple[float, float] | None = None  # the world cost rate's profile quartiles (engine s / media s)
     budget: float | None = None  # engine seconds per wall second admission plans with (1 - margin)
     policy: str = "duty"
+    margin: dict[str, Any] | None = None  # the margin (1 - budget) and where it came from (CostModel.margin_snapshot)
 
     @property
     def statement(self) -> str:
@@ -52,7 +53,7 @@ class AdmissionSummary:
     def to_json(self) -> dict[str, Any]:
         return {"serves": dict(self.serves), "serves_now": dict(self.serves_now), "cannot": dict(self.cannot),
                 "world_cost_spread": list(self.spread) if self.spread is not None else None,
-                "budget": self.budget, "statement": self.statement}
+                "budget": self.budget, "statement": self.statement, "margin": self.margin}
 
 
 def summarize(policy: Any, now: float) -> AdmissionSummary | None:
@@ -78,7 +79,8 @@ def summarize(policy: Any, now: float) -> AdmissionSummary | None:
         open_now = len(policy.tracker.sessions())
         serves_now = {m: max(0, serves[m] - open_now) for m in MODES}
     spread = policy.cost.spread(1) if policy.cost.calibrated() else None
-    return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name)
+    margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
+    return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin)
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

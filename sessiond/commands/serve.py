@@ -54,7 +54,8 @@ def add_parser(sub: Any, name: str) -> None:
                        help="admission policy: duty (default: admits what it can serve within the objectives, by "
                        "the measured cost), kv (KV pool only), one-per-gpu, fifo")
     serve.add_argument("--admission-margin", type=float, default=None,
-                       help="cost-model policies plan for at most 1 - margin of the engine's time (default 0.15)")
+                       help="cost-model policies plan for at most 1 - margin of the engine's time; the margin is "
+                       "measured online (a quantile of the cost model's overrun) and this is its prior (default 0.15)")
     serve.add_argument("--objective-world-miss-rate", type=float, default=None,
                        help="world objective: share of frames allowed after their playback deadline (default 0.01)")
     serve.add_argument("--objective-world-a2p-p95-ms", type=float, default=None,

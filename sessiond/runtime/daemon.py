@@ -14,7 +14,8 @@ from typing import Any
 from engine.api import EngineProtocol, KVStats, ModelInfo
 from protocols.errors import ErrorCode, ProtocolError, Refused
 from sessiond.admission.audience import SpectatorAdmission, SpectatorBudget
-from sessiond.admission.build import build_admission
+from sessiond.admission.build import build_admission, objectives_of
+from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
@@ -29,6 +30,7 @@ from sessiond.runtime.engine_factory import picture_check
 from sessiond.runtime.engine_host import EngineHost
 from sessiond.runtime.replicas import ReplicaHost
 from sessiond.runtime.scheduler import Scheduler
+from sessiond.runtime.start_plan import PlanInputs, plan_segment_start
 from sessiond.runtime.strategy import Strategy, StrategyError, check_machine, load_strategy, replica_plans
 from sessiond.runtime.unconnected import ConnectWatch
 from sessiond.session import Session, SessionEnv
@@ -47,6 +49,9 @@ __all__ = ["Daemon"]
 logger = logging.getLogger(__name__)
 
 _FAILED_KEEP_S = 60.0
+# the longest start delay a director is planned (and advised) to wait: past it, the newest segment
+# comes after every chunk the others owe in any case
+_PLAN_MAX_DELAY_S = 60.0
 
 
 async def _settled(task: asyncio.Future[Any]) -> None:
@@ -82,6 +87,7 @@ class Daemon:
         # spectators' shared packing (one pack per session and media mode) never queues ahead of an owner's
         self.spectator_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sessiond-spectators")
         self.scheduler: Scheduler | None = None
+        self._online_cost: CostModel | None = None  # without a cost-model policy: steps measured online
         self.ready = False
         self.started_at = time.time()
         self.warm_error: str | None = None
@@ -150,6 +156,12 @@ class Daemon:
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
             on_tick=self._tick, chunk_cost=self._chunk_cost())
         self.scheduler.step_listeners.append(self.admission.observe_step)
+        self.scheduler.wall_listeners.append(self.admission.observe_wall)
+        self.scheduler.ops_listeners.append(self.admission.observe_op)
+        if self.admission.measured is None:  # a policy without a cost model (kv): the start plan's
+            # from the steps measured online (no profile: no plan until every phase was measured once)
+            self._online_cost = CostModel(self.host.info, context_chunks=self.host.context_chunks())
+            self.scheduler.step_listeners.append(self._online_cost.observe_step)
         self.scheduler.kv = await self.host.kv_stats()
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
@@ -265,13 +277,29 @@ class Daemon:
         return run
 
     def _plan_start(self, session_id: str, segment_s: float, lead_in_s: float) -> float | None:
-        """A new segment's start delay by admission's cost model (None without one), at most
-        `director_lead_s` (a director the others leave no room for is still served in turn)."""
+        """A new segment's start delay from the scheduler's plan for every open session
+        (`start_plan`, docs/admission.md "The plan"): the earliest start at which it and every
+        admitted session keep their deadlines, on the start-up profile's step times stretched to
+        the load budget; for a policy without a cost model (kv), on the steps measured so far, at
+        face value; None before there is either."""
         measured = self.admission.measured if self.admission is not None else None
-        if measured is None:
+        if measured is not None:
+            cost, budget, profile, jitter = measured.cost, measured.load_budget, True, measured.jitter_s
+        elif self._online_cost is not None:
+            cost, budget, profile = self._online_cost, 1.0 - self.config.admission_margin, False
+            jitter = objectives_of(self.config).playout_ms / 1000.0
+        else:
             return None
-        delay = measured.plan_start_delay(session_id, time.monotonic(), segment_s, lead_in_s)
-        return None if delay is None else min(delay, self.config.director_lead_s)
+        if not cost.calibrated():
+            return None
+        info = self.info
+        # on the start-up profile stretched by the margin, as the margin is measured (a quantile of
+        # the steps' wall time over the profile's prediction): 95% of chunks fit the plan
+        inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context(), profile=profile) / budget,
+                            max_batch=self.config.max_batch, frames_per_chunk=info.frames_per_chunk, fps=info.fps,
+                            director_lead_s=self.config.director_lead_s, jitter_s=jitter,
+                            max_delay_s=_PLAN_MAX_DELAY_S)
+        return plan_segment_start(self.sessions, session_id, time.monotonic(), segment_s, lead_in_s, inputs)
 
     def _chunk_cost(self) -> Callable[[int], float] | None:
         """Seconds of one chunk at batch b by the cost model (steady context), for the scheduler's

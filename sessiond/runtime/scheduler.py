@@ -56,6 +56,12 @@ class Scheduler:
         self.on_tick = on_tick
         self.chunk_cost = chunk_cost
         self.step_listeners: list[Callable[[StepResult], None]] = []
+        # each step's wall seconds, from the end of the step before when the scheduler went straight
+        # on (so the engine ops and the event loop between steps count) to its frames handed out
+        self.wall_listeners: list[Callable[[float], None]] = []
+        # (offload or restore, seconds of one) measured online: a round of ops of that kind alone
+        self.ops_listeners: list[Callable[[str, float], None]] = []
+        self._last_end: float | None = None  # when the last step's frames were handed out; None after a wait
         self.kv: KVStats | None = None
         self.steps = 0
         self.round_errors = 0
@@ -101,6 +107,7 @@ class Scheduler:
             self._event.clear()
             if any(s.ops for s in self.sessions.values()):
                 return
+            self._last_end = None  # the engine idles: the next step's wall time starts at its own start
             try:
                 await asyncio.wait_for(self._event.wait(), timeout)
             except TimeoutError:
@@ -116,7 +123,13 @@ class Scheduler:
                 ops[session.id] = session.take_ops()
         if not ops:
             return
+        started = time.monotonic()
         outcome = await self.host.run_ops(ops)
+        kinds = {op.kind.value for queued in ops.values() for op in queued}
+        if len(kinds) == 1 and kinds <= {"offload", "restore"} and not outcome.errors:
+            took = (time.monotonic() - started) / sum(len(queued) for queued in ops.values())
+            for ops_listener in self.ops_listeners:
+                ops_listener(kinds.pop(), took)
         self._set_kv(outcome.kv)
         for sid, why in outcome.errors.items():
             self._fault(sid, why)
@@ -205,6 +218,12 @@ class Scheduler:
         for sid, why in outcome.failed.items():
             if sid in jobs:
                 self._fault(sid, why)
+        ended = time.monotonic()
+        if outcome.result is not None:
+            wall = ended - (started if self._last_end is None else self._last_end)
+            for wall_listener in self.wall_listeners:
+                wall_listener(wall)
+        self._last_end = ended
 
     # ---- faults, idleness, accounting ----------------------------------------------------
     def _fault(self, session_id: str, why: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loadtest.replay.meter import SessionMeter
+from loadtest.replay.meter import SessionMeter, late_beyond_risk
 from sessiond.admission import Objectives
 
 FPS = 16
@@ -269,3 +269,14 @@ def test_each_director_segment_is_judged_once_and_missed_by_a_late_start_a_stall
     assert (r.segments_judged, r.segments_missed, r.stalls, r.directs_unanswered) == (4, 3, 1, 1)
     assert r.to_json(meter.objectives)["segments"] == {"done": 3, "interrupted": 0, "late": 3, "unanswered": 1,
                                                       "judged": 4, "missed": 3}
+
+
+def test_a_director_is_judged_by_the_share_of_its_segments_the_stated_risk_allows() -> None:
+    assert [late_beyond_risk(5, k, 0.05) for k in range(4)] == [False, False, True, True]
+    assert late_beyond_risk(1, 1, 0.05) is True  # P(1 of 1) = 0.05: no more than the risk explains
+    assert late_beyond_risk(40, 4, 0.05) is False and late_beyond_risk(40, 6, 0.05) is True
+    result = _director().result
+    result.start_delay_ms = [400.0, 1600.0, 500.0, 450.0, 700.0]  # one of five over 1 s: p95 over it
+    assert result.within_objective(Objectives(director_start_delay_p95_s=1.0)) is True
+    result.start_delay_ms[0] = 1200.0  # two of five: more than a 5% risk explains (P = 0.023)
+    assert result.within_objective(Objectives(director_start_delay_p95_s=1.0)) is False

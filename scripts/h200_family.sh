@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Issue 27's H200 part, one device call (not run yet): one `sessiond serve` start (duty, its own
+# start-up calibration, ~85 s) and six traces of a family replayed back to back by a separate
+# client process, all within the 600 s a device call may run.
+#
+#     bash scripts/h200_family.sh FAMILY_DIR [TRACE_NAME ...]
+#
+# FAMILY_DIR: a folder `sessiond trace-gen family --out FAMILY_DIR --seed N` wrote here (60 s
+# traces; commit it or carry it). Without names, six shapes: two director-only, the burst, the
+# interrupting directors, players, mixed. Results under $OUT (default ./out).
+#
+# Wheels: the GPU host has no web stack; its wheels travel with the tree in .whl/ (ignored by
+# git), downloaded here once, as load_traces/README.md ("One H200 ...") says:
+#     echo /.whl/ >> .git/info/exclude
+#     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl starlette uvicorn websockets redis
+# and carried to the device call (run with carry [".whl"] and this script as the command).
+set -u -o pipefail
+cd "$(dirname "$0")/.."
+family=${1:?usage: h200_family.sh FAMILY_DIR [TRACE_NAME ...]}
+shift
+OUT=${OUT:-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+if compgen -G ".whl/*.whl" > /dev/null; then
+  python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if [ $# -gt 0 ]; then
+  names=("$@")
+else
+  names=(directors-middling directors-wide burst-directors directors-interrupting players-few mixed)
+fi
+traces=()
+for name in "${names[@]}"; do
+  for path in "$family"/"$name"-*.jsonl; do
+    [ -e "$path" ] && traces+=("$path")
+  done
+done
+if [ ${#traces[@]} -eq 0 ]; then
+  echo "no trace of ${names[*]} in $family" >&2
+  exit 2
+fi
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
+  git rev-parse HEAD 2>/dev/null || echo "no git"
+  date -u
+  cat /proc/loadavg
+  printf '%s\n' "${traces[@]}"
+} 2>&1 | tee "$OUT/env.txt"
+# 6 x ~65 s of replay + ~85 s start + drains: inside 590 s
+timeout 590 python3 -m sessiond.cli replay-compare "${traces[@]}" --model wan-1.3b-world-preview --device cuda \
+  --policies duty --max-batch 4 --kv-budget-gib 60 --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"

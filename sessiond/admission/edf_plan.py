@@ -1,0 +1,152 @@
+"""The scheduler's plan for every admitted session, and a new segment's start delay from it.
+
+The step scheduler serves ready chunks earliest deadline first across sessions, chunk by chunk
+(sessiond/runtime/scheduler.py), so a director's segment never waits behind another's whole
+segment: it waits only behind chunks whose playback comes before its own. This module replays
+that schedule ahead of time on the cost model's figures: every chunk the open sessions still owe
+(a director's rest of its segment, a playing world session's chunks over the horizon), each with
+the moment the scheduler may begin it (`release`) and the moment it must be ready (`deadline`),
+served in deadline order and batched as the scheduler batches (a step in flight finishes first).
+
+A new segment of L media seconds in chunks of cm, asked for at `now`, whose playback starts
+`now + d`, has chunk k ready by `now + d - jitter + max(0, k - lead) x cm` (`lead`: the chunks of
+lead-in a stream's first segment generates before its own frames). Its start delay is the least
+d such that, in that schedule, every one of its chunks is ready in time and no chunk of another
+session that was on time without it becomes late: the earliest start that keeps every admitted
+session within its deadlines. Making d larger only moves the new segment's deadlines later, so
+the search is a bisection. `None` when no d up to `max_delay_s` keeps them: the direction must
+then wait longer than the plan can promise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Periodic", "PlanChunk", "SegmentAsk", "late_chunks", "segment_chunks", "start_delay"]
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class PlanChunk:
+    """One chunk in the plan: `owner` (a session id), when the scheduler may begin it (`release`),
+    its scheduling deadline (`deadline`: its first frame's playback time, the scheduler's key) and
+    how long before that it must be ready (`slack`: a director's playout allowance)."""
+
+    owner: str
+    release: float
+    deadline: float
+    slack: float = 0.0
+
+    @property
+    def ready_by(self) -> float:
+        return self.deadline - self.slack
+
+
+@dataclass(frozen=True)
+class Periodic:
+    """A playing world session: a chunk every `period_s`, the first due (its buffer runs dry) at
+    `first_deadline`, each begun at most `lead_s` before it is due."""
+
+    owner: str
+    first_deadline: float
+    period_s: float
+    lead_s: float
+
+    def until(self, horizon: float) -> list[PlanChunk]:
+        n = max(0, math.ceil((horizon - self.first_deadline) / self.period_s)) + 1
+        return [PlanChunk(self.owner, self.first_deadline + k * self.period_s - self.lead_s,
+                          self.first_deadline + k * self.period_s) for k in range(n)]
+
+
+@dataclass(frozen=True)
+class SegmentAsk:
+    """A new segment: `segment_s` media seconds in chunks of `chunk_media_s`, `lead_chunks` chunks of
+    lead-in first, asked for at `now`; ready `jitter_s` before each chunk plays."""
+
+    now: float
+    segment_s: float
+    chunk_media_s: float
+    lead_chunks: int = 0
+    jitter_s: float = 0.0
+    lead_s: float = math.inf  # a chunk is begun at most this long before it plays (director_lead_s)
+
+    @property
+    def chunks(self) -> int:
+        return max(1, math.ceil(self.segment_s / self.chunk_media_s - _EPS)) + self.lead_chunks
+
+
+def segment_chunks(owner: str, ask: SegmentAsk, delay_s: float) -> list[PlanChunk]:
+    """The new segment's chunks when its playback starts `delay_s` after `ask.now` (all released at once)."""
+    start = ask.now + delay_s
+    deadlines = [start + max(0, k - ask.lead_chunks) * ask.chunk_media_s for k in range(ask.chunks)]
+    return [PlanChunk(owner, max(ask.now, d - ask.lead_s), d, ask.jitter_s) for d in deadlines]
+
+
+def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int], float],
+                max_batch: int = 1) -> list[PlanChunk]:
+    """The chunks ready after `ready_by` when one engine serves them from `start` as the scheduler
+    does: each step takes the released chunks with the earliest deadlines, at most one per session
+    (a session's chunks are made in turn) and at most `max_batch`, adding the (b+1)-th only when
+    `step_s(b+1) < step_s(b) + step_s(1)` and the earliest deadline is not made late by it;
+    `step_s(b)`: seconds of a step of b chunks."""
+    queues: dict[str, list[PlanChunk]] = {}
+    for chunk in sorted(chunks, key=lambda c: c.deadline):
+        queues.setdefault(chunk.owner, []).append(chunk)
+    heads = {owner: 0 for owner in queues}
+    late: list[PlanChunk] = []
+    t = start
+    while heads:
+        ready = sorted((queues[o][i] for o, i in heads.items() if queues[o][i].release <= t + _EPS),
+                       key=lambda c: c.deadline)
+        if not ready:
+            t = min(queues[o][i].release for o, i in heads.items())
+            continue
+        size = 1
+        while size < min(max_batch, len(ready)):
+            now_s, more_s = step_s(size), step_s(size + 1)
+            if more_s >= now_s + step_s(1) or t + more_s > ready[0].ready_by >= t + now_s:
+                break
+            size += 1
+        t += step_s(size)
+        for chunk in ready[:size]:
+            if t > chunk.ready_by + _EPS:
+                late.append(chunk)
+            heads[chunk.owner] += 1
+            if heads[chunk.owner] >= len(queues[chunk.owner]):
+                del heads[chunk.owner]
+    return late
+
+
+def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, start: float,
+                step_s: Callable[[int], float], max_batch: int, max_delay_s: float,
+                periodic: Sequence[Periodic] = (), resolution_s: float = 0.005) -> float | None:
+    """The least start delay (seconds after `ask.now`, to `resolution_s`) at which the new segment's
+    chunks, and every other chunk that is on time without it (`committed`: what directors still owe;
+    `periodic`: playing world sessions, over the new segment's span), are all ready in time; None
+    when even `max_delay_s` does not do. `start`: when the engine is free (after the step in
+    flight); `step_s(b)`: the planned seconds of a step of b chunks."""
+
+    def keeps(delay: float) -> bool:
+        horizon = ask.now + delay + ask.segment_s + ask.chunk_media_s
+        others = [*committed, *(c for p in periodic for c in p.until(horizon))]
+        already = {id(c) for c in late_chunks(others, start, step_s, max_batch)}
+        late = late_chunks([*others, *segment_chunks(owner, ask, delay)], start, step_s, max_batch)
+        return all(c.owner != owner and id(c) in already for c in late)
+
+    # its first chunk (after any lead-in) cannot be ready before the engine is free and has made it
+    lo = max(0.0, start + step_s(1) * (1 + ask.lead_chunks) - ask.now + ask.jitter_s)
+    if keeps(lo):
+        return lo
+    if lo >= max_delay_s or not keeps(max_delay_s):
+        return None
+    hi = max_delay_s  # kept; lo is not
+    while hi - lo > resolution_s:
+        mid = (lo + hi) / 2.0
+        if keeps(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi

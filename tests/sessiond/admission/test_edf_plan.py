@@ -1,0 +1,88 @@
+"""The scheduler's plan (EDF, chunk by chunk) and a new segment's start delay from it: exact
+values worked out by hand from the demand bound (a chunk of 0.25 s every 0.5 media s per director)."""
+
+from __future__ import annotations
+
+from sessiond.admission.edf_plan import (
+    Periodic,
+    PlanChunk,
+    SegmentAsk,
+    late_chunks,
+    segment_chunks,
+    start_delay,
+)
+
+
+def _serial(b: int) -> float:
+    return 0.25 * b  # no batching gain: one chunk after another
+
+
+def _director(owner: str, first: float, chunks: int = 10, slack: float = 0.1) -> list[PlanChunk]:
+    return [PlanChunk(owner, 0.0, first + 0.5 * k, slack) for k in range(chunks)]
+
+
+ASK = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, jitter_s=0.1)
+
+
+def test_segment_chunks_are_due_as_they_play_after_the_delay_and_lead_in() -> None:
+    ask = SegmentAsk(now=2.0, segment_s=1.2, chunk_media_s=0.5, lead_chunks=1, jitter_s=0.1, lead_s=2.5)
+    chunks = segment_chunks("c", ask, 1.0)
+    assert ask.chunks == 4  # 3 chunks of its own (the last one cut) and one of lead-in
+    assert [(c.release, c.deadline, c.ready_by) for c in chunks] == [
+        (2.0, 3.0, 2.9), (2.0, 3.0, 2.9), (2.0, 3.5, 3.4), (2.0, 4.0, 3.9)]
+    assert segment_chunks("c", ask, 4.0)[-1].release == 7.0 - 2.5  # begun at most lead_s before it plays
+
+
+def test_edf_interleaves_chunk_by_chunk_and_batches_only_where_it_pays() -> None:
+    a, b = _director("a", 1.0, 2), _director("b", 1.2, 2)
+    assert late_chunks([*a, *b], 0.0, _serial) == []
+    # four chunks in 0.25 s each: b's second chunk (ready by 1.6) done at 1.0; with a 0.6 s step
+    # nothing is late before the fourth (a0 0.6, b0 1.2 > 1.1: late)
+    slow = late_chunks([*a, *b], 0.0, lambda n: 0.6 * n)
+    assert [(c.owner, c.deadline) for c in slow] == [("b", 1.2), ("a", 1.5), ("b", 1.7)]
+    # batching two at 0.7 s (cheaper than 0.6 + 0.6): pairs a0+b0 at 0.7, a1+b1 at 1.4
+    assert late_chunks([*a, *b], 0.0, lambda n: 0.6 if n == 1 else 0.7, max_batch=2) == []
+
+
+def test_a_third_director_starts_when_the_demand_bound_allows_not_at_an_equal_share() -> None:
+    # two directors already owe 10 chunks each (due from 1.0 and 1.2 s); a third asks for 5 s at 0.
+    # An equal share (1/3 each: 0.67x real time) would say d = 0.5 + 5 x 0.5 + 0.1 = 3.1 s, but
+    # the others' chunks come first by deadline: its chunk k (k >= 2) is ready after 21 + k chunks
+    # of 0.25 s and plays at d - 0.1 + 0.5 k, so d >= 5.35 - 0.25 k, tightest at k = 2: 4.85 s
+    committed = [*_director("a", 1.0), *_director("b", 1.2)]
+    delay = start_delay("c", ASK, committed, start=0.0, step_s=_serial, max_batch=1, max_delay_s=60.0)
+    assert delay is not None and 4.85 <= delay <= 4.855
+    assert late_chunks([*committed, *segment_chunks("c", ASK, delay)], 0.0, _serial) == []
+    assert late_chunks([*committed, *segment_chunks("c", ASK, 3.1)], 0.0, _serial) != []
+
+
+def test_alone_it_starts_once_the_engine_is_free_and_has_made_its_first_chunk() -> None:
+    delay = start_delay("c", ASK, [], start=0.4, step_s=_serial, max_batch=1, max_delay_s=60.0)
+    assert delay == 0.4 + 0.25 + 0.1
+    lead = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, lead_chunks=1, jitter_s=0.1)
+    assert start_delay("c", lead, [], start=0.0, step_s=_serial, max_batch=1, max_delay_s=60.0) == 0.6
+
+
+def test_chunks_late_without_the_newcomer_do_not_hold_it_back_and_none_is_made_late() -> None:
+    # a owes 6 chunks ready by 0.1, 0.6, ... 2.6; the engine is free at 1.0: they finish at 1.25,
+    # 1.5, ... 2.5, so the first five are lost already and only the last is on time
+    committed = _director("a", 0.2, 6, slack=0.1)
+    late = late_chunks(committed, 1.0, _serial)
+    assert [c.deadline for c in late] == [0.2, 0.7, 1.2, 1.7, 2.2]
+    delay = start_delay("c", ASK, committed, start=1.0, step_s=_serial, max_batch=1, max_delay_s=60.0)
+    # c's first chunk may not go before a's last (due 2.7: it would be late), so it is made after
+    # it, done at 2.75, and plays 0.1 later: d = 2.85 (the lost ones are made first all the same:
+    # their deadlines are earlier)
+    assert delay is not None and 2.85 <= delay <= 2.855
+
+
+def test_a_world_session_keeps_real_time_and_a_plan_that_cannot_keep_it_says_none() -> None:
+    world = Periodic("w", 0.5, 0.5, 0.5)  # a chunk due every 0.5 s, begun at most 0.5 s ahead
+    # with 0.25 s chunks the world takes half the engine: the director gets the other half
+    delay = start_delay("c", ASK, [], start=0.0, step_s=_serial, max_batch=1, max_delay_s=60.0, periodic=[world])
+    assert delay is not None and 0.35 <= delay <= 0.355
+    # 0.45 s chunks: the world takes 0.9 of the engine, leaving 0.05 s in every 0.5 s: the
+    # segment's 10 chunks (4.5 s) would need some 45 s, not within the 6 s allowed
+    slow = start_delay("c", ASK, [], start=0.0, step_s=lambda n: 0.45 * n, max_batch=1, max_delay_s=6.0,
+                       periodic=[world])
+    assert slow is None

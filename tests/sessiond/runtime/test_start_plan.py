@@ -1,0 +1,52 @@
+"""What the start plan reads from the open sessions (what each still owes) and the start delay
+it gives a new segment beside them; exact values worked out by hand (16 fps, chunks of 8 frames:
+0.5 media s; every step 0.25 s)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sessiond.admission.edf_plan import Periodic, PlanChunk
+from sessiond.runtime.start_plan import PlanInputs, plan_segment_start, plan_workload
+from sessiond.session import Session, connect
+from tests.sessiond._factory import make_session
+
+INPUTS = PlanInputs(step_s=lambda b: 0.25 * b, max_batch=1, frames_per_chunk=8, fps=16, director_lead_s=10.0,
+                    jitter_s=0.1, max_delay_s=60.0)
+
+
+def _sessions() -> dict[str, Session]:
+    a = make_session("a", "director")
+    connect(a, "raw")
+    seg = a.start_segment(re=1, seconds=2.0)  # 32 frames: 4 chunks, and one of lead-in (its stream's first)
+    seg.started_at, seg.delay_s = 100.0, 1.0
+    w = make_session("w", "world")
+    connect(w, "raw")
+    c = make_session("c", "director")
+    connect(c, "raw")
+    c.begin_job(100.0, 100.0)  # a chunk of the segment its new direction replaces, in progress
+    idle = make_session("gone", "director")  # no connection: owes nothing
+    idle.start_segment(re=1, seconds=2.0)
+    return {"a": a, "w": w, "c": c, "gone": idle}
+
+
+def test_the_workload_is_what_every_other_session_owes_and_the_directors_own_chunk_in_progress() -> None:
+    sessions = _sessions()
+    committed, periodic = plan_workload(sessions, "c", 100.0, INPUTS)
+    assert committed[-1] == PlanChunk("c/leftover", 100.0, 100.0)
+    assert [(c.owner, c.release, c.deadline, c.slack) for c in committed[:-1]] == [
+        ("a", 91.0, 101.0, 0.1), ("a", 91.0, 101.0, 0.1), ("a", 91.5, 101.5, 0.1), ("a", 92.0, 102.0, 0.1),
+        ("a", 92.5, 102.5, 0.1)]
+    w = sessions["w"]
+    assert periodic == [Periodic("w", max(100.0, w.clock.dry_at(w.out.total)), 0.5, 1.0)]
+
+
+def test_a_new_segment_starts_after_the_chunks_due_before_it_and_its_own_leftover() -> None:
+    sessions = _sessions()
+    del sessions["w"]
+    # c's leftover (done 100.25), a's two chunks due at 101.0 (100.5, 100.75), then c's first,
+    # done at 101.0, ready 0.1 s before it plays: d = 1.1; from then on a's and c's chunks
+    # alternate, each on time (a4 done 102.25 for 102.4, c3 102.5 for 102.5)
+    delay = plan_segment_start(sessions, "c", 100.0, 2.0, 0.0, INPUTS)
+    assert 1.1 <= delay <= 1.105
+    assert plan_segment_start({}, "c", 100.0, 2.0, 0.0, INPUTS) == pytest.approx(0.35)  # alone: a chunk + jitter
