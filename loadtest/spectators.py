@@ -134,12 +134,13 @@ class Owner:
             await asyncio.sleep(self.rng.uniform(0.5, 1.5) / self.action_hz)
 
 
-async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid: int, n: int,
+async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str, pid: int, n: int,
                  args: argparse.Namespace) -> dict[str, Any]:
-    ws_url, webrtc_url = urls
+    ws_url, webrtc_url, watch_url = urls
     procs = max(1, min(args.processes, n))
     rtc = min(args.webrtc, n)
-    medias = ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc)]
+    tabs = min(args.chromium, n - rtc)
+    medias = ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc - tabs)]
     groups = [medias[i::procs] for i in range(procs)] if n - rtc else []
     cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--token", token,
            "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)]
@@ -149,6 +150,10 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
     workers += [subprocess.Popen([sys.executable, "-m", "transports.webrtc.watch", "--webrtc-url", webrtc_url,
                                   "--token", token, "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)],
                                  stdout=subprocess.PIPE) for _ in range(rtc)]
+    if tabs:  # the spectator page in headless Chromium: one browser process, `tabs` pages
+        workers.append(subprocess.Popen([sys.executable, "-m", "loadtest.spectators_chromium", "--watch-url", watch_url,
+                                         "--pages", str(tabs), "--seconds", str(args.seconds),
+                                         "--warm-s", str(args.warm_s)], stdout=subprocess.PIPE))
     await asyncio.sleep(args.warm_s)
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     window = (t0, t0 + args.seconds)
@@ -170,7 +175,8 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
     ok = [s for s in spectators if "error" not in s]
     fps = [s["fps"] for s in ok]
     rtc_fps = [s["fps"] for s in ok if s.get("media") == "webrtc"]
-    ws_bytes = [s["bytes"] for s in ok if s.get("media") != "webrtc"]
+    tab_fps = [s["fps"] for s in ok if s.get("media") == "chromium"]
+    ws_bytes = [s["bytes"] for s in ok if s.get("media") not in ("webrtc", "chromium")]
     first = [s["first_frame_s"] for s in ok if "first_frame_s" in s]
     return {
         "spectators": n, "spectators_ok": len(ok), "errors": [s["error"] for s in spectators if "error" in s][:5],
@@ -180,6 +186,7 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str], token: str, pid:
         "spectator_fps_median": round(statistics.median(fps), 2) if fps else None,
         "spectators_at_15fps": sum(1 for f in fps if f >= 15.0),
         "webrtc_spectators": rtc, "webrtc_fps_min": round(min(rtc_fps), 2) if rtc_fps else None,
+        "chromium_spectators": tabs, "chromium_fps_min": round(min(tab_fps), 2) if tab_fps else None,
         "first_frame_s_max": round(max(first), 3) if first else None,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
         "bytes_per_spectator_per_s": round(statistics.median(ws_bytes) / (args.seconds + args.warm_s))
@@ -213,7 +220,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             await asyncio.sleep(args.warm_s)
             rows = []
             for n in levels:
-                row = await _level(daemon.url, owner, (created.ws_url, created.webrtc_url), link, daemon.pid, n, args)
+                watch_url = f"{daemon.url}/watch.html?session={created.session_id}&token={link}"
+                row = await _level(daemon.url, owner, (created.ws_url, created.webrtc_url, watch_url), link,
+                                   daemon.pid, n, args)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
             for t in tasks:
@@ -223,7 +232,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             await owner_client.aclose()
     return {"provenance": provenance("python -m loadtest.spectators " + " ".join(sys.argv[1:])),
             "settings": {"model": args.model, "policy": args.policy, "seconds": args.seconds, "warm_s": args.warm_s,
-                         "webrtc": args.webrtc,
+                         "webrtc": args.webrtc, "chromium": args.chromium,
                          "action_hz": args.action_hz, "fmp4_share": args.fmp4_share, "processes": args.processes},
             "levels": rows, "summary": _summary(rows)}
 
@@ -278,14 +287,16 @@ def _markdown(result: dict[str, Any]) -> str:
              f"`{p['command']}` at commit {p['git_commit'][:10]} (dirty: {p['git_dirty']}), {p['date_utc']}, "
              f"{p['cpu']} x{p['cpu_count']}, load average at start {tuple(round(x, 2) for x in p['load_avg_at_start'])}"
              " (a shared box: other work ran beside it).", "",
-             "| spectators (WebRTC) | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median "
-             "| WebRTC fps min | >= 15 fps "
+             "| spectators (WebRTC, Chromium) | ok | owner a2p p50 / p95 ms | owner fps | spectator fps min / median "
+             "| WebRTC fps min | Chromium fps min | >= 15 fps "
              "| first frame max / median s | bytes/s each | daemon CPU cores | shared packing cores | daemon RSS MiB "
-             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| client CPU cores |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in result["levels"]:
-        lines.append(f"| {r['spectators']} ({r['webrtc_spectators']}) | {r['spectators_ok']} "
+        lines.append(f"| {r['spectators']} ({r['webrtc_spectators']}, {r.get('chromium_spectators', 0)}) "
+                     f"| {r['spectators_ok']} "
                      f"| {r['owner_a2p_ms_p50']} / {r['owner_a2p_ms_p95']} "
                      f"| {r['owner_fps']} | {r['spectator_fps_min']} / {r['spectator_fps_median']} | {r['webrtc_fps_min']} "
+                     f"| {r.get('chromium_fps_min')} "
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
                      f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
                      f"| {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
@@ -328,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fmp4-share", type=float, default=0.3, help="share of spectators on fMP4 (the rest raw)")
     ap.add_argument("--processes", type=int, default=5, help="spectator client processes per level")
     ap.add_argument("--webrtc", type=int, default=3, help="spectators of each level on WebRTC (aiortc peers)")
+    ap.add_argument("--chromium", type=int, default=2,
+                    help="spectators of each level as tabs of the spectator page in headless Chromium")
     ap.add_argument("--out", default="results/spectators")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--ws-url", help=argparse.SUPPRESS)

@@ -1,0 +1,71 @@
+"""`python -m loadtest.spectators_chromium`: spectators in headless Chromium, for the spectator
+benchmark (`loadtest.spectators --chromium N`): N tabs of the spectator page (`watch.html` with a
+share link's token) in one browser process; each reports the time from opening the page to its
+first decoded frame and its decoded frames/s over the measured window (the video element's
+`getVideoPlaybackQuality().totalVideoFrames`, as `window.watch.framesDecoded` reads it). Prints
+one JSON line in the shape of the WebSocket spectator workers' report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from typing import Any
+
+from loadtest.browser_play import CHROMIUM, CHROMIUM_ARGS
+
+__all__ = ["main", "watch_pages"]
+
+
+def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float) -> list[dict[str, Any]]:
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    outs: list[dict[str, Any]] = [{"media": "chromium"} for _ in range(pages)]
+    with tempfile.TemporaryDirectory(prefix="spectators-") as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                        args=CHROMIUM_ARGS, viewport={"width": 800, "height": 600})
+        try:
+            opened = []
+            for _ in range(pages):
+                page = context.new_page()
+                opened.append((page, time.monotonic()))
+                page.goto(watch_url)
+            start = time.monotonic() + warm_s
+            while time.monotonic() < start:  # first frames, polled every 50 ms
+                for (page, at), out in zip(opened, outs, strict=True):
+                    if "first_frame_s" not in out and int(page.evaluate("window.watch ? watch.framesDecoded : 0")) > 0:
+                        out["first_frame_s"] = round(time.monotonic() - at, 3)
+                time.sleep(0.05)
+            before = [int(p.evaluate("watch.framesDecoded")) for p, _ in opened]
+            t0 = time.monotonic()
+            time.sleep(seconds)
+            after = [int(p.evaluate("watch.framesDecoded")) for p, _ in opened]
+            elapsed = time.monotonic() - t0
+            for out, b, a, (page, _) in zip(outs, before, after, opened, strict=True):
+                out.update(frames=a, fps=(a - b) / elapsed, transport=page.evaluate("watch.transport"))
+                if "first_frame_s" not in out:
+                    out["error"] = "no frame decoded within the warm-up"
+        except PlaywrightError as exc:
+            for out in outs:
+                out.setdefault("error", str(exc)[:200])
+        finally:
+            context.close()
+    return outs
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m loadtest.spectators_chromium", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--watch-url", required=True)
+    ap.add_argument("--pages", type=int, default=2)
+    ap.add_argument("--warm-s", type=float, default=3.0)
+    ap.add_argument("--seconds", type=float, default=15.0)
+    args = ap.parse_args(argv)
+    cpu0 = time.process_time()
+    outs = watch_pages(args.watch_url, args.pages, args.warm_s, args.seconds)
+    print(json.dumps({"spectators": outs, "cpu_s": time.process_time() - cpu0}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
