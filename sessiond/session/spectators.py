@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocols.errors import ErrorCode
-from protocols.messages import ClientMessage, Error, Hello, Ping, Pong, Received
+from protocols.messages import ClientMessage, Error, Hello, Ping, Pong, Presence, Received
 from sessiond.grants import Access
 from sessiond.session.audience import FrameFeed, Member
 from sessiond.session.session import Session
@@ -96,10 +96,14 @@ def join_rtc(session: Session, access: Access, *, max_frames: int) -> tuple[RtcS
     feed = session.audience.join_rtc(member, max_frames)
     record = session.record
     feed.width, feed.height, feed.fps = record.width, record.height, record.fps
+    port = RtcSpectatorPort(session, member)
     if session.state.terminal:
         member.end("session_closed")
         feed.end()
-    return RtcSpectatorPort(session, member), feed
+        return port, feed
+    session.set_spectators(len(session.audience))  # `presence` to everyone (co-play)
+    session.watch_presence(member, port.presence)  # who plays, how many watch: now and on every change
+    return port, feed
 
 
 class RtcSpectatorPort:
@@ -115,6 +119,7 @@ class RtcSpectatorPort:
         self.fps = session.record.fps
         self.reply: Any = None  # Callable[[message], None]: its peer's control channel
         self.hang_up: Any = None  # Callable[[], None]: closes its peer (set with `reply`)
+        self._presence: Presence | None = None  # the latest, until its peer is bound
         member.on_end = self._ended
 
     def bind(self, reply: Any, hang_up: Any) -> None:
@@ -123,6 +128,18 @@ class RtcSpectatorPort:
         self.hang_up = hang_up
         if self.member.connection.state != self.member.connection.state.OPEN:
             self._ended()
+        elif self._presence is not None:
+            reply(self._presence)
+            self._presence = None
+
+    def presence(self, message: Presence) -> None:
+        """Who plays and how many watch, on its own control channel (held until its peer is bound)."""
+        if self.member.connection.state != self.member.connection.state.OPEN:
+            return
+        if self.reply is None:
+            self._presence = message
+        else:
+            self.reply(message)
 
     def _ended(self) -> None:
         """Its member ended (revoked, session closed or moved): what it was told goes out, then its peer closes."""
@@ -153,6 +170,7 @@ class RtcSpectatorPort:
         return None
 
     def close(self) -> None:
+        self._session.unwatch_presence(self.member)
         self._session.audience.leave(self.member)
         self.member.close()
         self._session.set_spectators(len(self._session.audience))

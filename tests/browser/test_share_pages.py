@@ -38,7 +38,7 @@ def test_share_shows_a_watch_link_that_plays_and_counts_its_viewers(chromium: Br
         assert re.fullmatch(rf"{re.escape(daemon_url)}/watch\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
         viewer.goto(url)
         viewer.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=45_000)
-        assert viewer.evaluate("watch.transport") == "fmp4"  # spectators are served over the WebSocket
+        assert viewer.evaluate("watch.transport") == "webrtc"  # the shared spectator stream (fMP4 is the fallback)
         expect(viewer.locator("#viewers")).to_have_text("1")
         expect(viewer.locator("#presence")).to_contain_text("owner")
         expect(viewer.locator("#presence")).to_contain_text("1 watching")
