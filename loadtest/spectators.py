@@ -189,6 +189,8 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "chromium_spectators": tabs, "chromium_fps_min": round(min(tab_fps), 2) if tab_fps else None,
         "first_frame_s_max": round(max(first), 3) if first else None,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
+        # by media (raw, fmp4: WebSocket clients; webrtc: aiortc; chromium: from opening the page)
+        "first_frame_s_max_by_media": {m: round(max(f), 3) for m, f in _by_media(ok, "first_frame_s").items()},
         "bytes_per_spectator_per_s": round(statistics.median(ws_bytes) / (args.seconds + args.warm_s))
         if ws_bytes else None,  # WebSocket spectators
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),
@@ -197,6 +199,14 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "client_cpu_cores": round(client_cpu_s / (args.seconds + args.warm_s), 3),
         "wall_s": round(time.monotonic() - started, 1),
     }
+
+
+def _by_media(spectators: list[dict[str, Any]], key: str) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for s in spectators:
+        if key in s:
+            out.setdefault(str(s.get("media")), []).append(float(s[key]))
+    return out
 
 
 def _ms(value: float | None) -> float | None:
@@ -300,7 +310,11 @@ def _markdown(result: dict[str, Any]) -> str:
                      f"| {r['spectators_at_15fps']} | {r['first_frame_s_max']} / {r['first_frame_s_median']} "
                      f"| {r['bytes_per_spectator_per_s']} | {r['daemon_cpu_cores']} | {r['shared_pack_cores']} "
                      f"| {r['daemon_rss_mib']} | {r['client_cpu_cores']} |")
-    lines += ["", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
+    lines += ["", "First frame, the slowest of each kind of spectator per level (s): "
+              + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in
+                                                             sorted(r.get("first_frame_s_max_by_media", {}).items()))
+                          for r in result["levels"] if r["spectators"]),
+              "", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 
 
