@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -25,7 +24,7 @@ from protocols.http import ws_close_code_for
 from protocols.messages import PROTOCOL_VERSION, ClientMessage, Error, Limits, Welcome
 from transports.fanout import Packed
 from transports.inbound import InboundLimits, InboundReader
-from transports.websocket import CLOSE_ABUSE, CLOSE_NORMAL, CLOSE_UNSUPPORTED, WireSocket
+from transports.websocket import CLOSE_ABUSE, CLOSE_NORMAL, HelloGate, WireSocket
 
 __all__ = ["AudiencePort", "SpectatorConnection", "SpectatorOptions"]
 
@@ -67,7 +66,7 @@ class _Stalled(ConnectionError):
     pass
 
 
-class SpectatorConnection:
+class SpectatorConnection(HelloGate):
     def __init__(self, ws: WireSocket, attach: Callable[[], Awaitable[AudiencePort]], welcome_session: dict[str, Any],
                  options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None) -> None:
         self.ws = ws
@@ -75,6 +74,7 @@ class SpectatorConnection:
         self.welcome_session = welcome_session
         self.options = options
         self._reader = InboundReader(options.inbound, hello_required=True, on_error=on_error)
+        self._hello_timeout_s = options.hello_timeout_s
         self._send_lock = asyncio.Lock()
         self._port: AudiencePort | None = None
         self.stalled = False
@@ -110,23 +110,6 @@ class SpectatorConnection:
             if self._port is not None:
                 await self._port.close()
 
-    async def _handshake(self) -> bool:
-        deadline = time.monotonic() + self.options.hello_timeout_s
-        while True:
-            try:
-                data = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                await self._fatal(self._reader.fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send "
-                                                     "hello first"))
-                return False
-            if data is None:
-                return False
-            verdict = self._reader.read(data)
-            if verdict.hello is not None:
-                return True
-            if verdict.error is not None and not await self._answer(verdict.error):
-                return False
-
     async def _read_loop(self, port: AudiencePort) -> None:
         while True:
             data = await self.ws.receive()
@@ -138,19 +121,6 @@ class SpectatorConnection:
                     raise _Abusive
             elif verdict.message is not None:
                 port.submit(verdict.message)
-
-    async def _answer(self, error: Error) -> bool:
-        if error.fatal:
-            close_code = CLOSE_UNSUPPORTED if error.code == ErrorCode.UNSUPPORTED_VERSION.value else CLOSE_ABUSE
-            await self._fatal(error, close_code)
-            return False
-        await self._send(encode(error))
-        return True
-
-    async def _fatal(self, error: Error, close_code: int = CLOSE_ABUSE) -> None:
-        with contextlib.suppress(ConnectionError, OSError, RuntimeError, TimeoutError):
-            await self._send(encode(error))
-        await self._close(close_code)
 
     async def _write_loop(self, port: AudiencePort) -> Error | None:
         """Returns the fatal error it stopped after (revoked, session closed, too many replies)."""

@@ -26,7 +26,7 @@ from protocols.messages import PROTOCOL_VERSION, Error, Frame, Limits, Media, We
 from transports.inbound import InboundLimits, InboundReader
 from transports.interface import MediaPacker, OutChunk, OutFrame, SessionPort
 
-__all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "WebSocketConnection", "WireSocket"]
+__all__ = ["CLOSE_ABUSE", "CLOSE_NORMAL", "CLOSE_UNSUPPORTED", "HelloGate", "WebSocketConnection", "WireSocket"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +59,55 @@ class _Abusive(Exception):
     pass
 
 
-class WebSocketConnection:
+class HelloGate:
+    """What every WebSocket connection of the protocol does the same way: wait for `hello` (coded
+    errors for anything before it, a fatal one when it does not come in time), answer the reader's
+    errors, end with a fatal one. Subclasses hold `ws`, `_reader`, `_hello_timeout_s` and send with
+    `_send` / close with `_close`."""
+
+    ws: WireSocket
+    _reader: InboundReader
+    _hello_timeout_s: float
+
+    async def _send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    async def _close(self, code: int) -> None:
+        raise NotImplementedError
+
+    async def _handshake(self) -> bool:
+        deadline = time.monotonic() + self._hello_timeout_s
+        while True:
+            try:
+                data = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
+            except TimeoutError:
+                await self._fatal(self._reader.fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send "
+                                                     "hello first"))
+                return False
+            if data is None:
+                return False
+            verdict = self._reader.read(data)
+            if verdict.hello is not None:
+                return True
+            if verdict.error is not None and not await self._answer(verdict.error):
+                return False
+
+    async def _answer(self, error: Error) -> bool:
+        """Send the reader's error; False (the connection is closed after a fatal one) when it ends here."""
+        if error.fatal:
+            close_code = CLOSE_UNSUPPORTED if error.code == ErrorCode.UNSUPPORTED_VERSION.value else CLOSE_ABUSE
+            await self._fatal(error, close_code)
+            return False
+        await self._send(encode(error))
+        return True
+
+    async def _fatal(self, error: Error, close_code: int = CLOSE_ABUSE) -> None:
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError, TimeoutError):
+            await self._send(encode(error))
+        await self._close(close_code)
+
+
+class WebSocketConnection(HelloGate):
     def __init__(self, ws: WireSocket, attach: Callable[[], SessionPort], packer: MediaPacker,
                  welcome_session: dict[str, Any], options: ConnectionOptions, *, executor: Executor | None = None,
                  on_error: Callable[[str], None] | None = None) -> None:
@@ -74,6 +122,7 @@ class WebSocketConnection:
         self.executor = executor
         self._send_lock = asyncio.Lock()
         self._reader = InboundReader(options.inbound, hello_required=True, on_error=on_error)
+        self._hello_timeout_s = options.hello_timeout_s
         self.frames_sent = 0
         self.frames_dropped = 0
 
@@ -113,24 +162,6 @@ class WebSocketConnection:
             if self._port is not None:
                 self._port.close()
 
-    # ---- hello / welcome ---------------------------------------------------------------------
-    async def _handshake(self) -> bool:
-        deadline = time.monotonic() + self.options.hello_timeout_s
-        while True:
-            try:
-                data = await asyncio.wait_for(self.ws.receive(), max(0.0, deadline - time.monotonic()))
-            except TimeoutError:
-                await self._fatal(self._reader.fatal(ErrorCode.INVALID_FIELD, "no hello received in time; send "
-                                                     "hello first"))
-                return False
-            if data is None:
-                return False
-            verdict = self._reader.read(data)
-            if verdict.hello is not None:
-                return True
-            if verdict.error is not None and not await self._answer(verdict.error):
-                return False
-
     # ---- reading -----------------------------------------------------------------------------
     async def _read_loop(self) -> None:
         while True:
@@ -143,20 +174,6 @@ class WebSocketConnection:
                     raise _Abusive
             elif verdict.message is not None:
                 self.port.submit(verdict.message)
-
-    async def _answer(self, error: Error) -> bool:
-        """Send the reader's error; False (the connection is closed after a fatal one) when it ends here."""
-        if error.fatal:
-            close_code = CLOSE_UNSUPPORTED if error.code == ErrorCode.UNSUPPORTED_VERSION.value else CLOSE_ABUSE
-            await self._fatal(error, close_code)
-            return False
-        await self._send(encode(error))
-        return True
-
-    async def _fatal(self, error: Error, close_code: int = CLOSE_ABUSE) -> None:
-        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
-            await self._send(encode(error))
-        await self._close(close_code)
 
     # ---- writing -----------------------------------------------------------------------------
     async def _write_loop(self) -> bool:
