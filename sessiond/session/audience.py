@@ -103,6 +103,16 @@ class Member:
         self.event.set()
         return len(self.control)
 
+    def reply(self, message: Any, max_pending: int) -> bool:
+        """Its own reply (pong, error, presence), bounded like any connection's: past `max_pending`
+        unread replies it is ended as abusive (a fatal rate_limited) and this answers False."""
+        if self.push_control(message) <= max_pending:
+            return True
+        self.control.clear()
+        self.end("abusive", Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
+                                  message="too many requests waiting for replies; read your socket"))
+        return False
+
     def push_presence(self, message: Presence) -> None:
         """`presence` is latest-wins: one not yet sent is replaced, so a burst of joins queues one."""
         if self.connection.state != self.connection.state.OPEN:

@@ -95,11 +95,8 @@ class PlayerPort:
         member = self.member
         if member.connection.state != member.connection.state.OPEN:
             return
-        if member.push_control(message) > self._session.env.max_pending_messages:
-            member.control.clear()
+        if not member.reply(message, self._session.env.max_pending_messages):
             self._session.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
-            member.end("abusive", Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
-                                        message="too many requests waiting for replies; read your socket"))
 
     async def next_output(self) -> Packed | Any | None:
         item = await self.member.next()

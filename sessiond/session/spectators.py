@@ -63,12 +63,8 @@ class SpectatorPort:
         self._reply(Error(code=code.value, message=message, fatal=False, re=re if isinstance(re, int) else None))
 
     def _reply(self, message: Any) -> None:
-        member = self.member
-        if member.push_control(message) > self._session.env.max_pending_messages:
-            member.control.clear()
+        if not self.member.reply(message, self._session.env.max_pending_messages):
             self._session.env.metrics.protocol_errors.labels(code=ErrorCode.RATE_LIMITED.value).inc()
-            member.end("abusive", Error(code=ErrorCode.RATE_LIMITED.value, fatal=True,
-                                        message="too many requests waiting for replies; read your socket"))
 
     async def next_output(self) -> Packed | Any | None:
         return await self.member.next()
