@@ -89,12 +89,7 @@ class SpectatorConnection(HelloGate):
             port = self._port
             reader = asyncio.create_task(self._read_loop(port), name=f"spectator-read-{port.session_id}")
             writer = asyncio.create_task(self._write_loop(port), name=f"spectator-write-{port.session_id}")
-            done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            done = await self._until_one_stops(reader, writer)
             code = CLOSE_NORMAL
             for task in done:
                 exc = task.exception()

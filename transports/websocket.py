@@ -11,6 +11,7 @@ ack never misses a frame that goes out)."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -59,21 +60,32 @@ class _Abusive(Exception):
     pass
 
 
-class HelloGate:
+class HelloGate(abc.ABC):
     """What every WebSocket connection of the protocol does the same way: wait for `hello` (coded
     errors for anything before it, a fatal one when it does not come in time), answer the reader's
-    errors, end with a fatal one. Subclasses hold `ws`, `_reader`, `_hello_timeout_s` and send with
-    `_send` / close with `_close`."""
+    errors, end with a fatal one, and run its reader and writer until either stops. Subclasses hold
+    `ws`, `_reader`, `_hello_timeout_s` and send with `_send` / close with `_close`."""
 
     ws: WireSocket
     _reader: InboundReader
     _hello_timeout_s: float
 
-    async def _send(self, data: bytes) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _send(self, data: bytes) -> None: ...
 
-    async def _close(self, code: int) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    async def _close(self, code: int) -> None: ...
+
+    @staticmethod
+    async def _until_one_stops(reader: asyncio.Task[Any], writer: asyncio.Task[Any]) -> set[asyncio.Task[Any]]:
+        """The tasks that stopped first; the other is cancelled and awaited."""
+        done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
+        for task in pending:
+            task.cancel()
+        for task in pending:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        return done
 
     async def _handshake(self) -> bool:
         deadline = time.monotonic() + self._hello_timeout_s
@@ -142,12 +154,7 @@ class WebSocketConnection(HelloGate):
                                             limits=self.options.limits)))
             reader = asyncio.create_task(self._read_loop(), name=f"ws-read-{self.port.session_id}")
             writer = asyncio.create_task(self._write_loop(), name=f"ws-write-{self.port.session_id}")
-            done, pending = await asyncio.wait({reader, writer}, return_when=asyncio.FIRST_COMPLETED)
-            for task in pending:
-                task.cancel()
-            for task in pending:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            done = await self._until_one_stops(reader, writer)
             code = CLOSE_NORMAL
             for task in done:
                 exc = task.exception()

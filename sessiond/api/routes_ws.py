@@ -130,18 +130,24 @@ def _limits(daemon: Daemon, session: Session) -> Limits:
                   max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps))
 
 
+async def _shared_packer(daemon: Daemon, session: Session, media: str) -> SharedPacker:
+    """The session's one packing of `media` for its spectators and co-players (built for the first
+    of them), in the spectators' executor: it never queues ahead of an owner's packing."""
+    shared = session.audience.packer(media)
+    if shared is not None:
+        return shared
+    record = session.record
+    packer = await make_packer(media, record.width, record.height, record.fps, daemon.spectator_executor)
+    return SharedPacker(packer, daemon.spectator_executor, session.audience.deliver_to(media),
+                        on_cpu=daemon.spectators.record_pack)
+
+
 async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Access, media: str) -> None:
     """A viewer token's connection: admitted (connect rate, spectators' CPU bound), then fed the
     session's shared packing of `media` (built for the first spectator of that mode)."""
     try:
-        spectators = sum(len(s.audience) for s in daemon.sessions.values())
-        daemon.spectators.admit(session.id, spectators)
-        shared = session.audience.packer(media)
-        if shared is None:
-            record = session.record
-            packer = await make_packer(media, record.width, record.height, record.fps, daemon.spectator_executor)
-            shared = SharedPacker(packer, daemon.spectator_executor, session.audience.deliver_to(media),
-                                  on_cpu=daemon.spectators.record_pack)
+        daemon.spectators.admit(session.id, sum(len(s.audience) for s in daemon.sessions.values()))
+        shared = await _shared_packer(daemon, session, media)
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
         daemon.metrics.spectators_refused.labels(reason=exc.code.value).inc()
@@ -166,14 +172,9 @@ async def _play(ws: WebSocket, daemon: Daemon, session: Session, access: Access,
     of `media` like a spectator, each frame telling it its own action_seq; its actions steer. Its
     connect counts against the session's connect rate and the transport CPU bound, as a spectator's."""
     try:
-        audience = sum(len(s.audience) + s.audience.players() for s in daemon.sessions.values())
-        daemon.spectators.admit(session.id, audience)
-        shared = session.audience.packer(media)
-        if shared is None:
-            record = session.record
-            packer = await make_packer(media, record.width, record.height, record.fps, daemon.executor)
-            shared = SharedPacker(packer, daemon.executor, session.audience.deliver_to(media),
-                                  on_cpu=daemon.spectators.record_pack)
+        daemon.spectators.admit(session.id, sum(len(s.audience) + s.audience.players()
+                                                for s in daemon.sessions.values()))
+        shared = await _shared_packer(daemon, session, media)
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
         await refuse_socket(ws, exc)
