@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-source scripts/gpu_fa3_env.sh || exit 1
+source scripts/gpu_env.sh || exit 1
 mode=${1:-smoke}
 shift || true
 {

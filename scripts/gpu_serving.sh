@@ -9,22 +9,22 @@
 # 8, not 20) so the three fit one call; every run has its own time limit, so one that hangs leaves
 # the others theirs, and each writes as it goes. The same KV budget for all three (default 48 GiB:
 # 16 world sessions need 16 x 2.59 GB in bf16); two-replicas splits it in halves, one per replica.
-# The GPU host has no web stack: carry the wheels in .whl/ (see load_traces/README.md, "One H200");
+# The GPU host has no web stack: carry the wheels in .whl/ (scripts/gpu_env.sh says which and how);
 # this script installs them into /tmp/site when the folder is there. Results: $OUT/h200_world_*/
 # (serving.json/.md/.png, daemon-1.log), $OUT/env.txt; copy them to results/serving/ with the commit.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out}
 LEVELS=${LEVELS:-1,2,4,8,16}
+MODEL=${MODEL:-wan-1.3b-world-preview}  # MODEL=demo DEVICE=cpu rehearses the call here
+DEVICE=${DEVICE:-cuda}
 SECONDS_PER_LEVEL=${SWEEP_SECONDS:-8}  # not $SECONDS: bash's own clock
 KV_BYTES=${KV_BYTES:-51539607552}
 PER_RUN_S=${PER_RUN_S:-185}
 STRATEGIES=${STRATEGIES:-default decoder-stream two-replicas}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-fi
+source scripts/gpu_env.sh || exit 1
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
   python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda)"
@@ -38,7 +38,7 @@ fi
 status=0
 for name in $STRATEGIES; do
   echo "== strategy $name ($(date -u +%T))" | tee -a "$OUT/env.txt"
-  timeout "$PER_RUN_S" python3 -m loadtest.serving --model wan-1.3b-world-preview --device cuda --mode world \
+  timeout "$PER_RUN_S" python3 -m loadtest.serving --model "$MODEL" --device "$DEVICE" --mode world \
     --levels "$LEVELS" --starts 1 --seconds "$SECONDS_PER_LEVEL" --max-batch 8 --strategy "strategies/$name.toml" \
     --serve-arg=--kv-budget-bytes="$KV_BYTES" --out "$OUT/h200_world_$name" 2>&1 | tee "$OUT/h200_world_${name}_log.txt"
   rc=${PIPESTATUS[0]}

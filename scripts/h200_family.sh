@@ -9,23 +9,18 @@
 # traces; commit it or carry it). Without names, six shapes: two director-only, the burst, the
 # interrupting directors, players, mixed. Results under $OUT (default ./out).
 #
-# Wheels: the GPU host has no web stack; its wheels travel with the tree in .whl/ (ignored by
-# git), downloaded here once, as load_traces/README.md ("One H200 ...") says:
-#     echo /.whl/ >> .git/info/exclude
-#     python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-#       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl starlette uvicorn websockets redis
-# and carried to the device call (run with carry [".whl"] and this script as the command).
+# Wheels: the GPU host has no web stack and no FlashAttention-3; their wheels travel in .whl/ (ignored
+# by git): scripts/gpu_env.sh says how to fetch them and installs them there. Run with carry [".whl"].
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 family=${1:?usage: h200_family.sh FAMILY_DIR [TRACE_NAME ...]}
 shift
 OUT=${OUT:-out}
+MODEL=${MODEL:-wan-1.3b-world-preview}  # MODEL=demo DEVICE=cpu rehearses the call here
+DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" > /dev/null; then
-  python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+source scripts/gpu_env.sh || exit 1
 if [ $# -gt 0 ]; then
   names=("$@")
 else
@@ -46,8 +41,9 @@ fi
   git rev-parse HEAD 2>/dev/null || echo "no git"
   date -u
   cat /proc/loadavg
+  python3 -c "import fa3_fwd_interface as m; print('fa3_fwd_interface', m.__file__)" 2>&1 | tail -1
   printf '%s\n' "${traces[@]}"
 } 2>&1 | tee "$OUT/env.txt"
 # 6 x ~65 s of replay + ~85 s start + drains: inside 590 s
-timeout 590 python3 -m sessiond.cli replay-compare "${traces[@]}" --model wan-1.3b-world-preview --device cuda \
+timeout 590 python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
   --policies duty --max-batch 4 --kv-budget-gib 60 --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
