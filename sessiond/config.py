@@ -53,6 +53,9 @@ class ServeConfig:
     calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
     strategy: str | None = None  # an execution-strategy file (sessiond/runtime/strategy.py); None: the default
+    # this machine's earlier starts (sessiond/admission/start_verdict.py): the verdict stays the same from start
+    # to start where it sits at its edge; None: no history (`sessiond serve` defaults to ~/.cache/sessiond/starts.jsonl)
+    start_history: str | None = None
     # sessions
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
@@ -178,7 +181,7 @@ class ServeConfig:
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
-                 "strategy", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
+                 "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
                  "objective_director_start_delay_p95_s", "objective_director_risk")
 
 
@@ -191,6 +194,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
             given[name] = value
     if getattr(args, "no_picture_check", False):
         given["picture_check"] = False
+    if given.get("start_history") == "off":
+        del given["start_history"]
     if getattr(args, "config", None):
         return ServeConfig.from_json_file(args.config, given)
     return ServeConfig.from_mapping(given)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -26,6 +27,9 @@ import pytest
 from loadtest._process import stop_process
 
 ROOT = Path(__file__).resolve().parents[1]
+# every daemon a test starts decides from its own profile alone: a user's start history
+# (sessiond/admission/start_verdict.py) must not carry one test's verdict into another
+os.environ["SESSIOND_START_HISTORY"] = "off"
 T = TypeVar("T")
 
 

@@ -171,6 +171,12 @@ function fetchSession(session, init = {}) {
   return fetch(url, { ...init, headers: { authorization: `Bearer ${session.token}` } });
 }
 
+// The session's status (GET /v1/sessions/{id}) as JSON, for any token the session granted.
+export function sessionStatus(session) {
+  return fetchJson(new URL(`v1/sessions/${session.session_id}`, document.baseURI),
+    { headers: { authorization: `Bearer ${session.token}` } });
+}
+
 export async function locateSession(session, moved, { timeoutMs = 30_000 } = {}) {
   if (moved) return { ...session, ws_url: moved.ws_url, webrtc_url: moved.webrtc_url };
   const deadline = performance.now() + timeoutMs;

@@ -4,7 +4,7 @@
 // a viewer token steers nothing.
 
 import { MsePlayer } from "./mse.js";
-import { connectWebRTC, connectWebSocket } from "./session.js";
+import { connectWebRTC, connectWebSocket, sessionStatus } from "./session.js";
 import { presenceText } from "./share.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
@@ -98,6 +98,9 @@ async function start() {
     try {
       link = await viaWebRTC(session);
       watch.transport = "webrtc";
+      // WebRTC has no welcome message: the mode comes from the session's status
+      sessionStatus(session).then((s) => { $("mode").textContent = s.mode; })
+        .catch((err) => log(`status: ${err.message || err}`));
     } catch (err) {
       log(`WebRTC: ${err.code || ""} ${err.message || err}; using the WebSocket`);
       loading("connecting", "Connecting (WebSocket)…");

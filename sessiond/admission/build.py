@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from engine.api import KVStats, ModelInfo
@@ -21,6 +22,7 @@ from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import DutyPolicy, PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
+from sessiond.admission.start_verdict import StartHistory, fingerprint, settle_verdict
 from sessiond.config import ServeConfig
 
 __all__ = ["POLICIES", "Calibrator", "build_admission", "calibration_batches", "kv_budget_from_pool",
@@ -112,4 +114,35 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                          max_batch=config.max_batch, margin=config.admission_margin, objectives=objectives_of(config),
                          segment_s=config.default_segment_s, max_sessions=config.max_sessions)
+    if cost.calibrated():
+        settle_start_verdict(policy, config, host.info)
     return AdmissionRuntime(policy, measured=policy, metrics=AdmissionMetrics(registry))
+
+
+def settle_start_verdict(policy: PolicyBase, config: ServeConfig, info: ModelInfo) -> None:
+    """Read the profile so that this start's verdict agrees with this machine's earlier starts where
+    it sits at its edge (`sessiond.admission.start_verdict`); the result lands on `policy.start_verdict`."""
+    limit = policy.max_sessions if policy.max_sessions is not None else 64
+
+    def serves_at(scales: Mapping[int, float]) -> dict[str, int]:
+        policy.cost.set_profile_scale(scales)
+        return {mode: min(limit, policy.mode_capacity(mode)) for mode in ("world", "director")}
+
+    try:
+        import torch
+
+        torch_version = torch.__version__
+    except ImportError:  # pragma: no cover - the engine needs torch
+        torch_version = None
+    settings = {"model": info.name, "device": info.device, "threads": config.engine_threads(info.device),
+                "policy": config.policy, "max_batch": config.max_batch, "max_sessions": config.max_sessions,
+                "margin": config.admission_margin, "objectives": objectives_of(config), "torch": torch_version,
+                "strategy": config.strategy, "profile_clock": policy.cost.profile_clock}
+    history = StartHistory(Path(config.start_history)) if config.start_history else None
+    policy.cost.set_profile_scale({})
+    costs = {b: policy.cost.cost_rate(b) for b in policy.cost.profiled_batches()}
+    verdict = settle_verdict(costs, serves_at, policy.cost.set_profile_scale, history,
+                             fingerprint(settings))
+    policy.start_verdict = verdict
+    logger.info("start verdict %s (%s; %d start(s) on record%s)", verdict.serves, verdict.phrase(), verdict.starts,
+                f" in {verdict.history}" if verdict.history else ", no history")

@@ -29,7 +29,7 @@ import itertools
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from engine.api import ModelInfo, StepResult
@@ -111,6 +111,7 @@ class CostModel:
         self._outside: float | None = None  # EWMA of a step's wall seconds beyond the engine's
         self._steps = 0
         self._margin_memo: dict[tuple[float, float], tuple[float, str]] = {}
+        self.profile_scale: dict[int, float] = {}  # batch -> the profile's buckets planned at base x this (1 if absent)
 
     @property
     def chunk_media_s(self) -> float:
@@ -140,6 +141,22 @@ class CostModel:
         other load made it wait as long as it ran (None: not measured)."""
         return _quantile(self._contention, 0.5) if self._contention else None
 
+    def set_profile_scale(self, scales: Mapping[int, float]) -> None:
+        """Plan with every profiled bucket of batch b at `scales[b]` x its measured base (a batch not
+        named: as measured). The start verdict (`sessiond.admission.start_verdict`) moves a start's
+        profile to its machine's median and reads it at the edges of the start-to-start uncertainty
+        this way; online corrections still move each bucket towards what is measured."""
+        for batch, scale in scales.items():
+            if not math.isfinite(scale) or not 0.5 <= scale <= 2.0:
+                raise CostModelError("invalid_sample", f"profile scale must be in [0.5, 2], got {scale} at batch {batch}")
+        self.profile_scale = {int(b): float(s) for b, s in scales.items()}
+        self._memo.clear()
+
+    def profiled_batches(self) -> list[int]:
+        """The batch sizes the start-up profile measured at the steady context."""
+        ctx = self.steady_context()
+        return sorted(k.batch for k, e in self._table.items() if k.item == "denoise" and k.context == ctx and e.calibration)
+
     def settle(self) -> int:
         """Back to the start-up profile: every online correction is dropped, and buckets only the
         online measurements ever filled are forgotten; returns how many buckets changed. For an
@@ -165,7 +182,7 @@ class CostModel:
     def seconds(self, key: CostKey) -> float:
         """The bucket's value now: its profile base, plus its online correction faded by age."""
         entry = self._table[key]
-        base = entry.base
+        base = None if entry.base is None else entry.base * self.profile_scale.get(key.batch, 1.0)
         if entry.online is None:
             assert base is not None  # an entry is created by record() or with an online value
             return base
@@ -210,7 +227,7 @@ class CostModel:
         """The bucket's start-up profile value (its online value where the profile never filled it):
         what admission plans with once the model settles."""
         entry = self._table[key]
-        return entry.base if entry.base is not None else self.seconds(key)
+        return entry.base * self.profile_scale.get(key.batch, 1.0) if entry.base is not None else self.seconds(key)
 
     def predict(self, item: str, batch: int = 1, context_chunks: int = 0, *, profile: bool = False) -> float:
         """Seconds for one call of `item` at this batch and context. Unmeasured batches are
@@ -355,6 +372,7 @@ class CostModel:
             "context_chunks": self.context_chunks,
             "profile_clock": self.profile_clock,
             "profile_contention": self.contention,
+            "profile_scale": {str(b): round(s, 4) for b, s in sorted(self.profile_scale.items())},
             "steady_context": self.steady_context(),
             "half_life_s": self.half_life_s,
             "items": [{"item": k.item, "batch": k.batch, "context": k.context, "seconds": self.seconds(k),

@@ -34,6 +34,7 @@ from sessiond.admission.feasibility import (
     required_rate,
     worst_group_risk,
 )
+from sessiond.admission.start_verdict import Verdict
 
 __all__ = ["DutyPolicy", "PolicyBase"]
 
@@ -74,6 +75,7 @@ class PolicyBase(ABC):
         self.segment_s = segment_s  # a director's segment length when it does not say (the daemon's default)
         self.max_sessions = max_sessions  # open sessions at most (None: no limit)
         self.decisions: dict[str, int] = {}  # reason -> count
+        self.start_verdict: Verdict | None = None  # how the start settled its verdict (build.settle_start_verdict)
 
     @abstractmethod
     def decide(self, request: AdmissionRequest) -> Decision:

@@ -12,6 +12,7 @@ from typing import Any
 from sessiond.admission.feasibility import worst_group_risk
 from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.policy import PolicyBase
+from sessiond.admission.start_verdict import Verdict
 
 __all__ = ["LOOK_ANYWAY", "MODES", "AdmissionSummary", "summarize"]
 
@@ -30,6 +31,7 @@ class AdmissionSummary:
     budget: float | None = None  # engine seconds per wall second admission plans with (1 - margin)
     policy: str = "duty"
     margin: dict[str, Any] | None = None  # the margin (1 - budget) and where it came from (CostModel.margin_snapshot)
+    verdict: Verdict | None = None  # how the start settled its verdict against this machine's earlier starts
 
     @property
     def statement(self) -> str:
@@ -44,6 +46,8 @@ class AdmissionSummary:
             lo, hi = self.spread
             head += (f" (a World session costs {lo:.2f}-{hi:.2f} s of engine time per media second here, "
                      f"budget {self.budget:.2f})")
+        if self.verdict is not None and not self.verdict.certain:
+            head += f"; this verdict is {self.verdict.phrase()}"
         text = head + "."
         for mode, why in self.cannot.items():
             text += (f" It cannot serve a {_LABEL[mode]} session within objective on this machine ({why}); "
@@ -53,7 +57,8 @@ class AdmissionSummary:
     def to_json(self) -> dict[str, Any]:
         return {"serves": dict(self.serves), "serves_now": dict(self.serves_now), "cannot": dict(self.cannot),
                 "world_cost_spread": list(self.spread) if self.spread is not None else None,
-                "budget": self.budget, "statement": self.statement, "margin": self.margin}
+                "budget": self.budget, "statement": self.statement, "margin": self.margin,
+                "start_verdict": self.verdict.to_json() if self.verdict is not None else None}
 
 
 def summarize(policy: Any, now: float) -> AdmissionSummary | None:
@@ -80,7 +85,8 @@ def summarize(policy: Any, now: float) -> AdmissionSummary | None:
         serves_now = {m: max(0, serves[m] - open_now) for m in MODES}
     spread = policy.cost.spread(1) if policy.cost.calibrated() else None
     margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
-    return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin)
+    return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin,
+                            policy.start_verdict)
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,9 @@ def add_parser(sub: Any, name: str) -> None:
                        help="one-per-gpu: how long a create waits in the FIFO for a slot before its 503 (default 20)")
     serve.add_argument("--calibration-budget-s", type=float, default=None,
                        help="duty/fifo/one-per-gpu: most seconds of the start-up cost profile (default 60)")
+    serve.add_argument("--start-history", default=None, metavar="FILE",
+                       help="this machine's earlier starts, so that a verdict at its edge stays the same from start to "
+                       "start (default $SESSIOND_START_HISTORY, else ~/.cache/sessiond/starts.jsonl; off: none)")
     serve.add_argument("--record", default=None, metavar="TRACE",
                        help="write the traffic of this run as a recorded trace (docs/traces.md) at shutdown")
     serve.add_argument("--webrtc-hosts", default=None,
@@ -103,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
     from sessiond.config import config_from_args
     from sessiond.errors import ServeConfigError
 
+    if getattr(args, "start_history", None) is None:  # the user's history unless told otherwise
+        from sessiond.admission.start_verdict import default_history_path
+
+        args.start_history = os.environ.get("SESSIOND_START_HISTORY") or str(default_history_path())
     try:
         config = config_from_args(args)
         if config.strategy is not None:

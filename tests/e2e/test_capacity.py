@@ -5,6 +5,7 @@ whose players, honouring `segment_start.start_after_ms`, never stall."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from typing import Any
@@ -131,3 +132,28 @@ def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is
     assert (line.mode, line.kind, line.reason, line.retry_after_s, line.budget) == (  # type: ignore[attr-defined]
         "world", "create", "never", None, 0.85)
     assert line.detail == repr(refused.json()["error"]["message"])  # type: ignore[attr-defined]
+
+
+def test_two_starts_on_one_machine_share_their_history_and_say_how_the_verdict_was_settled(tmp_path) -> None:
+    history = tmp_path / "starts.jsonl"
+    caps = []
+    for _ in range(2):
+        with running_daemon(start_history=str(history)) as d:
+            caps.append(httpx.get(f"{d.url}/v1/capacity").json())
+    records = [json.loads(line) for line in history.read_text().splitlines()]
+    assert len(records) == 2 and records[0]["fingerprint"] == records[1]["fingerprint"]
+    assert [c["start_verdict"]["starts_on_record"] for c in caps] == [1, 2]
+    for cap, record in zip(caps, records, strict=True):
+        verdict = cap["start_verdict"]
+        assert verdict["history"] == str(history)
+        # what it says, what admission reports and what it recorded are one verdict
+        assert verdict["serves"] == cap["serves"] == cap["admission"]["serves"] == record["serves"]
+        assert set(verdict["readings"]) == {"world", "director"} and len(verdict["readings"]["world"]) == 3
+        assert verdict["spread"] == 0.05  # fewer than three starts on record: the floor
+        assert set(record["costs"]) >= {"1"} and record["world_cost_b1"] == record["costs"]["1"]
+
+
+def test_a_start_without_history_decides_from_its_own_profile() -> None:
+    with running_daemon() as d:  # the tests run with SESSIOND_START_HISTORY=off; a config says None
+        verdict = httpx.get(f"{d.url}/v1/capacity").json()["start_verdict"]
+    assert verdict["history"] is None and verdict["starts_on_record"] == 1
