@@ -238,7 +238,10 @@ async def test_a_flood_of_connects_with_an_invite_is_refused_in_words_and_the_ow
     from protocols.codec import decode, encode
     from protocols.messages import Hello, Welcome
 
-    async with off_loop(running_daemon(tiny_engine())) as d, httpx.AsyncClient(timeout=10.0) as http:
+    rate = 5  # connects a second per session (burst twice that): low, so that however slowly a busy box
+    # lets the hundred arrive (CI saw them take over 3 s at the default 20), most are still refused
+    async with off_loop(running_daemon(tiny_engine(), spectator_connects_per_s=rate)) as d, \
+            httpx.AsyncClient(timeout=10.0) as http:
         owner = SessionClient(auto_received=True, timeout_s=20.0)
         created = await owner.create(d.url, "world", players=2)
         await owner.connect()
@@ -264,10 +267,11 @@ async def test_a_flood_of_connects_with_an_invite_is_refused_in_words_and_the_ow
                     return "closed"
 
         outcomes = await asyncio.gather(*(one() for _ in range(100)))
-        # 20 a second after a burst of 40, per session: however long the 100 connects took to arrive
+        # `rate` a second after a burst of twice that, per session: however long the 100 took to arrive
         arriving_s = max(connected_at) - started
-        assert outcomes.count("welcome") <= 40 + int(20 * arriving_s) + 1
-        assert outcomes.count("rate_limited") >= 100 - (40 + int(20 * arriving_s) + 1) > 0
+        allowed = 2 * rate + int(rate * arriving_s) + 1
+        assert outcomes.count("welcome") <= allowed
+        assert outcomes.count("rate_limited") >= 100 - allowed > 0
         assert set(outcomes) == {"welcome", "rate_limited"}  # each one welcomed (taking the seat over) or refused
         pong = await owner.request(Ping(id=owner.next_id(), ts=1.0))
         assert isinstance(pong, Pong)  # the owner's connection and session go on
