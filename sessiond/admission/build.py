@@ -23,6 +23,7 @@ from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import DutyPolicy, PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.admission.start_verdict import StartHistory, fingerprint, settle_verdict
+from sessiond.admission.summary import serves_of
 from sessiond.config import ServeConfig
 
 __all__ = ["POLICIES", "Calibrator", "build_admission", "calibration_batches", "kv_budget_from_pool",
@@ -122,11 +123,9 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
 def settle_start_verdict(policy: PolicyBase, config: ServeConfig, info: ModelInfo) -> None:
     """Read the profile so that this start's verdict agrees with this machine's earlier starts where
     it sits at its edge (`sessiond.admission.start_verdict`); the result lands on `policy.start_verdict`."""
-    limit = policy.max_sessions if policy.max_sessions is not None else 64
-
     def serves_at(scales: Mapping[int, float]) -> dict[str, int]:
         policy.cost.set_profile_scale(scales)
-        return {mode: min(limit, policy.mode_capacity(mode)) for mode in ("world", "director")}
+        return serves_of(policy)
 
     try:
         import torch

@@ -14,7 +14,7 @@ from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.start_verdict import Verdict
 
-__all__ = ["LOOK_ANYWAY", "MODES", "AdmissionSummary", "summarize"]
+__all__ = ["LOOK_ANYWAY", "MODES", "AdmissionSummary", "serves_of", "summarize"]
 
 MODES = ("world", "director")
 LOOK_ANYWAY = "--policy kv"  # the one flag that admits by memory alone, objectives unchecked
@@ -61,6 +61,12 @@ class AdmissionSummary:
                 "start_verdict": self.verdict.to_json() if self.verdict is not None else None}
 
 
+def serves_of(policy: PolicyBase) -> dict[str, int]:
+    """Sessions of each mode alone the policy serves within objective, at most `max_sessions`."""
+    cap = policy.max_sessions if policy.max_sessions is not None else _LIMIT
+    return {m: min(cap, policy.mode_capacity(m)) for m in MODES}
+
+
 def summarize(policy: Any, now: float) -> AdmissionSummary | None:
     """The summary of a built policy (None for a policy handed in from outside)."""
     if isinstance(policy, KVPoolAdmission):
@@ -69,8 +75,7 @@ def summarize(policy: Any, now: float) -> AdmissionSummary | None:
                                 policy="kv")
     if not isinstance(policy, PolicyBase):
         return None
-    cap = policy.max_sessions if policy.max_sessions is not None else _LIMIT
-    serves = {m: min(cap, policy.mode_capacity(m)) for m in MODES}
+    serves = serves_of(policy)
     cannot = {}
     if policy.cost.calibrated():
         model = policy.group_model()
