@@ -210,6 +210,7 @@ def build_parts(
         action_space=config.action_space,
         kv_bytes_per_session=session_bytes,
         kv_dtype=str(kv_dtype).removeprefix("torch."),
+        attention=attend.name,
         device=str(device),
         dtype=str(dtype).removeprefix("torch."),
         prompt_examples=_prompt_examples(config),

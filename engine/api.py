@@ -76,6 +76,10 @@ class ModelInfo:
     # element type of the KV cache ("bfloat16", "float32", or "float8_e4m3fn" with attention="fp8",
     # which halves kv_bytes_per_session against bf16); "" when the engine does not say
     kv_dtype: str = ""
+    # the attention backend the engine runs ("sdpa", "matmul", "fa3", ...; "" when the engine does not
+    # say) and, when "auto" chose it at warm-up, each exact backend's measured milliseconds per call
+    attention: str = ""
+    attention_timings_ms: tuple[tuple[str, float], ...] = ()
 
 
 class Phase(enum.Enum):

@@ -7,6 +7,7 @@ every item gets its own `ItemResult` (a bad session gets an error; the others ar
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -414,6 +415,9 @@ class Engine:
 
     def warmup(self) -> None:
         run_warmup(self)
+        attend = self.parts.attend  # "auto" may have chosen another backend by measurement
+        self.info = dataclasses.replace(self.info, attention=attend.name, attention_timings_ms=tuple(
+            (name, round(seconds * 1000.0, 4)) for name, seconds in sorted(attend.timings.items())))
         self.ready = True
 
 

@@ -182,7 +182,9 @@ async def capacity(request: Request) -> Response:
         info = daemon.host.info
         body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
                           "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
-                          "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks}
+                          "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks,
+                          # which attention kernel runs, and what warm-up measured when "auto" chose it
+                          "attention": info.attention, "attention_timings_ms": dict(info.attention_timings_ms)}
         body["prompt_examples"] = list(info.prompt_examples)  # the served model's example prompts ([] if none)
         body["strategy"] = daemon.strategy_report()
     kv = daemon.scheduler.kv if daemon.scheduler is not None else None

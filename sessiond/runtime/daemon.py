@@ -166,8 +166,11 @@ class Daemon:
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
         self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
-        logger.info("engine ready: model %s on %s in %.1f s", self.model_name, self.host.info.device,
-                    time.monotonic() - started)
+        info = self.host.info
+        logger.info("engine ready: model %s on %s in %.1f s (attention %s%s)", self.model_name, info.device,
+                    time.monotonic() - started, info.attention or "not reported",
+                    ", chosen by measurement: " + ", ".join(f"{n} {ms:g} ms" for n, ms in info.attention_timings_ms)
+                    if info.attention_timings_ms else "")
         summary = summarize(self.admission.policy, time.monotonic())
         if summary is not None:
             logger.info("%s", summary.statement)

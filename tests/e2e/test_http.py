@@ -135,6 +135,8 @@ async def test_health_readiness_metrics_capacity_and_the_web_client(daemon) -> N
     assert float(sent.split()[1]) >= 24
     assert cap["ready"] is True and cap["model"] == "tiny" and cap["model_fallback"] is None
     assert cap["engine"]["frames_per_chunk"] == 8 and cap["admission"]["policy"] == "duty"  # the default
+    # the tiny model runs in fp32, where "auto" has SDPA alone to measure: SDPA, nothing timed
+    assert (cap["engine"]["attention"], cap["engine"]["attention_timings_ms"]) == ("sdpa", {})
     assert cap["store"] == {"kind": "memory", "healthy": True}
     assert cap["prompt_examples"] == []  # the tiny model names none (and the create response leaves them out)
     assert page.status_code == 200 and "<html" in page.text.lower()

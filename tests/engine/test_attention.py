@@ -57,12 +57,18 @@ def test_auto_on_cpu_in_bf16_picks_the_faster_backend_at_warmup() -> None:
     attend = engine.parts.attend
     assert set(attend.timings) == {"sdpa", "matmul"}
     assert attend.name == min(attend.timings, key=lambda name: attend.timings[name])
+    # the engine's info says which backend runs and what the measurement saw (the daemon reports it)
+    assert engine.info.attention == attend.name
+    assert engine.info.attention_timings_ms == tuple(
+        (name, round(attend.timings[name] * 1000.0, 4)) for name in ("matmul", "sdpa"))
 
 
 def test_a_configured_backend_is_not_replaced_at_warmup() -> None:
     engine = make_engine(attention="matmul")
+    assert engine.info.attention == "matmul"  # said from the build on
     engine.warmup()
     assert (engine.parts.attend.name, engine.parts.attend.timings) == ("matmul", {})
+    assert (engine.info.attention, engine.info.attention_timings_ms) == ("matmul", ())
 
 
 def test_flash_without_cuda_is_a_clear_error() -> None:
