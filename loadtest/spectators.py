@@ -6,8 +6,11 @@ action sent -> first frame whose `action_seq` >= its seq, as the replay meter me
 level by level (0, 10, 25, 50, 0 spectators by default; repeat counts, e.g. `--levels
 0,50,0,50,0,50,0`, and their samples pool, so the box's drift falls on both alike), spectators on a share link, run by separate
 client PROCESSES (a few processes, each holding its share of the spectators as WebSocket clients;
-a mix of raw and fMP4). Each spectator reports frames/s over the measured window, its first
-frame's latency after its connect began, and bytes. Per level: the owner's a2p p50/p95 and
+a mix of raw and fMP4; a process per aiortc WebRTC peer; one Chromium with tabs of the spectator
+page). A level's client processes get ready first (imports, the browser launched) and then connect
+all at once (`loadtest._barrier`), as a burst of users on their own machines would. Each spectator
+reports frames/s over the measured window, its first frame's latency after its connect began, and
+bytes. Per level: the owner's a2p p50/p95 and
 frames/s, the daemon's CPU (from /proc of its pid) and RSS, so CPU and memory per additional
 spectator. JSON, markdown and a PNG in `--out` (results/spectators/).
 """
@@ -30,6 +33,7 @@ from typing import Any
 import httpx
 
 from fleet.local import cpu_seconds, provenance
+from loadtest._barrier import release, wait_for_go
 from loadtest.replay.daemon_process import DaemonSpec, served
 from loadtest.replay.percentiles import percentile
 from protocols.client import SessionClient
@@ -86,7 +90,15 @@ async def _spectate(ws_url: str, token: str, media: str, start: float, stop: flo
 
 
 async def _worker(args: argparse.Namespace) -> None:
+    """WebSocket spectators (raw, fMP4) of one client process, or one WebRTC spectator (`--rtc`)."""
     now = time.monotonic()
+    if args.rtc:
+        from transports.webrtc.watch import watch
+
+        cpu0 = time.process_time()
+        report = await watch(args.webrtc_url, args.token, now + args.warm_s, now + args.warm_s + args.seconds)
+        print(json.dumps({"spectators": [report], "cpu_s": time.process_time() - cpu0}), flush=True)
+        return
     start = now + args.warm_s
     stop = start + args.seconds
     medias = args.medias.split(",")
@@ -145,15 +157,18 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
     cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--token", token,
            "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)]
     started = time.monotonic()
-    workers = [subprocess.Popen([*cmd, "--medias", ",".join(g)], stdout=subprocess.PIPE) for g in groups if g]
-    # WebRTC spectators: the transports layer's own watcher, one process each (aiortc, loopback only)
-    workers += [subprocess.Popen([sys.executable, "-m", "transports.webrtc.watch", "--webrtc-url", webrtc_url,
-                                  "--token", token, "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)],
-                                 stdout=subprocess.PIPE) for _ in range(rtc)]
+
+    def spawn(argv: list[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    workers = [spawn([*cmd, "--medias", ",".join(g)]) for g in groups if g]
+    # WebRTC spectators: the transports layer's own watcher (aiortc, loopback only), one process each
+    workers += [spawn([*cmd, "--rtc", "--webrtc-url", webrtc_url]) for _ in range(rtc)]
     if tabs:  # the spectator page in headless Chromium: one browser process, `tabs` pages
-        workers.append(subprocess.Popen([sys.executable, "-m", "loadtest.spectators_chromium", "--watch-url", watch_url,
-                                         "--pages", str(tabs), "--seconds", str(args.seconds),
-                                         "--warm-s", str(args.warm_s)], stdout=subprocess.PIPE))
+        workers.append(spawn([sys.executable, "-m", "loadtest.spectators_chromium", "--watch-url", watch_url,
+                              "--pages", str(tabs), "--seconds", str(args.seconds), "--warm-s", str(args.warm_s),
+                              "--wait-for-go"]))
+    await release(workers)  # every client process ready (imported, browser up), then all connect at once
     await asyncio.sleep(args.warm_s)
     cpu0, t0 = cpu_seconds(pid), time.monotonic()
     window = (t0, t0 + args.seconds)
@@ -360,8 +375,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ws-url", help=argparse.SUPPRESS)
     ap.add_argument("--token", help=argparse.SUPPRESS)
     ap.add_argument("--medias", help=argparse.SUPPRESS)
+    ap.add_argument("--rtc", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--webrtc-url", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
+        if args.rtc:
+            import transports.webrtc.watch  # noqa: F401  (aiortc's import is the slow part of getting ready)
+        else:
+            import websockets.asyncio.client  # noqa: F401
+        wait_for_go()
         asyncio.run(_worker(args))
         return
     result = asyncio.run(_run(args))

@@ -11,14 +11,18 @@ import argparse
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
+from loadtest._barrier import wait_for_go
 from loadtest.browser_play import CHROMIUM, CHROMIUM_ARGS
 
 __all__ = ["main", "watch_pages"]
 
 
-def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float) -> list[dict[str, Any]]:
+def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float,
+                ready: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """`ready` (if given) is called once the browser and its blank tabs are up, before any page opens."""
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
@@ -27,9 +31,11 @@ def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float) -> li
         context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
                                                         args=CHROMIUM_ARGS, viewport={"width": 800, "height": 600})
         try:
+            blank = [context.new_page() for _ in range(pages)]
+            if ready is not None:
+                ready()
             opened = []
-            for _ in range(pages):
-                page = context.new_page()
+            for page in blank:
                 opened.append((page, time.monotonic()))
                 page.goto(watch_url)
             start = time.monotonic() + warm_s
@@ -61,9 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pages", type=int, default=2)
     ap.add_argument("--warm-s", type=float, default=3.0)
     ap.add_argument("--seconds", type=float, default=15.0)
+    ap.add_argument("--wait-for-go", action="store_true",
+                    help="say `ready` on stdout once the browser is up, open the pages on a line on stdin")
     args = ap.parse_args(argv)
     cpu0 = time.process_time()
-    outs = watch_pages(args.watch_url, args.pages, args.warm_s, args.seconds)
+    outs = watch_pages(args.watch_url, args.pages, args.warm_s, args.seconds,
+                       wait_for_go if args.wait_for_go else None)
     print(json.dumps({"spectators": outs, "cpu_s": time.process_time() - cpu0}), flush=True)
 
 
