@@ -175,11 +175,11 @@ class SessionRunner:
             await self._disconnect()
         elif ev == "attach":
             await self._connect()
-        elif ev == "close":  # DELETE first: the server ends the connection with the session
+        elif ev == "close":  # the co-players leave, then DELETE: the server ends the owner's connection with it
             self._live = False
+            await self._leave_players()
             await c.close_session()
             await self._disconnect()
-            await self._leave_players()
             m.ended(time.monotonic())
 
     async def _send_as(self, joined: CoPlayer, ev: str, f: dict[str, Any], now: float) -> None:
