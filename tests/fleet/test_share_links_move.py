@@ -72,8 +72,8 @@ async def test_a_share_link_through_the_gateway_survives_a_drain(fleet: Fleet) -
     for key in KEYS:
         fleet.start_worker(key, "--max-sessions", "2")
     gw, gwp = fleet.start_gateway(), fleet.start_gateway("--proxy")
-    for url in (gw, gwp):
-        await until(lambda url=url: _sees(url), WORKER_TIMEOUT_S, f"gateway {url} seeing {KEYS}")
+    await until(lambda: _sees(gw), WORKER_TIMEOUT_S, f"gateway {gw} seeing {KEYS}")
+    await until(lambda: _sees(gwp), WORKER_TIMEOUT_S, f"gateway {gwp} seeing {KEYS}")
     owner = SessionClient(timeout_s=15, auto_received=True)
     viewers: list[SessionClient] = []
     playing: asyncio.Task[None] | None = None

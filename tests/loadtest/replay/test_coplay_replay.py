@@ -5,7 +5,6 @@ frames' `players[k]`); and the trace the daemon records keeps each seat's action
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
