@@ -5,7 +5,9 @@ then interrupt a segment and re-direct, or cut to a fresh scene. Game-controller
 streams at 30-60 Hz in bursts separated by input pauses, some of them menu pauses (`pause` /
 `resume`), rare reconnects and lead-discarding interrupts; with `players` above 1 each world is
 co-played: its create asks for that many seats and every invited player (`player` k) sends an
-action stream of its own, drawn as the owner's is. Mixed: both populations at once.
+action stream of its own, drawn as the owner's is but from a generator of its own (seeded with the
+trace seed, session and seat), so the owners' events are exactly those of the same trace with one
+seat. Mixed: both populations at once.
 Every parameter goes into the header's `generator` object, so a trace can be regenerated.
 """
 
@@ -144,8 +146,8 @@ def _game_session(key: str, p: GameParams, rng: random.Random) -> list[TraceEven
             events += [TraceEvent(t + 0.05, key, "pause", {}), TraceEvent(t + gap, key, "resume", {})]
         t += gap + 0.05
     events.append(TraceEvent(p.duration_s, key, "close", {}))
-    for player in range(1, p.players):  # drawn after the owner's, so a trace of one seat is as it was
-        events += _co_player(key, player, start, p, rng)
+    for player in range(1, p.players):  # each from its own generator: the owners' events stay those of one seat
+        events += _co_player(key, player, start, p, random.Random(f"{p.seed}/{key}/{player}"))
     return sorted(events, key=lambda e: e.t)
 
 
