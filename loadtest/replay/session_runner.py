@@ -5,6 +5,7 @@ also invites its players and sends each one's events on its own connection (load
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
@@ -124,7 +125,13 @@ class SessionRunner:
                 joined = CoPlayer(player, timeout_s=self.timeout_s, name=f"sessiond-replay-p{player}")
                 self.players[player] = joined
                 self.meter.result.players.append(joined.meter)
-                await joined.join(self.url, session, self._media)
+                try:
+                    await joined.join(self.url, session, self._media)
+                except ClientError:  # the session fails on it (`_apply`): leave nothing behind on the server
+                    await self._leave_players()
+                    with contextlib.suppress(ClientError):
+                        await self.client.close_session()
+                    raise
         return True
 
     async def _connect(self) -> None:
