@@ -4,13 +4,16 @@ and answered with that worker's media URLs: by default media does not flow throu
 With `proxy` (single-origin deployments) the answer names the gateway's own URLs instead, the
 binding records that origin (a draining worker's `moved` names it too), and the gateway relays
 each session's WebSocket and WebRTC offer to whichever worker the session is bound to when the
-client connects (`fleet.proxy`). Status and delete go to the session's bound worker. The gateway
-holds no session state: any number of them can serve one directory."""
+client connects (`fleet.proxy`). Status and delete go to the session's bound worker. Share links
+and invites are made by the bound worker and come back naming the gateway's pages (which it
+serves), so a link outlives the session's moves. The gateway holds no session state: any number
+of them can serve one directory."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -34,7 +37,7 @@ from fleet.placement import Admitted, Placement, Refusal
 from fleet.proxy import forward_offer, forward_request, relay_socket
 from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from fleet.tasks import raise_if_cancelled, stop
-from fleet.urls import ORIGIN_FIELD, media_urls
+from fleet.urls import ORIGIN_FIELD, media_urls, on_origin
 from httpapi import MAX_BODY, MEDIA, bearer_token, error_response, mount, read_json, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest
@@ -45,6 +48,7 @@ __all__ = ["Gateway", "GatewayConfig", "RuntimeCalls", "WorkerCalls", "create_ga
 logger = logging.getLogger(__name__)
 
 _MOVING_RETRY_S = 2.0
+_PAGE_FIELDS = ("watch_url", "play_url")  # a share link's and an invite's page, moved onto the gateway
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ class GatewayConfig:
     sweep_s: float = 1.0  # failover: seconds between sweeps for dead workers (0: no sweeps)
     orphan_scan_s: float = 30.0  # failover: seconds between scans for sessions of workers no record names
     proxy: bool = False  # relay media (WebSocket, WebRTC offers) through the gateway: one origin for clients
-    public_url: str | None = None  # proxy: the base URL clients reach the gateway at (default: the request's)
+    public_url: str | None = None  # the base URL clients reach the gateway at (default: the request's): proxied
+    # media URLs and, in either mode, share links' and invites' pages are built on it
 
 
 class WorkerCalls(Protocol):
@@ -89,7 +94,8 @@ class Gateway:
         self.placement = Placement(directory, max_asks=config.max_asks)
 
     def origin(self, request_base: str) -> str:
-        """The base URL proxied media URLs are built on: --public-url, else the one the request came to."""
+        """The base URL proxied media URLs and share links are built on: --public-url, else the one the
+        request came to."""
         return (self.config.public_url or request_base).rstrip("/")
 
     async def create(self, req: CreateSessionRequest, request_base: str = "") -> dict[str, Any]:
@@ -144,6 +150,21 @@ class Gateway:
         if worker is not None:
             status.update(media_urls(worker.base_url, session_id))
         return status
+
+    def relink(self, made: dict[str, Any], session_id: str, worker: WorkerCapacity,
+               request_base: str) -> dict[str, Any]:
+        """A new share link or invite as the worker answered it, moved onto the gateway (docs/protocol.md,
+        Spectators): its page (`watch_url`, `play_url`) on the gateway's origin, which serves the web
+        pages, so the link outlives a move (the page asks the gateway's `GET /v1/sessions/{sid}` where
+        the session is before it connects); `ws_url` / `webrtc_url` on the gateway in proxy mode, else
+        on the worker that holds the session now (what the status names)."""
+        origin = self.origin(request_base)
+        linked = dict(made)
+        for key in _PAGE_FIELDS:
+            if isinstance(linked.get(key), str):
+                linked[key] = on_origin(origin, linked[key])
+        linked.update(media_urls(origin if self.config.proxy else worker.base_url, session_id))
+        return linked
 
     async def worker_of(self, session_id: str) -> WorkerCapacity:
         """The live worker the session is bound to now (proxy mode connects there)."""
@@ -277,17 +298,23 @@ async def proxy_webrtc(request: Request) -> Response:
 
 
 async def share(request: Request) -> Response:
-    """Share links (`/v1/sessions/{sid}/viewers...`): answered by the worker the session is bound
-    to now, as it answered (a share link's URLs name that worker; the session's status names where
-    it is after a move)."""
+    """Share links and invites (`/v1/sessions/{sid}/viewers...`, `.../players...`): answered by the
+    worker the session is bound to now; a new link's URLs are then moved onto the gateway
+    (`Gateway.relink`), so the link keeps working after the session moves."""
     async def work() -> Response:
         gateway = _gateway(request)
-        worker = await gateway.worker_of(request.path_params["sid"])
+        sid = request.path_params["sid"]
+        worker = await gateway.worker_of(sid)
         body = await request.body()
         if len(body) > MAX_BODY:
             raise ProtocolError(ErrorCode.TOO_LARGE, f"the body must be at most {MAX_BODY} bytes")
         reply = await forward_request(request.app.state.http, request.method,
                                       worker.base_url.rstrip("/") + request.url.path, body, request.headers)
+        if request.method == "POST" and reply.status == 201:
+            with contextlib.suppress(ValueError):  # not JSON: passed on as the worker said it
+                made = json.loads(reply.body)
+                if isinstance(made, dict):
+                    return JSONResponse(gateway.relink(made, sid, worker, _request_base(request)), status_code=201)
         return Response(reply.body, status_code=reply.status, media_type=reply.content_type)
     return await _answer(work())
 

@@ -61,8 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="carry WebSocket media and WebRTC offers through the gateway (one origin for clients); "
                    "create responses then name the gateway's URLs")
     p.add_argument("--public-url", default=None,
-                   help="--proxy: the base URL clients reach this gateway at (default: the Host of each request), "
-                   "e.g. https://play.example.com behind a TLS proxy")
+                   help="the base URL clients reach this gateway at (default: the Host of each request), "
+                   "e.g. https://play.example.com behind a TLS proxy: --proxy's media URLs and every share "
+                   "link's and invite's page are built on it")
     p.add_argument("--web-dir", default=None)
 
 

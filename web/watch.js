@@ -1,10 +1,13 @@
 // Watch page: a spectator of someone's session, from the share link's `?session=ID&token=T`.
 // WebRTC first (as the World page), the fMP4 WebSocket when the server does not serve this
 // token over WebRTC; the stream, who is playing and how many watch (`presence`); no controls:
-// a viewer token steers nothing.
+// a viewer token steers nothing. The link names only the page, the session and the token: the
+// page asks `GET /v1/sessions/{id}` on its own origin where the session's media is now (through a
+// fleet gateway: the worker that holds it, or the gateway itself in proxy mode) before it connects,
+// and again when the session moves, so a link keeps working after a drain or a failover.
 
 import { MsePlayer } from "./mse.js";
-import { connectWebRTC, connectWebSocket, sessionStatus } from "./session.js";
+import { connectWebRTC, connectWebSocket, locateSession, sessionStatus } from "./session.js";
 import { presenceText } from "./share.js";
 import { debugLog, describeError, hideError, reportFailure, StatusLine } from "./status.js";
 
@@ -15,7 +18,7 @@ const status = new StatusLine($("status"));
 // What tests and curious humans can read: window.watch.
 const watch = {
   session: null, transport: null, framesReceived: 0, framesDecoded: 0, lastIdx: -1, presence: null,
-  errors: [], steps: status.history,
+  errors: [], steps: status.history, moves: 0,
 };
 window.watch = watch;
 
@@ -47,7 +50,7 @@ function onMessage(message) {
       $("viewers").textContent = String(message.spectators);
       break;
     }
-    case "moved": log("the session moved: open the share link again"); break;
+    case "moved": follow(message); break;
     case "error": {
       watch.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
@@ -77,23 +80,38 @@ async function viaWebSocket(session) {
   mse = new MsePlayer($("video"));
   const conn = await connectWebSocket(session, "fmp4", onMessage);
   conn.ws.addEventListener("close", (e) => {
-    if (link !== conn) return;
+    if (link !== conn || e.code === 1000) return;  // replaced, or closed after `moved` (followed)
     fail({ code: e.code === 4401 ? "unauthorized" : e.code === 4404 ? "not_found" : "connection",
       message: `the stream closed (${e.code}) ${e.reason}` });
   });
   return conn;
 }
 
-async function start() {
+// The session moved (its server drains): drop this connection and connect where `moved` says.
+function follow(moved) {
+  const old = link;
+  link = null;
+  if (old && old.pc) old.pc.close();
+  if (old && old.ws) old.ws.close();
+  watch.moves += 1;
+  log(`the session moved to ${moved.ws_url}`);
+  start(moved);
+}
+
+async function start(movedTo = null) {
+  const moved = movedTo && movedTo.ws_url ? movedTo : null;  // a retry click passes its event
   hideError($("error"));
-  const session = { session_id: params.get("session"), token: params.get("token") };
-  if (!session.session_id || !session.token) {
+  const linked = { session_id: params.get("session"), token: params.get("token") };
+  if (!linked.session_id || !linked.token) {
     fail({ code: "invalid_field", message: "this page needs a share link: watch.html?session=…&token=…" });
     return;
   }
-  watch.session = session;
-  $("session-id").textContent = session.session_id;
+  $("session-id").textContent = linked.session_id;
   try {
+    loading("connecting", "Finding the session…");
+    // where its media is now (a single daemon's status names no URLs: this page's origin then)
+    const session = await locateSession(linked, moved);
+    watch.session = session;
     loading("connecting", "Connecting (WebRTC)…");
     try {
       link = await viaWebRTC(session);

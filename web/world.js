@@ -9,7 +9,7 @@
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
 import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
-import { connectWebRTC, connectWebSocket, createSession, deleteOnPageHide, idCounter, probeSession, reconnectSession, waitReady } from "./session.js";
+import { connectWebRTC, connectWebSocket, createSession, deleteOnPageHide, idCounter, locateSession, probeSession, reconnectSession, waitReady } from "./session.js";
 import { MsePlayer } from "./mse.js";
 import { presenceText, shareButton } from "./share.js";
 import { debugLog, describeError, hideError, PlaybackRate, reportFailure, StatusLine } from "./status.js";
@@ -314,7 +314,7 @@ async function start() {
 async function join(mine) {
   try {
     loading("connecting", "Joining the world (WebSocket)…");
-    world.session = { ...JOIN };
+    world.session = await locateSession({ ...JOIN }, null);  // through a gateway: the worker that holds it now
     mse = new MsePlayer($("video"));
     wsLink = await connectWebSocket(world.session, "fmp4", onMessage);
     const welcome = wsLink.welcome.session;

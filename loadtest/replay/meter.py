@@ -65,6 +65,7 @@ class SessionResult:
     admitted_at_s: float | None = None  # seconds from the replay start
     ended_at_s: float | None = None
     frame_times_s: list[float] = field(default_factory=list)  # arrival times (for load plots)
+    players: list[Any] = field(default_factory=list)  # co-play: a PlayerMeter per seat, the owner's first
 
     def within_objective(self, objectives: Objectives) -> bool | None:
         """None unless admitted. World: deadline-miss rate (a share of its frames) and
@@ -107,7 +108,7 @@ class SessionResult:
             "actions_unresolved": self.actions_unresolved,
             "events": {"sent": self.events_sent, "skipped": self.events_skipped},
             "admitted_at_s": self.admitted_at_s, "ended_at_s": self.ended_at_s,
-        }
+        } | ({"players": [p.to_json() for p in self.players]} if self.players else {})
 
 
 def late_beyond_risk(judged: int, late: int, risk: float) -> bool:

@@ -105,4 +105,10 @@ def format_table(report: dict[str, Any]) -> str:
     stalls = report["stalls"]
     lines.append(f"stalls {stalls['count']} ({stalls['seconds']:.1f} s)   stale frames after ack "
                  f"{report['stale_frames_after_ack']}   slo met {report['slo_met']}")
+    for row in report["per_session"]:  # co-play: one line per seat (docs/traces.md, "Co-play")
+        for seat in row.get("players", ()):
+            a2p = seat["action_to_photon_ms"]
+            lines.append(f"{row['key']} player {seat['player']}: actions {seat['actions_sent']}  applied seq "
+                         f"{seat['applied_seq']}/{seat['last_seq_sent']}  frames {seat['frames_received']}  "
+                         f"a2p p50 {_ms(a2p, 'p50')} p95 {_ms(a2p, 'p95')} ms")
     return "\n".join(lines)

@@ -1,14 +1,17 @@
 """One replayed user: sends a trace session's events through protocols.client.SessionClient and
-feeds what it sends and receives into a SessionMeter."""
+feeds what it sends and receives into a SessionMeter. A co-play session (`players` at its create)
+also invites its players and sends each one's events on its own connection (loadtest.replay.players)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
 
 from loadtest.replay.meter import SessionMeter
+from loadtest.replay.players import CoPlayer, PlayerMeter, applied_by
 from loadtest.replay.schedule import Step
 from protocols.client import ClientError, SessionClient
 from protocols.messages import (
@@ -17,6 +20,7 @@ from protocols.messages import (
     Error,
     Flush,
     Frame,
+    FramesInfo,
     Interrupt,
     Media,
     Pause,
@@ -50,6 +54,9 @@ class SessionRunner:
         self._segment_open = asyncio.Event()  # set while no segment is pending
         self._segment_open.set()
         self._live = False  # admitted and not closed
+        self.timeout_s = timeout_s
+        self.owner_seat: PlayerMeter | None = None  # co-play: the owner's per-player figures
+        self.players: dict[int, CoPlayer] = {}  # co-play: seat -> its connection
 
     async def run(self) -> None:
         try:
@@ -100,7 +107,7 @@ class SessionRunner:
         self.meter.create_sent(now)
         try:
             session = await self.client.create(self.url, f["mode"], f.get("prompt"), f.get("seed"),
-                                               model=f.get("model"))
+                                               model=f.get("model"), players=f.get("players"))
         except ClientError as err:
             if err.code == "capacity":
                 self.meter.rejected("capacity", err.retry_after_s, time.monotonic())
@@ -110,6 +117,21 @@ class SessionRunner:
         self._live = True
         self.meter.admitted(time.monotonic(), session.fps, session.session_id)
         await self._connect()
+        seats = int(f.get("players", 1))
+        if seats > 1:  # co-play: the owner's row, then each invited player's connection, seat by seat
+            self.owner_seat = PlayerMeter(0)
+            self.meter.result.players.append(self.owner_seat)
+            for player in range(1, seats):
+                joined = CoPlayer(player, timeout_s=self.timeout_s, name=f"sessiond-replay-p{player}")
+                self.players[player] = joined
+                self.meter.result.players.append(joined.meter)
+                try:
+                    await joined.join(self.url, session, self._media)
+                except ClientError:  # the session fails on it (`_apply`): leave nothing behind on the server
+                    await self._leave_players()
+                    with contextlib.suppress(ClientError):
+                        await self.client.close_session()
+                    raise
         return True
 
     async def _connect(self) -> None:
@@ -127,10 +149,16 @@ class SessionRunner:
 
     async def _send(self, ev: str, f: dict[str, Any], now: float) -> None:
         c, m = self.client, self.meter
+        player = int(f.get("player", 0))
+        if player:
+            await self._send_as(self.players[player], ev, f, now)
+            return
         if ev == "action":
             mouse = f.get("mouse")
             action = await c.send_action(f["keys"], tuple(mouse) if mouse else None, f.get("buttons"), f.get("axes"))
             m.action_sent(action.seq, now)
+            if self.owner_seat is not None:
+                self.owner_seat.sent(action.seq, now)
         elif ev == "direct":
             rid = c.next_id()
             m.direct_sent(rid, f.get("seconds"), now)
@@ -154,17 +182,37 @@ class SessionRunner:
             await self._disconnect()
         elif ev == "attach":
             await self._connect()
-        elif ev == "close":  # DELETE first: the server ends the connection with the session
+        elif ev == "close":  # the co-players leave, then DELETE: the server ends the owner's connection with it
             self._live = False
+            await self._leave_players()
             await c.close_session()
             await self._disconnect()
             m.ended(time.monotonic())
+
+    async def _send_as(self, joined: CoPlayer, ev: str, f: dict[str, Any], now: float) -> None:
+        """A co-player's event (docs/traces.md: `action`, `detach`, `attach`) on its own connection."""
+        if ev == "action":
+            await joined.act(f, now)
+        elif ev == "detach":
+            await joined.disconnect()
+        elif ev == "attach":
+            await joined.connect()
+
+    async def _leave_players(self) -> None:
+        players, self.players = list(self.players.values()), {}
+        for joined in players:
+            await joined.close()
+            for code, n in joined.errors.items():
+                key = f"player{joined.meter.player}:{code}"
+                self.errors[key] = self.errors.get(key, 0) + n
 
     async def _read(self) -> None:
         m = self.meter
         try:
             async for msg in self.client.messages():
                 t = time.monotonic()
+                if isinstance(msg, Frame | Media | FramesInfo) and self.owner_seat is not None:
+                    self.owner_seat.frames(applied_by(msg, 0), 1 if isinstance(msg, Frame) else msg.n, t)
                 if isinstance(msg, Frame):
                     m.frame(msg.pts, msg.idx, msg.segment, msg.action_seq, msg.disc, t)
                 elif isinstance(msg, Media):
@@ -186,6 +234,7 @@ class SessionRunner:
     async def _shutdown(self) -> None:
         """Leave nothing behind: a session the trace did not close is closed now."""
         try:
+            await self._leave_players()
             if self._reader is not None:
                 await self._disconnect()
             if self._live:

@@ -13,6 +13,7 @@ import dataclasses
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loadtest.trace_tools.generator import DirectorParams, GameParams, director_trace, game_trace, mixed_trace
 from sessiond.traces.format import Trace, write_trace
@@ -56,8 +57,8 @@ class Shape:
         d = DirectorParams(sessions=directors, duration_s=p.duration_s, segment_s=p.segment_s,
                            think_s_mean=think_for_duty(duty, p.segment_s) if duty else 12.0,
                            think_s_min=_THINK_FLOOR_S, seed=rng.randrange(1 << 31), **dict(self.director_params))
-        g = GameParams(sessions=players, duration_s=p.duration_s, seed=rng.randrange(1 << 31),
-                       **dict(self.player_params))
+        game: dict[str, Any] = dict(self.player_params)  # float parameters of GameParams, by name
+        g = GameParams(sessions=players, duration_s=p.duration_s, seed=rng.randrange(1 << 31), **game)
         if directors and players:
             return mixed_trace(d, g), duty
         return (director_trace(d), duty) if directors else (game_trace(g), None)

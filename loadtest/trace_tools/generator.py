@@ -3,7 +3,11 @@
 Director users (Dreamverse-like): type a direction, watch a segment, think, direct again; now and
 then interrupt a segment and re-direct, or cut to a fresh scene. Game-controller users: action
 streams at 30-60 Hz in bursts separated by input pauses, some of them menu pauses (`pause` /
-`resume`), rare reconnects and lead-discarding interrupts. Mixed: both populations at once.
+`resume`), rare reconnects and lead-discarding interrupts; with `players` above 1 each world is
+co-played: its create asks for that many seats and every invited player (`player` k) sends an
+action stream of its own, drawn as the owner's is but from a generator of its own (seeded with the
+trace seed, session and seat), so the owners' events are exactly those of the same trace with one
+seat. Mixed: both populations at once.
 Every parameter goes into the header's `generator` object, so a trace can be regenerated.
 """
 
@@ -54,6 +58,7 @@ class GameParams:
     reconnect_prob: float = 0.25  # the session detaches once and re-attaches
     start_spread_s: float = 5.0
     seed: int = 0
+    players: int = 1  # co-play seats per world, the owner included (docs/traces.md, "Co-play")
 
 
 def _prompt(rng: random.Random) -> str:
@@ -101,10 +106,24 @@ def _burst(key: str, t: float, until: float, rate: float, rng: random.Random) ->
     return out
 
 
+def _co_player(key: str, player: int, start: float, p: GameParams, rng: random.Random) -> list[TraceEvent]:
+    """Invited player `player`'s actions: bursts and pauses like the owner's, each event marked with its seat."""
+    rate = rng.uniform(p.rate_hz_min, p.rate_hz_max)
+    t, end, events = start + rng.uniform(0.5, 1.5), p.duration_s - 0.5, []
+    while t < end:
+        until = min(end, t + rng.expovariate(1.0 / p.burst_s_mean))
+        events += [TraceEvent(e.t, e.s, e.ev, {**e.fields, "player": player}) for e in _burst(key, t, until, rate, rng)]
+        t = until + max(0.3, rng.expovariate(1.0 / p.idle_s_mean))
+    return events
+
+
 def _game_session(key: str, p: GameParams, rng: random.Random) -> list[TraceEvent]:
     t = rng.uniform(0.0, p.start_spread_s)
-    events = [TraceEvent(t, key, "create", {"mode": "world", "prompt": _prompt(rng),
-                                            "seed": rng.randrange(1 << 31)})]
+    create: dict[str, object] = {"mode": "world", "prompt": _prompt(rng), "seed": rng.randrange(1 << 31)}
+    if p.players > 1:
+        create["players"] = p.players
+    events = [TraceEvent(t, key, "create", create)]
+    start = t
     rate = rng.uniform(p.rate_hz_min, p.rate_hz_max)
     end = p.duration_s - 0.5
     reconnect_at = rng.uniform(t, end) if rng.random() < p.reconnect_prob else None
@@ -127,6 +146,8 @@ def _game_session(key: str, p: GameParams, rng: random.Random) -> list[TraceEven
             events += [TraceEvent(t + 0.05, key, "pause", {}), TraceEvent(t + gap, key, "resume", {})]
         t += gap + 0.05
     events.append(TraceEvent(p.duration_s, key, "close", {}))
+    for player in range(1, p.players):  # each from its own generator: the owners' events stay those of one seat
+        events += _co_player(key, player, start, p, random.Random(f"{p.seed}/{key}/{player}"))
     return sorted(events, key=lambda e: e.t)
 
 
@@ -156,6 +177,14 @@ def _director_fields(p: DirectorParams) -> dict[str, object]:
     return fields
 
 
+def _game_fields(p: GameParams) -> dict[str, object]:
+    """The parameters for a header; `players` only when above 1 (the committed traces predate it)."""
+    fields = asdict(p)
+    if p.players == 1:
+        del fields["players"]
+    return fields
+
+
 def director_trace(p: DirectorParams, name: str | None = None) -> Trace:
     rng = random.Random(p.seed)
     events = [e for i in range(p.sessions) for e in _director_session(f"d{i + 1}", p, rng)]
@@ -170,12 +199,15 @@ def game_trace(p: GameParams, name: str | None = None) -> Trace:
     events = [e for i in range(p.sessions) for e in _game_session(f"g{i + 1}", p, rng)]
     desc = (f"{p.sessions} game-controller sessions over {p.duration_s:g} s: actions at "
             f"{p.rate_hz_min:g}-{p.rate_hz_max:g} Hz in ~{p.burst_s_mean:g} s bursts, ~{p.idle_s_mean:g} s pauses")
-    return Trace(_header(name or f"game-{p.sessions}", desc, {"kind": "game", **asdict(p)}), _rounded(events))
+    if p.players > 1:
+        desc += f"; each world co-played by {p.players} players, each with its own action stream"
+    return Trace(_header(name or f"game-{p.sessions}", desc, {"kind": "game", **_game_fields(p)}), _rounded(events))
 
 
 def mixed_trace(director: DirectorParams, game: GameParams, name: str | None = None) -> Trace:
     d, g = director_trace(director), game_trace(game)
     total = director.sessions + game.sessions
     desc = f"mixed: {d.header.description}; and {g.header.description}"
-    generator: dict[str, object] = {"kind": "mixed", "director": _director_fields(director), "game": asdict(game)}
+    generator: dict[str, object] = {"kind": "mixed", "director": _director_fields(director),
+                                    "game": _game_fields(game)}
     return Trace(_header(name or f"mixed-{total}", desc, generator), _rounded([*d.events, *g.events]))

@@ -22,6 +22,9 @@ def add_parser(sub: Any, name: str) -> None:
     p.add_argument("kind", nargs="?", choices=("director", "game", "mixed", "family"), help="which population")
     p.add_argument("--sessions", type=int, default=4, help="sessions (mixed: split half and half; default 4)")
     p.add_argument("--duration", type=float, default=None, help="trace length in seconds")
+    p.add_argument("--players", type=int, default=1,
+                   help="co-play: seats per world session, the owner included (2..8; game and mixed; default 1): "
+                   "each invited player sends its own action stream (docs/traces.md, Co-play)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default 0; family: a new one, printed)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="a behaviour parameter")
     p.add_argument("--name", default=None, help="trace name (default KIND-SESSIONS)")
@@ -63,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.kind == "family":
         return _family(args)
+    if not 1 <= args.players <= 8 or (args.players > 1 and args.kind == "director"):
+        print(f"trace-gen: --players must be 1..8 and co-play is a world's (game or mixed), got {args.players} "
+              f"for {args.kind}", file=sys.stderr)
+        return 2
     pairs = []
     for item in args.param:
         key, sep, value = item.partition("=")
@@ -77,11 +84,11 @@ def run(args: argparse.Namespace) -> int:
         if args.kind == "director":
             trace = director_trace(_params(DirectorParams, base, pairs), args.name)
         elif args.kind == "game":
-            trace = game_trace(_params(GameParams, base, pairs), args.name)
+            trace = game_trace(_params(GameParams, {**base, "players": args.players}, pairs), args.name)
         else:
             half = {**base, "sessions": max(1, args.sessions // 2)}
             d = _params(DirectorParams, half, [(k[9:], v) for k, v in pairs if k.startswith("director.")])
-            g = _params(GameParams, {**half, "seed": (args.seed or 0) + 1},
+            g = _params(GameParams, {**half, "seed": (args.seed or 0) + 1, "players": args.players},
                         [(k[5:], v) for k, v in pairs if k.startswith("game.")])
             trace = mixed_trace(d, g, args.name)
     except ValueError as exc:

@@ -18,7 +18,13 @@ from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionS
 from protocols.messages import Moved
 from sessiond.errors import StoreUnavailable
 from sessiond.runtime.daemon import Daemon
-from sessiond.runtime.directory import create_session, delete_session, find_session, resume_session, status_of
+from sessiond.runtime.directory import (
+    create_session,
+    delete_session,
+    find_with_access,
+    resume_session,
+    status_of,
+)
 from sessiond.runtime.handoff import drop_duplicate, hand_off, let_go
 
 if TYPE_CHECKING:
@@ -112,7 +118,10 @@ class DaemonAdapter:
         return dict(session.public)
 
     async def status(self, session_id: str, token: str | None) -> SessionStatus:
-        return status_of(await find_session(self.daemon, session_id, token))
+        """Any live token of the session may read its status, as on the daemon's own route (a share
+        link's page asks the gateway where the session is before it connects)."""
+        found, _ = await find_with_access(self.daemon, session_id, token)
+        return status_of(found)
 
     async def close(self, session_id: str, token: str | None) -> None:
         await delete_session(self.daemon, session_id, token)

@@ -102,7 +102,7 @@ async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid:
     log_event("created", sid, mode=record.mode, model=record.model)
     session.set_state(SessionState.IDLE)
     daemon.writer.log(sid, "create", {"mode": record.mode, "prompt": record.prompt, "seed": record.seed,
-                                      "model": record.model})
+                                      "model": record.model, **({"players": record.players} if record.players > 1 else {})})
     return CreateSessionResponse(token=token, **public)
 
 

@@ -460,8 +460,8 @@ class Session:
         if verdict == "coalesced":
             self.env.metrics.actions_coalesced.inc()
             return None
-        # not in the event log: the trace format (docs/traces.md) has one controller per session, so a
-        # recorded trace replays the owner's actions only (a known limit of recording co-play)
+        # in the event log with its seat (docs/traces.md, co-play): a recorded trace replays every player
+        self.env.record_event(self.id, "action", {**_action_fields(msg), "player": player})
         return None
 
     def player_sent(self, player: int, action_seq: int) -> None:
@@ -552,14 +552,7 @@ class Session:
         if verdict == "coalesced":
             self.env.metrics.actions_coalesced.inc()
             return
-        fields: dict[str, Any] = {"seq": msg.seq, "keys": list(msg.keys)}
-        if msg.mouse is not None:
-            fields["mouse"] = list(msg.mouse)
-        if msg.buttons is not None:
-            fields["buttons"] = msg.buttons
-        if msg.axes is not None:
-            fields["axes"] = list(msg.axes)
-        self.env.record_event(self.id, "action", fields)
+        self.env.record_event(self.id, "action", _action_fields(msg))
 
     def received(self, msg: Received) -> None:
         self.out.received(msg.idx)
@@ -644,3 +637,15 @@ class Session:
             self.settle()
             self.env.wake()
         self.push_control(Ack(re=msg.id))
+
+
+def _action_fields(msg: Action) -> dict[str, Any]:
+    """An accepted action as the event log keeps it (a recorded trace's `action`)."""
+    fields: dict[str, Any] = {"seq": msg.seq, "keys": list(msg.keys)}
+    if msg.mouse is not None:
+        fields["mouse"] = list(msg.mouse)
+    if msg.buttons is not None:
+        fields["buttons"] = msg.buttons
+    if msg.axes is not None:
+        fields["axes"] = list(msg.axes)
+    return fields

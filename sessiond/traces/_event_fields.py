@@ -1,4 +1,5 @@
-"""Per-`ev` field checks of docs/traces.md v1 (private to the trace format)."""
+"""Per-`ev` field checks of docs/traces.md v1 (private to the trace format), the co-play
+extension's included: `players` on a world `create`, `player` on the events a co-player makes."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ from typing import Any
 
 from sessiond.traces.errors import TraceError
 
-__all__ = ["EVENT_CHECKS", "MODES", "TRANSPORTS", "check_event_fields"]
+__all__ = ["EVENT_CHECKS", "MAX_PLAYERS", "MODES", "PLAYER_EVENTS", "TRANSPORTS", "check_event_fields", "player_of"]
 
 MODES = ("world", "director")
 TRANSPORTS = ("ws-raw", "ws-fmp4", "webrtc")
+MAX_PLAYERS = 8  # seats of a co-play session, the owner included (docs/protocol.md, Co-play)
+PLAYER_EVENTS = ("action", "detach", "attach")  # what a co-player's connection does: the rest is the owner's
 
 
 def _is_number(value: Any) -> bool:
@@ -38,6 +41,10 @@ def _check_create(fields: dict[str, Any], line: int) -> None:
     _optional(fields, "seed", _is_int, "an integer", "create", line)
     _optional(fields, "model", lambda v: isinstance(v, str) and v != "", "a non-empty string", "create", line)
     _optional(fields, "transport", lambda v: v in TRANSPORTS, f"one of {list(TRANSPORTS)}", "create", line)
+    _optional(fields, "players", lambda v: _is_int(v) and 1 <= v <= MAX_PLAYERS, f"an integer in [1, {MAX_PLAYERS}]",
+              "create", line)
+    if fields.get("players", 1) > 1 and fields["mode"] != "world":
+        raise _bad(line, "create", "players", "1 for a director session (co-play is a world's)", fields["players"])
 
 
 def _check_action(fields: dict[str, Any], line: int) -> None:
@@ -76,8 +83,20 @@ EVENT_CHECKS: dict[str, Callable[[dict[str, Any], int], None]] = {
 }
 
 
+def player_of(fields: dict[str, Any]) -> int:
+    """The seat an event is from: its `player`, absent = the owner (0)."""
+    player = fields.get("player", 0)
+    return int(player)
+
+
 def check_event_fields(ev: str, fields: dict[str, Any], line: int) -> None:
     check = EVENT_CHECKS.get(ev)
     if check is None:
         raise TraceError("unknown_event", f"unknown `ev` {ev!r}; expected one of {sorted(EVENT_CHECKS)}", line)
+    if "player" in fields:
+        _optional(fields, "player", lambda v: _is_int(v) and 0 <= v < MAX_PLAYERS,
+                  f"an integer in [0, {MAX_PLAYERS - 1}]", ev, line)
+        if fields["player"] != 0 and ev not in PLAYER_EVENTS:
+            raise _bad(line, ev, "player", f"absent or 0: only {', '.join(PLAYER_EVENTS)} may come from a co-player",
+                       fields["player"])
     check(fields, line)

@@ -1,7 +1,10 @@
 """Trace format v1 (docs/traces.md): parse, validate and write JSON Lines traces.
 
 Line 1 is the header; every later line is one event ``{"t", "s", "ev", ...}`` sorted by ``t``.
-Every defect is a :class:`TraceError` naming its 1-based line.
+Every defect is a :class:`TraceError` naming its 1-based line. Co-play (an optional extension): a
+world `create` may carry `players` (seats, the owner included) and an `action`, `detach` or
+`attach` may carry `player` (its seat, 1..players-1; absent: the owner), each seat with a
+connection state of its own; a trace without them reads exactly as before.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sessiond.traces._event_fields import check_event_fields
+from sessiond.traces._event_fields import check_event_fields, player_of
 from sessiond.traces.errors import TraceError
 
 __all__ = ["FORMAT", "SOURCES", "VERSION", "Trace", "TraceEvent", "TraceHeader", "dump_trace",
@@ -73,6 +76,10 @@ class Trace:
     def events_of(self, session: str) -> list[TraceEvent]:
         return [e for e in self.events if e.s == session]
 
+    def players_of(self, session: str) -> int:
+        """Seats of a session, the owner included (its create's `players`; 1 without co-play)."""
+        return next((int(e.fields.get("players", 1)) for e in self.events if e.s == session and e.ev == "create"), 1)
+
 
 def _parse_header(obj: dict[str, Any]) -> TraceHeader:
     if obj.get("format") != FORMAT:
@@ -119,8 +126,10 @@ def _parse_event(obj: dict[str, Any], line: int, last_t: float) -> TraceEvent:
     return TraceEvent(float(t), s, ev, fields)
 
 
-def _check_sequence(event: TraceEvent, line: int, state: dict[str, str]) -> None:
-    """Per session: `create` first, nothing after `close`, only `attach`/`close` while detached."""
+def _check_sequence(event: TraceEvent, line: int, state: dict[str, str], seats: dict[str, int]) -> None:
+    """Per session: `create` first, nothing after `close`, only `attach`/`close` while detached.
+    A co-player's events (`player` k >= 1) need a seat the create asked for (`players`) and follow
+    the same attach rules on that seat's own state (each seat starts attached at the create)."""
     current = state.get(event.s)
     if current is None and event.ev != "create":
         raise TraceError("bad_sequence", f"session {event.s!r} must begin with `create`, got `{event.ev}`", line)
@@ -128,6 +137,22 @@ def _check_sequence(event: TraceEvent, line: int, state: dict[str, str]) -> None
         raise TraceError("bad_sequence", f"session {event.s!r} is created twice", line)
     if current == "closed":
         raise TraceError("bad_sequence", f"session {event.s!r} has `{event.ev}` after `close`", line)
+    if event.ev == "create":
+        seats[event.s] = int(event.fields.get("players", 1))
+    player = player_of(event.fields)
+    if player:
+        if player >= seats[event.s]:
+            raise TraceError("bad_sequence", f"session {event.s!r} has {seats[event.s]} seat(s) (`players` at its "
+                             f"create), so no player {player}", line)
+        key = f"{event.s}\x00{player}"
+        seat = state.get(key, "attached")
+        if seat == "detached" and event.ev != "attach":
+            raise TraceError("bad_sequence", f"player {player} of session {event.s!r} is detached; `{event.ev}` "
+                             "needs `attach` first", line)
+        if seat == "attached" and event.ev == "attach":
+            raise TraceError("bad_sequence", f"player {player} of session {event.s!r} is already attached", line)
+        state[key] = "detached" if event.ev == "detach" else "attached"
+        return
     if current == "detached" and event.ev not in ("attach", "close"):
         raise TraceError("bad_sequence", f"session {event.s!r} is detached; `{event.ev}` needs `attach` first",
                          line)
@@ -141,6 +166,7 @@ def parse_trace(lines: Iterable[str]) -> Trace:
     header: TraceHeader | None = None
     events: list[TraceEvent] = []
     state: dict[str, str] = {}
+    seats: dict[str, int] = {}
     last_t = 0.0
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
@@ -157,7 +183,7 @@ def parse_trace(lines: Iterable[str]) -> Trace:
             header = _parse_header(obj)
             continue
         event = _parse_event(obj, number, last_t)
-        _check_sequence(event, number, state)
+        _check_sequence(event, number, state, seats)
         events.append(event)
         last_t = event.t
     if header is None:

@@ -6,6 +6,9 @@ docs/traces.md are kept (the replayer assigns `seq` and `id` itself), and events
 not reproduce are dropped and counted: those of sessions created before the recording began, the
 first `attach` right after `create` (a replay's create connects by itself), repeated `attach` /
 `detach`, anything after `close`, and events whose fields fail validation.
+
+Co-play: the create keeps `players` (the seats), a co-player's action keeps `player` (its seat);
+a co-player's actions do not depend on the owner's connection (the owner may be detached meanwhile).
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ __all__ = ["KEPT_FIELDS", "LoggedEvent", "RecordStats", "TraceRecorder", "trace_
            "trace_from_events"]
 
 KEPT_FIELDS: dict[str, tuple[str, ...]] = {
-    "create": ("mode", "prompt", "seed", "model", "transport"),
-    "action": ("keys", "mouse", "buttons", "axes"),
+    "create": ("mode", "prompt", "seed", "model", "transport", "players"),
+    "action": ("keys", "mouse", "buttons", "axes", "player"),
     "direct": ("prompt", "seconds", "cut"),
 }
 
@@ -68,7 +71,8 @@ class TraceRecorder:
             return
         if ev == "create":
             self._keys[session_id] = f"s{len(self._keys) + 1}"
-        self._state[session_id] = {"close": "closed", "detach": "detached"}.get(ev, "attached")
+        if not kept.get("player"):  # a co-player's action leaves the owner's connection state as it was
+            self._state[session_id] = {"close": "closed", "detach": "detached"}.get(ev, "attached")
         self._events.append((t, self._keys[session_id], ev, kept))
         self.stats.kept += 1
 
@@ -97,6 +101,8 @@ class TraceRecorder:
             return "created_before_recording"
         elif state == "closed":
             return "after_close"
+        elif fields.get("player"):
+            pass  # a co-player's action: the owner's attach state does not matter
         elif ev == "attach" and state in ("attached", "created"):
             return "attach_while_attached"
         elif ev == "detach" and state == "detached":

@@ -31,3 +31,30 @@ def test_trace_gen_names_an_unknown_parameter(tmp_path: Path, capsys: Any) -> No
     code = trace_gen_cli.run(_parse("trace-gen", "director", "--param", "mood=happy", "--out", str(tmp_path / "d")))
     assert code == 2
     assert "unknown parameter 'mood'" in capsys.readouterr().err
+
+
+def test_trace_gen_players_makes_every_world_co_played(tmp_path: Path) -> None:
+    out, alone, plain = tmp_path / "c.jsonl", tmp_path / "a.jsonl", tmp_path / "p.jsonl"
+    args = ("trace-gen", "game", "--sessions", "2", "--duration", "10", "--seed", "4")
+    assert trace_gen_cli.run(_parse(*args, "--players", "3", "--out", str(out))) == 0
+    trace = load_trace(out)
+    assert trace.header.generator is not None and trace.header.generator["players"] == 3
+    for key in trace.sessions():
+        assert trace.players_of(key) == 3
+        seats = {e.fields.get("player", 0) for e in trace.events_of(key) if e.ev == "action"}
+        assert seats == {0, 1, 2}
+        assert {e.ev for e in trace.events_of(key) if "player" in e.fields} == {"action"}
+    # one seat is the trace as it was before co-play existed, byte for byte
+    assert trace_gen_cli.run(_parse(*args, "--players", "1", "--out", str(alone))) == 0
+    assert trace_gen_cli.run(_parse(*args, "--out", str(plain))) == 0
+    assert alone.read_bytes() == plain.read_bytes() and b"player" not in plain.read_bytes()
+    owner = load_trace(plain).events
+    assert [(e.t, e.ev, e.fields) for e in owner] == [
+        (e.t, e.ev, {k: v for k, v in e.fields.items() if k != "players"}) for e in trace.events
+        if e.fields.get("player", 0) == 0]
+
+
+def test_trace_gen_refuses_players_for_directors(tmp_path: Path, capsys: Any) -> None:
+    code = trace_gen_cli.run(_parse("trace-gen", "director", "--players", "2", "--out", str(tmp_path / "d")))
+    assert code == 2
+    assert "co-play is a world's" in capsys.readouterr().err

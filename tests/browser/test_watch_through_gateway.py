@@ -1,0 +1,78 @@
+"""A share link made through a fleet gateway, in Chromium: a direct-mode `sessiond gateway` (it serves
+the pages; media goes to the workers, which allow the gateway's origin with `--cors-origins`) over
+two tiny CPU workers. The World page's Share link names the gateway; watch.html opened from it asks
+the gateway where the session is and plays from the worker that holds it; that worker drains
+(SIGTERM): the open watch page follows `moved` to the other worker, and the SAME link opened in a
+new page after the move plays from there."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from playwright.sync_api import BrowserContext, expect
+
+from fleet.local import LocalFleet, local_fleet
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.redis]
+
+KEYS = ("w1/cpu-0", "w1/cpu-1")
+
+
+@pytest.fixture
+def direct_fleet(tmp_path: Path) -> Iterator[tuple[LocalFleet, str]]:
+    with local_fleet(tmp_path / "fleet") as fleet:
+        url = fleet.start_gateway()
+        for key in KEYS:
+            fleet.start_worker(key, "--model", "tiny", "--device", "cpu", "--webrtc-hosts", "127.0.0.1",
+                               "--max-sessions", "4", "--checkpoint-s", "0.5", "--cors-origins", url)
+        fleet.wait_ready(120)
+        yield fleet, url
+
+
+def _bound_to(fleet: LocalFleet, sid: str) -> str:
+    worker = redis.Redis.from_url(fleet.redis_url).hget(f"fleet:bind:{sid}", "worker")
+    assert worker is not None, f"session {sid} is not bound"
+    return worker.decode()
+
+
+def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
+        chromium: BrowserContext, direct_fleet: tuple[LocalFleet, str]) -> None:
+    fleet, gw = direct_fleet
+    owner, viewer, later = chromium.new_page(), chromium.new_page(), chromium.new_page()
+    try:
+        owner.goto(f"{gw}/world.html")
+        owner.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
+        sid = owner.evaluate("world.session.session_id")
+        under = _bound_to(fleet, sid)
+        owner.click("#share")
+        box = owner.locator("#share-box input.share-url")
+        expect(box).to_be_visible()
+        link = box.input_value()
+        assert re.fullmatch(rf"{re.escape(gw)}/watch\.html\?session={sid}&token=[A-Za-z0-9_\-]+", link)
+
+        viewer.goto(link)
+        viewer.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=60_000)
+        assert viewer.evaluate("watch.transport") == "webrtc"
+        assert viewer.evaluate("watch.session.webrtc_url") == f"{fleet.workers[under][1]}/v1/sessions/{sid}/webrtc"
+        received = viewer.evaluate("watch.framesReceived")
+
+        fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: both pages are told `moved`
+        assert fleet.workers[under][0].wait(60) == 0
+        other = _bound_to(fleet, sid)
+        assert other != under and other in KEYS
+        viewer.wait_for_function(f"watch.moves >= 1 && watch.framesReceived >= {received + 16}", timeout=60_000)
+        assert viewer.evaluate("watch.session.webrtc_url") == f"{fleet.workers[other][1]}/v1/sessions/{sid}/webrtc"
+
+        later.goto(link)  # the same link, after the move
+        later.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=60_000)
+        assert later.evaluate("watch.session.webrtc_url") == f"{fleet.workers[other][1]}/v1/sessions/{sid}/webrtc"
+        assert (viewer.evaluate("watch.errors"), later.evaluate("watch.errors")) == ([], [])
+        expect(later.locator("#viewers")).to_have_text("2")
+    finally:
+        for page in (later, viewer, owner):
+            page.close()
