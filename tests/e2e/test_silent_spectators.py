@@ -9,8 +9,12 @@ a measured (not prior) cost per spectator."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import signal
 import socket
+import subprocess
+import sys
 from typing import Any
 
 import httpx
@@ -18,7 +22,7 @@ import pytest
 
 from protocols.client import SessionClient
 from protocols.messages import Frame, Media
-from tests.conftest import RunningDaemon, off_loop, running_daemon, tiny_engine
+from tests.conftest import ROOT, RunningDaemon, off_loop, running_daemon, tiny_engine
 from tests.e2e._silent import SilentSpectator
 from tests.e2e.test_spectators import live_session, share, spectator, wait_for
 
@@ -164,5 +168,50 @@ async def test_capacity_reports_a_measured_cost_per_spectator_once_they_were_sen
                 task.cancel()
             for client in watchers:
                 await client.aclose()
+            await owner.close_session()
+            await owner.aclose()
+
+
+async def test_a_webrtc_spectator_that_vanishes_is_dropped_and_counted(caplog: pytest.LogCaptureFixture) -> None:
+    """A WebRTC spectator in a process of its own, SIGKILLed: its RTCP stops, its peer is closed
+    after `viewer_silence_s` of unanswered media, and the drop is counted as `rtcp_silent`."""
+    caplog.set_level(logging.INFO, logger="sessiond.session.lifecycle")
+    async with off_loop(running_daemon(tiny_engine("private"), webrtc_hosts=("127.0.0.1",))) as running:
+        owner = SessionClient(timeout_s=20.0)
+        created = await owner.create(running.url, "world")
+        sid = created.session_id
+        link = await share(running.url, sid, created.token)
+        await owner.connect()
+        owner_frames: list[int] = []
+
+        async def keep_reading() -> None:
+            async for msg in owner.messages():
+                if isinstance(msg, Frame):
+                    owner_frames.append(msg.idx)
+
+        reader = asyncio.create_task(keep_reading())
+        body = {**created.to_json(), "token": link["token"]}
+        viewer = subprocess.Popen([sys.executable, "-m", "tests.e2e._viewer", "webrtc", json.dumps(body), running.url],
+                                  cwd=ROOT, stdout=subprocess.PIPE)
+        try:
+            assert viewer.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(viewer.stdout.readline), 60)
+            assert line.strip() == b"streaming"
+            audience = live_session(running, sid).audience
+            assert len(audience) == 1
+            viewer.send_signal(signal.SIGKILL)
+            await wait_for(lambda: len(audience) == 0, 30.0)
+            assert dropped(running, "rtcp_silent") == 1
+            left = [r for r in caplog.records if getattr(r, "event", None) == "spectator_left"]
+            assert [(r.media, r.reason) for r in left] == [("webrtc", "rtcp_silent")]  # type: ignore[attr-defined]
+            n = len(owner_frames)
+            await wait_for(lambda: len(owner_frames) >= n + 16)
+            assert owner_frames == list(range(len(owner_frames)))
+        finally:
+            viewer.kill()
+            viewer.wait(10)
+            if viewer.stdout is not None:
+                viewer.stdout.close()
+            reader.cancel()
             await owner.close_session()
             await owner.aclose()
