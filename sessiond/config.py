@@ -87,7 +87,9 @@ class ServeConfig:
     spectator_cpu_each: float = 0.005  # cores one more spectator costs (sending; shared packing is measured):
     # the prior until the daemon has measured its sends (sessiond/admission/audience.py);
     # loadtest.spectators measured 0.0001-0.001 on the 2-core box (results/spectators): 5x that at least
-    spectator_cpu_each_floor: float = 0.0005  # the least a spectator is taken to cost once its sends are measured
+    # the least a spectator is taken to cost once its sends are measured: the send (measured) is a small part of a
+    # spectator's whole cost (0.0002-0.0003 of 0.0015 cores with demo frames, docs/performance.md), the floor is that whole
+    spectator_cpu_each_floor: float = 0.0015
     spectator_connects_per_s: int = 20  # spectator connects per session per second (burst twice that)
     spectator_stall_s: float = 10.0  # a spectator socket that takes nothing this long is dropped
     spectator_queue_frames: int = 30  # frames queued per spectator before it skips ahead (2 s at 15 fps)

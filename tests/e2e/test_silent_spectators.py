@@ -159,6 +159,7 @@ async def test_capacity_reports_a_measured_cost_per_spectator_once_they_were_sen
             while not await measured():
                 assert asyncio.get_running_loop().time() < end, spectators
                 await asyncio.sleep(0.25)
+            print(f"\n/v1/capacity spectators: {spectators}")
             assert spectators["each_measured_cores"] > 0
             assert spectators["each_cores"] == max(spectators["each_measured_cores"], spectators["each_floor_cores"])
             assert spectators["sends_measured"] >= 100 and spectators["spectators"] == 4

@@ -32,7 +32,7 @@ def test_the_cpu_bound_counts_the_measured_shared_packing_and_a_cost_each() -> N
     assert adm.serves() == 10
     assert adm.describe(3) == {"spectators": 3, "serves": 10, "cpu_cores": 1.0, "shared_cores": 0.0, "each_cores": 0.1,
                                "each_source": "prior", "each_measured_cores": None, "each_prior_cores": 0.1,
-                               "each_floor_cores": 0.0005, "sends_measured": 0}
+                               "each_floor_cores": 0.0015, "sends_measured": 0}
 
 
 def test_connects_per_session_are_a_token_bucket() -> None:
