@@ -75,7 +75,8 @@ class _Stalled(ConnectionError):
 class SpectatorConnection(HelloGate):
     def __init__(self, ws: WireSocket, attach: Callable[[], Awaitable[AudiencePort]], welcome_session: dict[str, Any],
                  options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None,
-                 on_send_cpu: Callable[[float], None] | None = None) -> None:
+                 on_send_cpu: Callable[[float], None] | None = None,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.ws = ws
         self._attach = attach
         self.welcome_session = welcome_session
@@ -85,6 +86,7 @@ class SpectatorConnection(HelloGate):
         self._send_lock = asyncio.Lock()
         self._port: AudiencePort | None = None
         self._on_send_cpu = on_send_cpu
+        self._cpu_clock = cpu_clock  # this thread's CPU seconds (tests inject one)
         self.stalled = False
 
     async def run(self) -> None:
@@ -161,11 +163,11 @@ class SpectatorConnection(HelloGate):
             return
         waited: list[bool] = []
         marker = asyncio.get_running_loop().call_soon(waited.append, True)
-        began = time.thread_time()
+        began = self._cpu_clock()
         try:
             await self.ws.send(data)
         finally:
-            cpu_s = time.thread_time() - began
+            cpu_s = self._cpu_clock() - began
             marker.cancel()
         if not waited:
             self._on_send_cpu(cpu_s)

@@ -9,6 +9,7 @@ import base64
 import os
 import socket
 import struct
+import time
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -22,6 +23,7 @@ class SilentSpectator:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.local_port: int = sock.getsockname()[1]
+        self.stopped_reading = 0.0  # monotonic time of its last read (the welcome)
 
     @classmethod
     async def open(cls, ws_url: str, token: str, media: str) -> SilentSpectator:
@@ -42,6 +44,7 @@ class SilentSpectator:
         await loop.sock_sendall(sock, _masked_binary(encode(Hello(v=1))))
         welcome = decode(await conn._read_message(), max_bytes=2**22, expect="server", max_prompt_chars=2**20)
         assert isinstance(welcome, Welcome) and welcome.session["role"] == "viewer", welcome
+        conn.stopped_reading = time.monotonic()
         return conn  # from here on nothing is read
 
     async def _recv(self, n: int) -> bytes:

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from typing import Any
 
 import httpx
@@ -92,6 +93,8 @@ async def silent_spectator_is_dropped(running: RunningDaemon, media: str, reason
         audience = live_session(running, sid).audience
         assert len(audience) == 2
         await wait_for(lambda: len(audience) == 1, 60.0)  # the silent one is gone, the other stays
+        print(f"\n{media} spectator dropped ({reason}) {time.monotonic() - silent.stopped_reading:.2f} s after it "
+              "stopped reading")
         assert dropped(running, reason) == 1
         assert sum(dropped(running, r) for r in ("stalled", "ping_timeout", "rtcp_silent")) == 1
         left = [r for r in caplog.records if getattr(r, "event", None) == "spectator_left"]
