@@ -27,7 +27,7 @@ from tests.conftest import ROOT, RunningDaemon, off_loop, running_daemon, tiny_e
 from tests.e2e._silent import SilentSpectator
 from tests.e2e.test_spectators import live_session, share, spectator, wait_for
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = pytest.mark.asyncio
 
 
 async def on_daemon_loop(running: RunningDaemon, fn: Any) -> Any:
@@ -119,6 +119,7 @@ async def silent_spectator_is_dropped(running: RunningDaemon, media: str, reason
         await owner.aclose()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("media", ["raw", "fmp4"])
 async def test_a_spectator_that_reads_nothing_is_dropped_by_the_ping_rule(
         media: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -127,6 +128,7 @@ async def test_a_spectator_that_reads_nothing_is_dropped_by_the_ping_rule(
         await silent_spectator_is_dropped(running, media, "ping_timeout", caplog)
 
 
+@pytest.mark.slow
 async def test_a_spectator_that_reads_nothing_is_dropped_when_its_sends_stall(caplog: pytest.LogCaptureFixture) -> None:
     """A send that does not complete for 0.5 s drops it; the ping rule (30 s) is out of reach."""
     async with off_loop(running_daemon(tiny_engine("private"), viewer_ping_s=30.0, spectator_stall_s=0.5)) as running:
@@ -176,6 +178,7 @@ async def test_capacity_reports_a_measured_cost_per_spectator_once_they_were_sen
             await owner.aclose()
 
 
+@pytest.mark.slow
 async def test_a_webrtc_spectator_that_vanishes_is_dropped_and_counted(caplog: pytest.LogCaptureFixture) -> None:
     """A WebRTC spectator in a process of its own, SIGKILLed: its RTCP stops, its peer is closed
     after `viewer_silence_s` of unanswered media, and the drop is counted as `rtcp_silent`."""
