@@ -123,8 +123,9 @@ async def silent_spectator_is_dropped(running: RunningDaemon, media: str, reason
 @pytest.mark.parametrize("media", ["raw", "fmp4"])
 async def test_a_spectator_that_reads_nothing_is_dropped_by_the_ping_rule(
         media: str, caplog: pytest.LogCaptureFixture) -> None:
-    """Ping every 1 s, pong due within 1 s; the stall bound (30 s) is out of reach."""
-    async with off_loop(running_daemon(tiny_engine("private"), viewer_ping_s=1.0, spectator_stall_s=30.0)) as running:
+    """The default ping rule (a ping every 2 s, its pong due within 2 s: 4 s at most); the stall
+    bound (30 s) is out of reach."""
+    async with off_loop(running_daemon(tiny_engine("private"), viewer_ping_s=2.0, spectator_stall_s=30.0)) as running:
         await silent_spectator_is_dropped(running, media, "ping_timeout", caplog)
 
 
