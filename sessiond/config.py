@@ -22,7 +22,7 @@ _POSITIVE = (
     "window_s", "idle_offload_s", "idle_close_s", "unconnected_close_s", "default_segment_s", "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
     "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
-    "spectator_cpu_cores", "spectator_cpu_each", "spectator_stall_s",
+    "spectator_cpu_cores", "spectator_cpu_each", "spectator_cpu_each_floor", "spectator_stall_s",
 )
 _SHARES = ("objective_world_miss_rate", "objective_director_risk", "admission_margin")
 _POSITIVE_INT = ("max_message_bytes", "max_actions_per_s", "max_prompt_chars", "max_batch", "max_sessions",
@@ -84,8 +84,12 @@ class ServeConfig:
     max_requests_per_s: int = 50  # requests other than action/received per connection; excess: rate_limited
     # spectators (share links; sessiond/session/audience.py, sessiond/admission/audience.py)
     spectator_cpu_cores: float = 1.0  # CPU (cores) all spectators' packing and sending may take; past it: capacity
-    spectator_cpu_each: float = 0.005  # cores one more spectator costs (sending; shared packing is measured);
+    spectator_cpu_each: float = 0.005  # cores one more spectator costs (sending; shared packing is measured):
+    # the prior until the daemon has measured its sends (sessiond/admission/audience.py);
     # loadtest.spectators measured 0.0001-0.001 on the 2-core box (results/spectators): 5x that at least
+    # the least a spectator is taken to cost once its sends are measured: the send (measured) is a small part of a
+    # spectator's whole cost (0.0002-0.0003 of 0.0015 cores with demo frames, docs/performance.md), the floor is that whole
+    spectator_cpu_each_floor: float = 0.0015
     spectator_connects_per_s: int = 20  # spectator connects per session per second (burst twice that)
     spectator_stall_s: float = 10.0  # a spectator socket that takes nothing this long is dropped
     spectator_queue_frames: int = 30  # frames queued per spectator before it skips ahead (2 s at 15 fps)

@@ -7,6 +7,11 @@ audience member queue hands out (its own replies first). A socket that takes not
 `stall_s` (the send does not complete: the client reads nothing) is dropped with a fatal
 `rate_limited` close (1008) and counted; it never holds anything else back, since every other
 spectator and the owner have their own queues.
+
+`on_send_cpu`, when given, hears the event loop thread's CPU seconds of each send that completed
+without waiting (framing and the socket write: what one more spectator costs beyond the shared
+packing). A send that had to wait for the socket is not reported: the thread ran other tasks
+meanwhile, so its CPU time says nothing about this send.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -68,7 +74,9 @@ class _Stalled(ConnectionError):
 
 class SpectatorConnection(HelloGate):
     def __init__(self, ws: WireSocket, attach: Callable[[], Awaitable[AudiencePort]], welcome_session: dict[str, Any],
-                 options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None) -> None:
+                 options: SpectatorOptions, *, on_error: Callable[[str], None] | None = None,
+                 on_send_cpu: Callable[[float], None] | None = None,
+                 cpu_clock: Callable[[], float] = time.thread_time) -> None:
         self.ws = ws
         self._attach = attach
         self.welcome_session = welcome_session
@@ -77,6 +85,8 @@ class SpectatorConnection(HelloGate):
         self._hello_timeout_s = options.hello_timeout_s
         self._send_lock = asyncio.Lock()
         self._port: AudiencePort | None = None
+        self._on_send_cpu = on_send_cpu
+        self._cpu_clock = cpu_clock  # this thread's CPU seconds (tests inject one)
         self.stalled = False
 
     async def run(self) -> None:
@@ -137,12 +147,30 @@ class SpectatorConnection(HelloGate):
     async def _send(self, data: bytes) -> None:
         async with self._send_lock:
             try:
-                await asyncio.wait_for(self.ws.send(data), self.options.stall_s)
+                async with asyncio.timeout(self.options.stall_s):  # in this task: its CPU time is this send's
+                    await self._timed_send(data)
             except TimeoutError:
                 self.stalled = True
                 if self._port is not None:
                     self._port.stalled()
                 raise _Stalled from None
+
+    async def _timed_send(self, data: bytes) -> None:
+        """The send, and its thread CPU time when it completed without letting the loop turn (a
+        callback scheduled now runs only if this task waited)."""
+        if self._on_send_cpu is None:
+            await self.ws.send(data)
+            return
+        waited: list[bool] = []
+        marker = asyncio.get_running_loop().call_soon(waited.append, True)
+        began = self._cpu_clock()
+        try:
+            await self.ws.send(data)
+        finally:
+            cpu_s = self._cpu_clock() - began
+            marker.cancel()
+        if not waited:
+            self._on_send_cpu(cpu_s)
 
     async def _close(self, code: int) -> None:
         with contextlib.suppress(ConnectionError, OSError, RuntimeError, TimeoutError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
@@ -14,6 +15,7 @@ from httpapi import bearer_token, refuse_socket
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.messages import Limits
 from sessiond.api.routes_http import base_url
+from sessiond.api.ws_protocol import PING_TIMEOUT_CODE, PING_TIMEOUT_REASON
 from sessiond.grants import Access, Role, require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import open_for_connection
@@ -32,11 +34,13 @@ logger = logging.getLogger(__name__)
 
 
 class StarletteWire:
-    """transports.websocket.WireSocket over a Starlette WebSocket."""
+    """transports.websocket.WireSocket over a Starlette WebSocket. `on_gone`, when set, hears why
+    the server let the peer go (`ping_timeout`: it answered no ping in time; sessiond/api/ws_protocol.py)."""
 
     def __init__(self, ws: WebSocket) -> None:
         self.ws = ws
         self.gone = False
+        self.on_gone: Callable[[str], None] | None = None
 
     async def receive(self) -> bytes | str | None:
         if self.gone:
@@ -48,6 +52,9 @@ class StarletteWire:
             return None
         if message["type"] == "websocket.disconnect":
             self.gone = True
+            if (message.get("code"), message.get("reason")) == (PING_TIMEOUT_CODE, PING_TIMEOUT_REASON) \
+                    and self.on_gone is not None:
+                self.on_gone("ping_timeout")
             return None
         if message.get("bytes") is not None:
             return bytes(message["bytes"])
@@ -155,15 +162,18 @@ async def _spectate(ws: WebSocket, daemon: Daemon, session: Session, access: Acc
         return
     c = daemon.config
     packer_ = shared
+    wire = StarletteWire(ws)
 
     async def attach() -> SpectatorPort:
-        return join_audience(session, access, packer_, max_frames=c.spectator_queue_frames)
+        port = join_audience(session, access, packer_, max_frames=c.spectator_queue_frames)
+        wire.on_gone = port.dropped  # a ping timeout ends it with that reason (counted, logged)
+        return port
 
     conn = SpectatorConnection(
-        StarletteWire(ws), attach, dict(session.public) | {"role": "viewer"},
+        wire, attach, dict(session.public) | {"role": "viewer"},
         SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
                          stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
-        on_error=daemon.count_protocol_error)
+        on_error=daemon.count_protocol_error, on_send_cpu=daemon.spectators.send_meter())
     await conn.run()
 
 
@@ -189,5 +199,5 @@ async def _play(ws: WebSocket, daemon: Daemon, session: Session, access: Access,
         StarletteWire(ws), attach, dict(session.public) | {"role": "player", "player": access.seat},
         SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
                          stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
-        on_error=daemon.count_protocol_error)
+        on_error=daemon.count_protocol_error, on_send_cpu=daemon.spectators.send_meter())
     await conn.run()

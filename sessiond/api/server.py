@@ -9,6 +9,7 @@ from typing import Any
 import uvicorn
 
 from sessiond.api.app import create_app
+from sessiond.api.ws_protocol import LettingGoProtocol
 from sessiond.config import ServeConfig, config_from_args
 from sessiond.logs import configure_logging, redact_server_logs
 
@@ -24,7 +25,8 @@ def uvicorn_config(app: Any, config: ServeConfig, **overrides: Any) -> uvicorn.C
     """The server's settings; also redacts tokens on the server's loggers (their lines carry URLs)."""
     redact_server_logs()
     max_ws = max(1 << 20, 4 * config.max_message_bytes)
-    return uvicorn.Config(app, host=config.host, port=config.port, ws_per_message_deflate=False,
+    # ws: uvicorn's WebSocket protocol, except that a peer that reads nothing is let go (ws_protocol.py)
+    return uvicorn.Config(app, host=config.host, port=config.port, ws=LettingGoProtocol, ws_per_message_deflate=False,
                           ws_max_size=max_ws, log_config=None, lifespan="on",
                           ws_ping_interval=config.viewer_ping_s, ws_ping_timeout=config.viewer_ping_s,
                           access_log=False, timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **overrides)  # access lines would carry ?token= query strings

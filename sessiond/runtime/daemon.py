@@ -104,7 +104,8 @@ class Daemon:
         self.owns: Callable[[str], Awaitable[bool]] | None = None
         self.unconnected = ConnectWatch(config.unconnected_close_s)
         self.spectators = SpectatorAdmission(SpectatorBudget(  # spectators' CPU bound, connect rate
-            config.spectator_cpu_cores, config.spectator_cpu_each, config.spectator_connects_per_s))
+            config.spectator_cpu_cores, config.spectator_cpu_each, config.spectator_connects_per_s,
+            each_floor=config.spectator_cpu_each_floor))
 
     def _host(self, engine: EngineProtocol | None) -> EngineHost | ReplicaHost:
         """The engine host the strategy asks for: one engine (the default), or replicas. Checked

@@ -76,7 +76,12 @@ class SpectatorPort:
 
     def stalled(self) -> None:
         """Its socket took nothing for the stall bound: it is dropped."""
-        self.member.end("stalled")
+        self.dropped("stalled")
+
+    def dropped(self, reason: str) -> None:
+        """The transport let it go (`stalled`, `ping_timeout`): it ends with that reason, which
+        `Audience.leave` counts in sessiond_spectators_dropped and logs with `spectator_left`."""
+        self.member.end(reason)
 
     async def close(self) -> None:
         self._session.unwatch_presence(self.member)
@@ -136,6 +141,11 @@ class RtcSpectatorPort:
             self._presence = message
         else:
             self.reply(message)
+
+    def dropped(self, reason: str) -> None:
+        """Its peer went away without a goodbye (`rtcp_silent`: transports/webrtc/_liveness.py):
+        counted like a WebSocket spectator's drop when it leaves."""
+        self.member.end(reason)
 
     def _ended(self) -> None:
         """Its member ended (revoked, session closed or moved): what it was told goes out, then its peer closes."""

@@ -64,3 +64,14 @@ async def test_watch_sender_counts_rtcp_and_still_hands_it_to_aiortc() -> None:
     clock.t += 2.0
     await sender._handle_rtcp_packet("rr")
     assert handled == ["rr"] and watch.last_heard == 102.0 and watch.silent_for() is None
+
+
+async def test_wait_gone_tells_on_gone_why_once() -> None:
+    clock = _Clock()
+    watch = RtcpWatch(3.0, clock=clock)
+    heard: list[str] = []
+    watch.on_gone = heard.append
+    watch.media_sent()
+    clock.t += 3.5
+    assert await watch.wait_gone(poll_s=0.0) == 3.5
+    assert heard == ["rtcp_silent"]

@@ -96,3 +96,33 @@ def test_a_fatal_error_from_the_session_closes_with_its_code() -> None:
         assert ws.closed_with == 4401 and port.marked == [0] and port.closed
 
     asyncio.run(run())
+
+
+def test_each_send_that_did_not_wait_reports_its_cpu_time_and_one_that_waited_does_not() -> None:
+    """A send that let the loop turn ran other tasks meanwhile: its CPU time is not this send's."""
+    cpu = [10.0]
+
+    class Socket(StuckSocket):
+        async def send(self, data: bytes) -> None:
+            if data.startswith(b"wait"):
+                cpu[0] += 1.0
+                await asyncio.sleep(0)  # waits for the socket: the loop turns
+            else:
+                cpu[0] += 0.25
+            self.sent.append(data)
+
+    async def run() -> None:
+        ws = Socket(room=100)
+        port = Port([Packed(b"f0", 0, 1, True), Packed(b"wait1", 1, 1, False), Packed(b"f2", 2, 1, False)])
+        reported: list[float] = []
+
+        async def attach() -> Port:
+            return port
+
+        conn = SpectatorConnection(ws, attach, {"session_id": "s_1"}, SpectatorOptions(limits=LIMITS),
+                                   on_send_cpu=reported.append, cpu_clock=lambda: cpu[0])
+        await asyncio.wait_for(conn.run(), 5.0)
+        assert ws.sent[1:] == [b"f0", b"wait1", b"f2"] and port.marked == [0, 1, 2]
+        assert reported == [0.25, 0.25, 0.25]  # the welcome, f0 and f2; not wait1
+
+    asyncio.run(run())

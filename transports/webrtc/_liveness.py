@@ -11,7 +11,10 @@ session: a receiver may stop reporting on a stream that sends nothing).
 Mechanism: aiortc's DTLS transport routes each RTCP packet for our video to the sender's
 `_handle_rtcp_packet`; `watch_sender` wraps that method on the one sender instance (the
 gateway already swaps `_send_keyframe` the same way). Tests assert the effect (a SIGKILLed
-viewer is detected within seconds), so an aiortc change that breaks it is caught."""
+viewer is detected within seconds), so an aiortc change that breaks it is caught.
+
+`on_gone`, when set (a spectator's port), hears `rtcp_silent` once when `wait_gone` finds the
+viewer gone, so that the drop is counted with its reason (sessiond_spectators_dropped)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RtcpWatch"]
+__all__ = ["GONE_REASON", "RtcpWatch"]
+
+GONE_REASON = "rtcp_silent"  # the reason a spectator dropped this way is counted under
 
 
 class RtcpWatch:
@@ -29,6 +34,7 @@ class RtcpWatch:
         self._clock = clock
         self.last_heard: float | None = None
         self._unanswered_since: float | None = None  # first media sent after the last RTCP heard
+        self.on_gone: Callable[[str], None] | None = None
 
     def heard(self) -> None:
         self.last_heard = self._clock()
@@ -52,6 +58,8 @@ class RtcpWatch:
         """Returns (the seconds of silence) once the viewer is gone."""
         while not self.gone():
             await asyncio.sleep(poll_s)
+        if self.on_gone is not None:
+            self.on_gone(GONE_REASON)
         return self.silent_for() or 0.0
 
     def watch_sender(self, sender: Any) -> None:

@@ -129,6 +129,7 @@ class WebRTCGateway:
         bind = getattr(port, "bind", None)
         if bind is not None:  # its replies go to its own control channel; ending its member closes it
             bind(peer.send, peer.close_soon)
+        liveness.on_gone = getattr(port, "dropped", None)  # a viewer gone silent: counted as dropped
         try:
             transceiver = pc.addTransceiver(track, direction="sendonly")
             transceiver.setCodecPreferences(h264_preferences())
