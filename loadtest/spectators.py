@@ -68,6 +68,7 @@ async def _spectate(ws_url: str, token: str, media: str, start: float, stop: flo
             if not isinstance(welcome, Welcome):
                 out["error"] = getattr(welcome, "code", type(welcome).__name__)
                 return
+            out["welcome_s"] = time.monotonic() - began  # the first frame's latency splits at the welcome
             while time.monotonic() < stop:
                 try:
                     data = await asyncio.wait_for(ws.recv(decode=False), max(0.01, stop - time.monotonic()))
@@ -206,6 +207,9 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
         # by media (raw, fmp4: WebSocket clients; webrtc: aiortc; chromium: from opening the page)
         "first_frame_s_max_by_media": {m: round(max(f), 3) for m, f in _by_media(ok, "first_frame_s").items()},
+        # WebSocket spectators: connect -> welcome (the handshake and admission), the rest is the wait for a frame
+        "welcome_s_max": round(max(welcomes), 3) if (welcomes := [s["welcome_s"] for s in ok if "welcome_s" in s])
+        else None,
         "bytes_per_spectator_per_s": round(statistics.median(ws_bytes) / (args.seconds + args.warm_s))
         if ws_bytes else None,  # WebSocket spectators
         "daemon_cpu_cores": round((cpu1 - cpu0) / (t1 - t0), 4), "daemon_rss_mib": round(rss, 1),

@@ -1,7 +1,8 @@
 """`python -m loadtest.spectators_chromium`: spectators in headless Chromium, for the spectator
 benchmark (`loadtest.spectators --chromium N`): N tabs of the spectator page (`watch.html` with a
-share link's token) in one browser process; each reports the time from opening the page to its
-first decoded frame and its decoded frames/s over the measured window (the video element's
+share link's token) in one browser process; each reports the time from opening the page (its
+navigation start) to its first frame shown (`watch.firstFrameMs`, the page's
+requestVideoFrameCallback) and its decoded frames/s over the measured window (the video element's
 `getVideoPlaybackQuality().totalVideoFrames`, as `window.watch.framesDecoded` reads it). Prints
 one JSON line in the shape of the WebSocket spectator workers' report."""
 
@@ -34,22 +35,22 @@ def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float,
             blank = [context.new_page() for _ in range(pages)]
             if ready is not None:
                 ready()
-            opened = []
             for page in blank:
-                opened.append((page, time.monotonic()))
                 page.goto(watch_url)
             start = time.monotonic() + warm_s
-            while time.monotonic() < start:  # first frames, polled every 50 ms
-                for (page, at), out in zip(opened, outs, strict=True):
-                    if "first_frame_s" not in out and int(page.evaluate("window.watch ? watch.framesDecoded : 0")) > 0:
-                        out["first_frame_s"] = round(time.monotonic() - at, 3)
+            while time.monotonic() < start:  # first frames: the page's own mark, from its navigation start
+                for page, out in zip(blank, outs, strict=True):
+                    if "first_frame_s" not in out:
+                        shown = page.evaluate("window.watch ? watch.firstFrameMs : null")
+                        if shown is not None:
+                            out["first_frame_s"] = round(float(shown) / 1000.0, 3)
                 time.sleep(0.05)
-            before = [int(p.evaluate("watch.framesDecoded")) for p, _ in opened]
+            before = [int(p.evaluate("watch.framesDecoded")) for p in blank]
             t0 = time.monotonic()
             time.sleep(seconds)
-            after = [int(p.evaluate("watch.framesDecoded")) for p, _ in opened]
+            after = [int(p.evaluate("watch.framesDecoded")) for p in blank]
             elapsed = time.monotonic() - t0
-            for out, b, a, (page, _) in zip(outs, before, after, opened, strict=True):
+            for out, b, a, page in zip(outs, before, after, blank, strict=True):
                 out.update(frames=a, fps=(a - b) / elapsed, transport=page.evaluate("watch.transport"))
                 if "first_frame_s" not in out:
                     out["error"] = "no frame decoded within the warm-up"

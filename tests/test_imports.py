@@ -17,7 +17,8 @@ ALLOWED = {
     # the public HTTP surface (route table, error bodies, token) both the daemon and the gateway mount
     "httpapi": {"protocols"},
     "sessiond": {"engine", "demo", "enginetools", "transports", "protocols", "httpapi"},
-    "loadtest": {"sessiond", "engine", "protocols", "fleet"},
+    # the load tools drive the daemon as clients do; their WebRTC spectator is the transports' own watcher
+    "loadtest": {"sessiond", "engine", "protocols", "fleet", "transports"},
     # the fleet speaks the public protocol and declares the daemon interface it needs
     "fleet": {"protocols", "httpapi"},
 }

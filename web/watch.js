@@ -19,6 +19,7 @@ const status = new StatusLine($("status"));
 const watch = {
   session: null, transport: null, framesReceived: 0, framesDecoded: 0, lastIdx: -1, presence: null,
   errors: [], steps: status.history, moves: 0,
+  firstFrameMs: null,  // when the first frame was shown, in ms since the page began to load
 };
 window.watch = watch;
 
@@ -132,6 +133,14 @@ async function start(movedTo = null) {
     fail(err);
   }
 }
+
+// The moment the first frame is presented (the decoded count below is polled, 250 ms coarse).
+function markFirstFrame(video) {
+  const mark = () => { if (watch.firstFrameMs === null) watch.firstFrameMs = performance.now(); };
+  if (video.requestVideoFrameCallback) video.requestVideoFrameCallback(mark);
+  else video.addEventListener("loadeddata", mark, { once: true });
+}
+markFirstFrame($("video"));
 
 setInterval(() => {
   const video = $("video");

@@ -43,6 +43,7 @@ from sessiond.store.positions import PositionLedger
 from sessiond.store.recording import write_recording
 from sessiond.store.sweep import sweep_stale
 from transports.inbound import InboundLimits
+from transports.warm import warm_media_stack
 
 __all__ = ["Daemon"]
 
@@ -164,10 +165,12 @@ class Daemon:
             self._online_cost = CostModel(self.host.info, context_chunks=self.host.context_chunks())
             self.scheduler.step_listeners.append(self._online_cost.observe_step)
         self.scheduler.kv = await self.host.kv_stats()
+        info = self.host.info  # the first viewer must not import the media stack on the event loop
+        warmth = await asyncio.to_thread(warm_media_stack, info.width, info.height, info.fps)
+        logger.info("media stack ready: %s", warmth.describe())
         self._scheduler_task = asyncio.create_task(self.scheduler.run(), name="sessiond-scheduler")
         self.ready = True
         self._spawn(sweep_stale(self.store, self.sessions, self.config.idle_close_s), "sessiond-sweep-stale")
-        info = self.host.info
         logger.info("engine ready: model %s on %s in %.1f s (attention %s%s)", self.model_name, info.device,
                     time.monotonic() - started, info.attention or "not reported",
                     ", chosen by measurement: " + ", ".join(f"{n} {ms:g} ms" for n, ms in info.attention_timings_ms)

@@ -39,6 +39,8 @@ def test_share_shows_a_watch_link_that_plays_and_counts_its_viewers(chromium: Br
         viewer.goto(url)
         viewer.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=45_000)
         assert viewer.evaluate("watch.transport") == "webrtc"  # the shared spectator stream (fMP4 is the fallback)
+        # the moment its first frame showed, in ms since the page began to load (the benchmark reads it)
+        assert viewer.evaluate("typeof watch.firstFrameMs === 'number' && watch.firstFrameMs > 0") is True
         expect(viewer.locator("#mode")).to_have_text("world")  # from the status: WebRTC brings no welcome
         expect(viewer.locator("#viewers")).to_have_text("1")
         expect(viewer.locator("#presence")).to_contain_text("owner")
