@@ -52,7 +52,7 @@ class Member:
         self.frames_skipped = 0
         self.bytes_sent = 0
         self.joined_at = time.monotonic()
-        self.join_idx = 0  # frames the session had sent when it joined: a raw member's first idx
+        self.join_idx = 0  # frames the session had sent when it joined (a raw member starts at the one before)
         self.first_frame_at: float | None = None
         self.end_reason: str | None = None
         self.event = asyncio.Event()
@@ -178,6 +178,10 @@ class Audience:
         self.members: list[Member] = []
         self.packers: dict[str, SharedPacker] = {}
         self.rtc: FrameFeed | None = None  # WebRTC spectators' shared stream reads the frames here
+        # a raw joiner starts at once with the newest frame the owner got (fMP4 and WebRTC joiners
+        # need a key frame, which the next frame brings): that frame, and its packing once packed
+        self.last_frame: OutFrame | None = None
+        self._last_raw: Packed | None = None
 
     def __len__(self) -> int:
         """Spectators (viewer tokens); co-players ride on the same fan-out but are not counted here."""
@@ -197,12 +201,20 @@ class Audience:
 
     # ---- members -----------------------------------------------------------------------------
     def join(self, member: Member, packer: SharedPacker) -> None:
-        """A member of `packer`'s media mode; the first of its mode starts the packer."""
+        """A member of `packer`'s media mode; the first of its mode starts the packer. A raw member
+        gets the newest frame the owner got at once (the same idx and pts), not only the next one:
+        where the engine delivers a chunk's frames together, the next can be a chunk away."""
+        fresh = member.media not in self.packers
         shared = self.packers.setdefault(member.media, packer)
         shared.start()
         self.members.append(member)
         if member.access.role == Role.VIEWER:
             self.metrics.spectators.inc()
+        if member.media == "raw":
+            if fresh and self.last_frame is not None:
+                shared.frame(self.last_frame)  # packed ahead of anything newer, for every raw joiner
+            elif not fresh and self._last_raw is not None:
+                member.offer(self._last_raw)
         shared.request_keyframe()  # fmp4: it starts at a key fragment, soon
         log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
                   spectators=len(self.members))
@@ -231,6 +243,8 @@ class Audience:
                   reason=member.end_reason or "left", frames=member.frames_sent, skipped=member.frames_skipped,
                   spectators=len(self.members))
         if not any(m.media == member.media for m in self.members):
+            if member.media == "raw":
+                self._last_raw = None  # that packing's; a packer started again packs the newest frame anew
             shared = self.packers.pop(member.media, None)
             if shared is not None:
                 shared.stop()
@@ -244,6 +258,8 @@ class Audience:
     def deliver_to(self, media: str) -> Callable[[Packed], None]:
         """What the shared packer of `media` calls with each packed message."""
         def deliver(item: Packed) -> None:
+            if media == "raw" and item.frames:
+                self._last_raw = item
             want_key = False
             for m in self.members:
                 if m.media != media:
@@ -260,6 +276,7 @@ class Audience:
 
     # ---- what the session feeds in -----------------------------------------------------------
     def frame(self, frame: OutFrame) -> None:
+        self.last_frame = frame
         for shared in self.packers.values():
             shared.frame(frame)
         if self.rtc is not None:

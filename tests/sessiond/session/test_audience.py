@@ -143,3 +143,38 @@ def test_an_fmp4_joiner_gets_a_key_fragment_even_when_its_request_was_throttled(
         audience.leave(second)
 
     asyncio.run(run())
+
+
+def test_a_raw_joiner_starts_at_once_with_the_newest_frame_the_owner_got() -> None:
+    audience = Audience("s_1", Metrics())
+    rgb = np.zeros((4, 4, 3), np.uint8)
+
+    def out(i: int) -> OutFrame:
+        return OutFrame(pts=i * 5625, idx=i, segment=0, action_seq=-1, disc=False, generation=0, rgb=rgb)
+
+    def idx_in(item: Packed) -> int:
+        frame = decode(item.data, max_bytes=1 << 20, expect="server")
+        assert isinstance(frame, Frame)
+        return frame.idx
+
+    async def run() -> None:
+        for i in range(3):  # the owner got frames 0-2 before anyone watched
+            audience.frame(out(i))
+        first = Member(viewer(), "raw")
+        audience.join(first, SharedPacker(RawPacker(), None, audience.deliver_to("raw")))
+        assert idx_in(await first.next()) == 2  # the packer, started for it, packed the newest frame first
+        second = Member(viewer(), "raw")
+        audience.join(second, SharedPacker(RawPacker(), None, audience.deliver_to("raw")))
+        assert [idx_in(p) for p in second.queue] == [2]  # queued at once: that same packing, not packed again
+        audience.frame(out(3))
+        assert (idx_in(await first.next()), idx_in(await second.next()), idx_in(await second.next())) == (3, 2, 3)
+        shared = audience.packer("raw")
+        assert shared is not None and shared.frames_packed == 2
+        for m in (first, second):
+            audience.leave(m)
+        assert audience.packer("raw") is None
+        third = Member(viewer(), "raw")  # a packer started again packs the newest frame anew
+        audience.join(third, SharedPacker(RawPacker(), None, audience.deliver_to("raw")))
+        assert idx_in(await third.next()) == 3
+
+    asyncio.run(run())
