@@ -31,7 +31,9 @@ from sessiond.session.connection import Connection
 from transports.fanout import Packed, SharedPacker
 from transports.interface import OutChunk, OutFrame
 
-__all__ = ["Audience", "FrameFeed", "Member"]
+__all__ = ["GOP_CACHE_FRAMES", "Audience", "FrameFeed", "Member"]
+
+GOP_CACHE_FRAMES = 24  # an fMP4 joiner may start at most this far (1.5 s at 16 fps) behind the newest frame
 
 
 class Member:
@@ -182,6 +184,10 @@ class Audience:
         # need a key frame, which the next frame brings): that frame, and its packing once packed
         self.last_frame: OutFrame | None = None
         self._last_raw: Packed | None = None
+        # an fMP4 joiner starts at once at the newest key fragment and everything packed since
+        # (while that spans at most GOP_CACHE_FRAMES frames; past it, it asks for a key fragment)
+        self._gop: list[Packed] = []
+        self._gop_frames = 0
 
     def __len__(self) -> int:
         """Spectators (viewer tokens); co-players ride on the same fan-out but are not counted here."""
@@ -215,6 +221,10 @@ class Audience:
                 shared.frame(self.last_frame)  # packed ahead of anything newer, for every raw joiner
             elif not fresh and self._last_raw is not None:
                 member.offer(self._last_raw)
+        elif member.media == "fmp4" and not fresh and self._gop:
+            for item in self._gop:  # the newest key fragment on: it plays now, from the same idx and pts
+                member.offer(item)
+            return
         shared.request_keyframe()  # fmp4: it starts at a key fragment, soon
         log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
                   spectators=len(self.members))
@@ -245,12 +255,24 @@ class Audience:
         if not any(m.media == member.media for m in self.members):
             if member.media == "raw":
                 self._last_raw = None  # that packing's; a packer started again packs the newest frame anew
+            if member.media == "fmp4":
+                self._gop, self._gop_frames = [], 0  # that encoder's: a new one starts at its own key frame
             shared = self.packers.pop(member.media, None)
             if shared is not None:
                 shared.stop()
             if member.media == "webrtc" and self.rtc is not None:
                 self.rtc.end()
                 self.rtc = None
+
+    def _keep_gop(self, item: Packed) -> None:
+        """The fMP4 stream from its newest key fragment (messages between included, in order)."""
+        if item.frames and item.key:
+            self._gop, self._gop_frames = [item], item.frames
+        elif self._gop:
+            self._gop.append(item)
+            self._gop_frames += item.frames
+            if self._gop_frames > GOP_CACHE_FRAMES:  # too far back to start a joiner at
+                self._gop, self._gop_frames = [], 0
 
     def packer(self, media: str) -> SharedPacker | None:
         return self.packers.get(media)
@@ -260,6 +282,8 @@ class Audience:
         def deliver(item: Packed) -> None:
             if media == "raw" and item.frames:
                 self._last_raw = item
+            elif media == "fmp4":
+                self._keep_gop(item)
             want_key = False
             for m in self.members:
                 if m.media != media:

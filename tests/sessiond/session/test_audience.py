@@ -12,8 +12,9 @@ from protocols.codec import decode
 from protocols.messages import Error, Frame
 from sessiond.grants import Access, Role
 from sessiond.metrics import Metrics
-from sessiond.session.audience import Audience, Member
+from sessiond.session.audience import GOP_CACHE_FRAMES, Audience, Member
 from transports.fanout import Packed, SharedPacker
+from transports.fmp4 import Fmp4Packer
 from transports.interface import OutFrame
 from transports.raw import RawPacker
 
@@ -111,8 +112,9 @@ def test_counts_by_grant(grant: str) -> None:
 
 
 def test_an_fmp4_joiner_gets_a_key_fragment_even_when_its_request_was_throttled() -> None:
-    """Two fmp4 spectators join within the key-frame throttle: the second's join request is
-    throttled away after the first's key fragment went out; it keeps asking until it gets one."""
+    """Two fmp4 spectators join within the key-frame throttle, the second when the newest key
+    fragment is too far back to start at (GOP_CACHE_FRAMES): its join request is throttled away
+    after the first's key fragment went out; it keeps asking until it gets one."""
     from transports.fmp4 import Fmp4Packer
 
     audience = Audience("s_1", Metrics())
@@ -126,19 +128,21 @@ def test_an_fmp4_joiner_gets_a_key_fragment_even_when_its_request_was_throttled(
         def frame(i: int) -> OutFrame:
             return OutFrame(pts=i * 5625, idx=i, segment=0, action_seq=-1, disc=False, generation=0, rgb=rgb)
 
-        audience.frame(frame(0))
-        assert isinstance(await first.next(), Packed)
+        last = GOP_CACHE_FRAMES + 1
+        for i in range(last + 1):  # a key fragment, then more frames than a joiner may start behind
+            audience.frame(frame(i))
+            assert (await first.next()).idx == i
         audience.join(second, shared)  # its request is throttled (0.5 s): no key fragment on its account
-        audience.frame(frame(1))
-        assert (await first.next()).idx == 1
+        audience.frame(frame(last + 1))
+        assert (await first.next()).idx == last + 1
         await asyncio.sleep(0)
         assert second.queued_frames == 0 and second.need_key
         shared._last_key_request -= 1.0  # the throttle interval passes
-        audience.frame(frame(2))  # not a key fragment: the waiting member asks again, now granted
-        assert (await first.next()).idx == 2
-        audience.frame(frame(3))
+        audience.frame(frame(last + 2))  # not a key fragment: the waiting member asks again, now granted
+        assert (await first.next()).idx == last + 2
+        audience.frame(frame(last + 3))
         got = await second.next()
-        assert (got.idx, got.key) == (3, True)
+        assert (got.idx, got.key) == (last + 3, True)
         audience.leave(first)
         audience.leave(second)
 
@@ -176,5 +180,33 @@ def test_a_raw_joiner_starts_at_once_with_the_newest_frame_the_owner_got() -> No
         third = Member(viewer(), "raw")  # a packer started again packs the newest frame anew
         audience.join(third, SharedPacker(RawPacker(), None, audience.deliver_to("raw")))
         assert idx_in(await third.next()) == 3
+
+    asyncio.run(run())
+
+
+def test_an_fmp4_joiner_starts_at_once_at_the_newest_key_fragment_while_it_is_recent() -> None:
+    audience = Audience("s_1", Metrics())
+    deliver = audience.deliver_to("fmp4")
+
+    def fragment(idx: int, key: bool) -> Packed:
+        return Packed(f"{idx}{'k' if key else 'p'}".encode(), idx, 4, key)
+
+    async def run() -> None:
+        shared = SharedPacker(Fmp4Packer(64, 48, 16), None, deliver, keyframe_interval_s=0.0)
+        first = Member(viewer(), "fmp4")
+        audience.join(first, shared)
+        assert shared.keyframe_requests == 1  # the first joiner: a key fragment is asked for
+        key, after, marker = fragment(0, True), fragment(4, False), Packed(b"m", -1, 0, True)
+        for item in (key, after, marker):
+            deliver(item)
+        second = Member(viewer(), "fmp4")
+        audience.join(second, shared)
+        assert list(second.queue) == [key, after, marker]  # at once, the same bytes, from the key fragment
+        assert shared.keyframe_requests == 1  # and no key fragment forced for it
+        for idx in range(8, 8 + 5 * 4, 4):  # 5 more fragments: 28 frames since the key, past the bound
+            deliver(fragment(idx, False))
+        third = Member(viewer(), "fmp4")
+        audience.join(third, shared)
+        assert list(third.queue) == [] and shared.keyframe_requests == 2  # too far back: it waits for a key
 
     asyncio.run(run())
