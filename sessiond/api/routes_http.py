@@ -27,6 +27,7 @@ from sessiond.runtime.directory import (
     status_of,
 )
 from sessiond.session import Session, connect
+from sessiond.session.players import join_rtc_player
 from sessiond.session.spectators import join_rtc
 
 __all__ = ["HANDLERS", "base_url", "metrics"]
@@ -109,8 +110,8 @@ async def webrtc(request: Request) -> Response:
     try:
         session, access = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
                                                     base_url(request))
-        if access.role != Role.VIEWER:
-            require(access, own=True, what="a WebRTC connection (co-players: not served yet)")
+        if access.role not in (Role.VIEWER, Role.PLAYER):
+            require(access, own=True, what="a WebRTC connection")
         offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):
@@ -118,6 +119,8 @@ async def webrtc(request: Request) -> Response:
         gateway = daemon.webrtc_gateway()
         if access.role == Role.VIEWER:
             return await _spectate_webrtc(daemon, session, access, gateway, offer)
+        if access.role == Role.PLAYER:
+            return await _play_webrtc(daemon, session, access, gateway, offer)
         port = connect(session, "webrtc")
         try:
             sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
@@ -141,6 +144,26 @@ async def _spectate_webrtc(daemon: Daemon, session: Session, access: Access, gat
     port, feed = join_rtc(session, access, max_frames=daemon.config.spectator_queue_frames)
     try:
         sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"])
+    except ProtocolError:
+        port.close()
+        raise
+    return JSONResponse({"sdp": sdp, "type": type_})
+
+
+async def _play_webrtc(daemon: Daemon, session: Session, access: Access, gateway: Any,
+                       offer: dict[str, Any]) -> Response:
+    """A co-player's offer: admitted like its WebSocket (the connect rate, the transport CPU bound),
+    then one more viewer of the session's shared WebRTC stream, its `frames` retold with its own
+    action_seq, its actions steering (sessiond.session.players)."""
+    try:
+        daemon.spectators.admit(session.id, sum(len(s.audience) + s.audience.players()
+                                                for s in daemon.sessions.values()))
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        raise
+    port, feed = join_rtc_player(session, access, max_frames=daemon.config.spectator_queue_frames)
+    try:
+        sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"], outgoing=port.outgoing)
     except ProtocolError:
         port.close()
         raise
