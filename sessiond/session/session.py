@@ -467,11 +467,12 @@ class Session:
 
     def _start_relay(self) -> None:
         """Co-players play on without the owner: the relay takes the output in the owner's place
-        (sessiond.session.relay), with no `received` window (each co-player has its own) and the
-        playback clock anchored now, so generation resumes at once."""
+        (sessiond.session.relay), with no `received` window (each co-player has its own), nothing
+        of the owner's held, and the playback clock anchored now, so generation resumes at once."""
         if not self.relaying:
             return
         self.out.reset_connection()  # the owner's unsent replies are nobody's now
+        self.actions.release()  # what the owner held is let go while it is away, as a co-player's is
         self.clock.reanchor(time.monotonic(), self.out.total)
         if not self.paused:
             self.wake_from_offload()
