@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from httpapi import bearer_token, error_response, read_json
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, InviteRequest
+from protocols.messages import PROTOCOL_VERSION, Limits, Welcome
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
 from sessiond.api.share import viewers_create, viewers_list, viewers_revoke
@@ -161,7 +162,11 @@ async def _play_webrtc(daemon: Daemon, session: Session, access: Access, gateway
     except ProtocolError as exc:
         daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
         raise
-    port, feed = join_rtc_player(session, access, max_frames=daemon.config.spectator_queue_frames)
+    c = daemon.config
+    welcome = Welcome(v=PROTOCOL_VERSION, session=dict(session.public) | {"role": "player", "player": access.seat},
+                      limits=Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
+                                    max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps)))
+    port, feed = join_rtc_player(session, access, max_frames=c.spectator_queue_frames, welcome=welcome)
     try:
         sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"], outgoing=port.outgoing)
     except ProtocolError:

@@ -30,7 +30,7 @@ from typing import Any
 
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import ClientMessage, Error, Frame, FramesInfo, Media, Presence
+from protocols.messages import ClientMessage, Error, Frame, FramesInfo, Media, Presence, Welcome
 from sessiond.grants import Access
 from sessiond.session.audience import FrameFeed, Member
 from sessiond.session.coplay import seen_by
@@ -140,10 +140,13 @@ class PlayerPort:
             self._session.leave_player(self.player)
 
 
-def join_rtc_player(session: Session, access: Access, *, max_frames: int) -> tuple[RtcPlayerPort, FrameFeed]:
+def join_rtc_player(session: Session, access: Access, *, max_frames: int,
+                    welcome: Welcome | None = None) -> tuple[RtcPlayerPort, FrameFeed]:
     """Co-player `access.player` over WebRTC: its own port (what it sends, its replies, presence and
     its own `frames` messages) and the shared feed its peer's stream reads (the session's one
-    encode for WebRTC viewers); a connection of the same seat already there ends (this one takes over)."""
+    encode for WebRTC viewers); a connection of the same seat already there ends (this one takes over).
+    `welcome`, when given, is the first message on its control channel: a co-player has no create
+    response, and this is where it learns its seat, the action space and the limits."""
     player = access.seat
     if player is None or player < 1:
         raise ValueError(f"not a co-player's access: {access}")
@@ -154,7 +157,7 @@ def join_rtc_player(session: Session, access: Access, *, max_frames: int) -> tup
     feed = session.audience.join_rtc(member, max_frames)
     record = session.record
     feed.width, feed.height, feed.fps = record.width, record.height, record.fps
-    port = RtcPlayerPort(session, member, player)
+    port = RtcPlayerPort(session, member, player, welcome)
     if session.state.terminal:
         member.end("session_closed")
         feed.end()
@@ -171,8 +174,9 @@ class RtcPlayerPort:
     own control channel through `reply`, which its peer sets), the shared stream's messages as it
     receives them (`outgoing`), its leaving; the video comes from the shared feed."""
 
-    def __init__(self, session: Session, member: Member, player: int) -> None:
+    def __init__(self, session: Session, member: Member, player: int, welcome: Welcome | None = None) -> None:
         self._session = session
+        self._welcome = welcome
         self.member = member
         self.player = player
         self.session_id = session.id
@@ -189,6 +193,8 @@ class RtcPlayerPort:
         """Its peer: `reply` puts one message on its control channel, `hang_up` closes it."""
         self.reply = reply
         self.hang_up = hang_up
+        if self._welcome is not None:
+            reply(self._welcome)
         if self.member.connection.state != self.member.connection.state.OPEN:
             self._ended()
         elif self._presence is not None:

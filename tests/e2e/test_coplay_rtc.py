@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from protocols.client import SessionClient
-from protocols.messages import Action, Direct, Error, Frame, FramesInfo, Pause, Presence
+from protocols.messages import Action, Direct, Error, Frame, FramesInfo, Pause, Presence, Welcome
 from protocols.timeline import pts_for
 from sessiond.session.lifecycle import SessionState
 from tests.conftest import off_loop, running_daemon, tiny_engine
@@ -94,6 +94,11 @@ async def test_two_webrtc_players_and_the_owner_each_see_their_own_action_seq_an
             for invite in invites:
                 peers.append(await _join(http, invite["webrtc_url"], invite["token"]))
             p1, p2 = peers
+            for seat, peer in enumerate(peers, start=1):  # a co-player's first message: its welcome
+                welcome = await peer.until(Welcome)
+                assert (welcome.session["role"], welcome.session["player"], welcome.session["session_id"]) == (
+                    "player", seat, sid)
+                assert peer.seen[0] is welcome
             gateway = running.daemon.webrtc_gateway()
             assert gateway._audience[sid].viewers == 2  # one encode for both co-players
             for _ in range(10):  # the owner's seq runs ahead of the players': each is its own
