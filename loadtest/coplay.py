@@ -108,66 +108,26 @@ async def _play(client: SessionClient, run: PlayerRun, hz: float, start: float, 
 
 async def _play_rtc(webrtc_url: str, token: str, fps: int, run: PlayerRun, hz: float, start: float, warmup_s: float,
                     end: float) -> None:
-    """One player over its own WebRTC peer (loopback host candidates only)."""
-    from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
-    from aiortc.mediastreams import MediaStreamError
-
-    from protocols.codec import decode, encode
-    from protocols.messages import Action, FramesInfo
-    from protocols.timeline import pts_for
-    from transports.webrtc import PeerScope, peer_scope
-
-    pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    pc.addTransceiver("video", direction="recvonly")
-    control = pc.createDataChannel("control")
-    actions = pc.createDataChannel("actions", ordered=False, maxRetransmits=0)
-    meta: dict[int, Seen] = {}  # pts -> what its `frames` message said
-    tracks: asyncio.Queue[Any] = asyncio.Queue()
-    pc.on("track", tracks.put_nowait)
-
-    def on_message(data: bytes) -> None:
-        msg = decode(data, expect="server")
-        if isinstance(msg, FramesInfo):
-            for i in range(msg.n):
-                meta[pts_for(msg.idx + i, fps)] = Seen(msg.idx + i, msg.action_seq, msg.players)
-
-    control.on("message", on_message)
-    try:
-        offer = await pc.createOffer()
-        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
-            await pc.setLocalDescription(offer)
-        async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
-            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
-                                headers={"Authorization": f"Bearer {token}"})
-        r.raise_for_status()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=r.json()["sdp"], type=r.json()["type"]))
-        track = await asyncio.wait_for(tracks.get(), 30)
-
-        async def send() -> None:
-            seq = 0
-            while time.monotonic() < end:
-                if actions.readyState == "open":
-                    seq += 1
-                    keys = _KEYS[(seq + run.player) % len(_KEYS)]
-                    actions.send(encode(Action(seq=seq, ts=time.time() * 1000.0, keys=keys)))
-                    run.sent[seq] = time.monotonic()
-                    run.pending.append(seq)
-                await asyncio.sleep(1.0 / hz)
-
-        async def read() -> None:
-            while time.monotonic() < end:
-                try:
-                    frame = await asyncio.wait_for(track.recv(), max(0.01, end - time.monotonic()))
-                except (TimeoutError, MediaStreamError):
-                    return
-                now = time.monotonic()
-                seen = meta.pop(frame.pts, None)
-                if seen is not None:
-                    run.on_frame(seen, now, now >= start + warmup_s)
-
-        await asyncio.gather(send(), read())
-    finally:
-        await pc.close()
+    """One player over its own WebRTC peer: `python -m transports.webrtc.play` in a process of its own
+    (its aiortc decode off this process), whose sends and decoded frames are replayed into `run`."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "transports.webrtc.play", "--webrtc-url", webrtc_url, "--token", token,
+        "--fps", str(fps), "--action-hz", str(hz), "--until", str(end), "--player", str(run.player),
+        stdout=asyncio.subprocess.PIPE)
+    stdout, _ = await proc.communicate()
+    lines = stdout.decode().strip().splitlines()
+    report: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": f"exited {proc.returncode}, no report"}
+    if "error" in report:
+        raise RuntimeError(f"player {run.player} over WebRTC: {report['error']}")
+    events: list[tuple[float, int, list[Any]]] = [(float(t), 0, [seq]) for seq, t in report["sent"]]
+    events += [(float(f[0]), 1, list(f[1:])) for f in report["frames"]]
+    for t, kind, data in sorted(events, key=lambda e: (e[0], e[1])):
+        if kind == 0:
+            run.sent[int(data[0])] = t
+            run.pending.append(int(data[0]))
+        else:
+            players = tuple(data[2]) if data[2] is not None else None
+            run.on_frame(Seen(int(data[0]), int(data[1]), players), t, t >= start + warmup_s)
 
 
 async def _session(url: str, players: int, seconds: float, warmup_s: float, hz: float,

@@ -477,7 +477,11 @@ class Session:
         if not self.paused:
             self.wake_from_offload()
         if self._relay is None or self._relay.done():
-            self._relay = asyncio.get_running_loop().create_task(relay(self))
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # driven by hand, without a loop (unit tests): nothing takes the output
+                return
+            self._relay = loop.create_task(relay(self))
             log_event("relaying", self.id, players=sum(1 for seat in self.coplay.seated if seat.connected))
 
     def _steering_ended(self) -> None:
