@@ -1,9 +1,13 @@
 """Co-play benchmark: N players (the owner and N-1 invited) steer one world session of a real
-`sessiond serve`, each over its own raw WebSocket, each sending actions at `--action-hz`; each
-player's action-to-photon is measured on its own (client side: an action's send to the arrival of
-the first frame whose `action_seq` — that player's own — reaches it), with frames/s per player.
+`sessiond serve`, each over its own raw WebSocket (`--transport ws`, the default) or its own WebRTC
+peer (`--transport webrtc`: aiortc on loopback, the owner's own peer, the co-players viewers of the
+session's shared encode), each sending actions at `--action-hz`; each player's action-to-photon is
+measured on its own (client side: an action's send to the arrival of the first frame whose
+`action_seq` — that player's own — reaches it; over WebRTC, the first DECODED video frame whose pts
+a `frames` message tied to such an action_seq), with frames/s per player.
 
     python -m loadtest.coplay --players 4 --seconds 30 --out results/coplay
+    python -m loadtest.coplay --players 4 --seconds 30 --transport webrtc
 
 writes `coplay_<model>_<N>p.json` and `.md` there. The first `--warmup-s` seconds are not counted.
 """
@@ -34,6 +38,15 @@ __all__ = ["PlayerRun", "main", "run_coplay"]
 _KEYS = (("w",), ("w", "a"), ("a",), ("s",), ("d",), ("w", "d"))
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A decoded WebRTC frame, with what its `frames` message said of it."""
+
+    idx: int
+    action_seq: int
+    players: tuple[int, ...] | None
+
+
 @dataclass
 class PlayerRun:
     player: int
@@ -45,7 +58,7 @@ class PlayerRun:
     last_idx: int = -1
     mismatched: int = 0  # frames whose action_seq was not this player's own entry of `players`
 
-    def on_frame(self, frame: Frame, now: float, counting: bool) -> None:
+    def on_frame(self, frame: Frame | Seen, now: float, counting: bool) -> None:
         if frame.players is not None and frame.players[self.player] != frame.action_seq:
             self.mismatched += 1
         if counting:
@@ -93,7 +106,34 @@ async def _play(client: SessionClient, run: PlayerRun, hz: float, start: float, 
     await asyncio.gather(send(), read())
 
 
-async def _session(url: str, players: int, seconds: float, warmup_s: float, hz: float) -> dict[str, Any]:
+async def _play_rtc(webrtc_url: str, token: str, fps: int, run: PlayerRun, hz: float, start: float, warmup_s: float,
+                    end: float) -> None:
+    """One player over its own WebRTC peer: `python -m transports.webrtc.play` in a process of its own
+    (its aiortc decode off this process), whose sends and decoded frames are replayed into `run`."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "transports.webrtc.play", "--webrtc-url", webrtc_url, "--token", token,
+        "--fps", str(fps), "--action-hz", str(hz), "--until", str(end), "--player", str(run.player),
+        stdout=asyncio.subprocess.PIPE)
+    stdout, _ = await proc.communicate()
+    lines = stdout.decode().strip().splitlines()
+    report: dict[str, Any] = json.loads(lines[-1]) if lines else {"error": f"exited {proc.returncode}, no report"}
+    if "error" in report:
+        raise RuntimeError(f"player {run.player} over WebRTC: {report['error']}")
+    events: list[tuple[float, int, list[Any]]] = [(float(t), 0, [seq]) for seq, t in report["sent"]]
+    events += [(float(f[0]), 1, list(f[1:])) for f in report["frames"]]
+    for t, kind, data in sorted(events, key=lambda e: (e[0], e[1])):
+        if kind == 0:
+            run.sent[int(data[0])] = t
+            run.pending.append(int(data[0]))
+        else:
+            players = tuple(data[2]) if data[2] is not None else None
+            run.on_frame(Seen(int(data[0]), int(data[1]), players), t, t >= start + warmup_s)
+
+
+async def _session(url: str, players: int, seconds: float, warmup_s: float, hz: float,
+                   transport: str = "ws") -> dict[str, Any]:
+    if transport == "webrtc":
+        return await _session_rtc(url, players, seconds, warmup_s, hz)
     owner = SessionClient(auto_received=True, timeout_s=60.0)
     created = await owner.create(url, "world", players=players)
     clients = [owner]
@@ -121,18 +161,45 @@ async def _session(url: str, players: int, seconds: float, warmup_s: float, hz: 
     return {"session_id": created.session_id, "players": [r.summary(seconds) for r in runs]}
 
 
-def run_coplay(model: str, players: int, seconds: float, warmup_s: float, hz: float, policy: str) -> dict[str, Any]:
+async def _session_rtc(url: str, players: int, seconds: float, warmup_s: float, hz: float) -> dict[str, Any]:
+    owner = SessionClient(timeout_s=60.0)
+    created = await owner.create(url, "world", players=players)
+    tokens = [created.token]
+    async with httpx.AsyncClient(timeout=30.0) as http:
+        for _ in range(players - 1):
+            reply = await http.post(f"{url}/v1/sessions/{created.session_id}/players", json={},
+                                    headers={"Authorization": f"Bearer {created.token}"})
+            reply.raise_for_status()
+            tokens.append(reply.json()["token"])
+    runs = [PlayerRun(k) for k in range(players)]
+    start = time.monotonic()
+    end = start + warmup_s + seconds
+    try:
+        await asyncio.gather(*(_play_rtc(created.webrtc_url, t, created.fps, r, hz, start, warmup_s, end)
+                               for t, r in zip(tokens, runs, strict=True)))
+    finally:
+        await owner.close_session()
+        await owner.aclose()
+    return {"session_id": created.session_id, "players": [r.summary(seconds) for r in runs]}
+
+
+def run_coplay(model: str, players: int, seconds: float, warmup_s: float, hz: float, policy: str,
+               transport: str = "ws") -> dict[str, Any]:
     command = "python -m loadtest.coplay " + " ".join(sys.argv[1:])
     prov = provenance(command)
-    with served(DaemonSpec(model=model, policy=policy)) as daemon:
+    spec = DaemonSpec(model=model, policy=policy)
+    if transport == "webrtc":  # loopback host candidates only: the players run on this machine
+        spec = dataclasses.replace(spec, extra=(*spec.extra, "--webrtc-hosts", "127.0.0.1"))
+    with served(spec) as daemon:
         cpu0 = cpu_seconds(daemon.pid)
         t0 = time.monotonic()
-        session = asyncio.run(_session(daemon.url, players, seconds, warmup_s, hz))
+        session = asyncio.run(_session(daemon.url, players, seconds, warmup_s, hz, transport))
         wall = time.monotonic() - t0
         cpu = cpu_seconds(daemon.pid) - cpu0
     p50s = [p["a2p_p50_ms"] for p in session["players"] if p["a2p_p50_ms"] is not None]
     return {"provenance": prov, "config": {"model": model, "players": players, "seconds": seconds,
-                                           "warmup_s": warmup_s, "action_hz": hz, "policy": policy},
+                                           "warmup_s": warmup_s, "action_hz": hz, "policy": policy,
+                                           "transport": transport},
             "daemon_ready_after_s": daemon.ready_after_s, "daemon_cpu_cores": round(cpu / wall, 2),
             "load_avg_at_end": os.getloadavg(), **session,
             "worst_a2p_p50_ms": max(p50s) if p50s else None}
@@ -147,8 +214,10 @@ def markdown(result: dict[str, Any]) -> str:
              f"{', '.join(f'{v:.2f}' for v in p['load_avg_at_start'])} at the start, "
              f"{', '.join(f'{v:.2f}' for v in result['load_avg_at_end'])} at the end).", "",
              f"{c['seconds']:.0f} s measured after {c['warmup_s']:.0f} s of warm-up; each player sends an action "
-             f"every {1000 / c['action_hz']:.0f} ms over its own raw WebSocket; action-to-photon = send to the "
-             "arrival of the first frame whose action_seq (the player's own) reaches it. Daemon CPU: "
+             f"every {1000 / c['action_hz']:.0f} ms over its own "
+             f"{'WebRTC peer (aiortc)' if c.get('transport') == 'webrtc' else 'raw WebSocket'}; action-to-photon = "
+             "send to the arrival (WebRTC: the decoding) of the first frame whose action_seq (the player's own) "
+             "reaches it. Daemon CPU: "
              f"{result['daemon_cpu_cores']} cores.", "",
              "| player | a2p p50 (ms) | a2p p95 (ms) | samples | frames/s | action_seq not its own |",
              "|---|---|---|---|---|---|"]
@@ -169,16 +238,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--action-hz", type=float, default=10.0)
     parser.add_argument("--policy", default="kv", help="the daemon's admission policy (kv: the demo world is "
                         "admitted on a loaded 2-core box, where duty may refuse it)")
+    parser.add_argument("--transport", choices=("ws", "webrtc"), default="ws",
+                        help="each player's connection: a raw WebSocket (default) or a WebRTC peer (aiortc)")
     parser.add_argument("--out", type=Path, default=None, help="a folder for the JSON and markdown")
     args = parser.parse_args(argv)
     if not 1 <= args.players <= 8:
         parser.error("--players must be 1..8")
-    result = run_coplay(args.model, args.players, args.seconds, args.warmup_s, args.action_hz, args.policy)
+    result = run_coplay(args.model, args.players, args.seconds, args.warmup_s, args.action_hz, args.policy,
+                        args.transport)
     text = markdown(result)
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-        stem = args.out / f"coplay_{args.model}_{args.players}p"
+        stem = args.out / f"coplay_{args.model}_{args.players}p{'_webrtc' if args.transport == 'webrtc' else ''}"
         stem.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
         stem.with_suffix(".md").write_text(text)
     return 0

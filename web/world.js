@@ -3,8 +3,10 @@
 // says which step is under way, the controls, and errors in words with a Retry where it helps.
 // Share (a watch link) and Invite player (a play link) for the owner. Opened with
 // `?session=ID&token=T` (an invite's play_url) it joins that session as a co-player instead: no
-// create, the fMP4 WebSocket (the server feeds co-players from the session's shared packing),
-// its actions steer beside the owner's, the others' presence is shown.
+// create; over WebRTC when the browser has it (the server's one encode for its WebRTC viewers,
+// the `frames` messages carrying this player's own action_seq, a `welcome` first naming its seat),
+// else the fMP4 WebSocket (the session's shared packing); its actions steer beside the owner's,
+// the others' presence is shown.
 
 import { f64 } from "./msgpack.js";
 import { Controller } from "./input.js";
@@ -66,6 +68,11 @@ function onMessage(message) {
       log(`ack ${message.re}${message.pts !== undefined ? ` pts ${message.pts}` : ""}`);
       const done = requests.get(message.re);
       if (done) { requests.delete(message.re); note(done); }
+      break;
+    }
+    case "welcome": { // a co-player's, first on its WebRTC control channel: its seat, the session's fps
+      world.session = { ...world.session, ...message.session };
+      if (world.onWelcome) world.onWelcome(message);
       break;
     }
     case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
@@ -310,26 +317,62 @@ async function start() {
   }
 }
 
-// A co-player joins the session of its invite over the fMP4 WebSocket (no create, no WebRTC).
+// A co-player joins the session of its invite (no create): over WebRTC when the browser can, its
+// seat and the session's action space from the `welcome` on its control channel.
+async function joinWebRTC(mine, located) {
+  world.session = located;
+  const welcomed = new Promise((resolve, reject) => {
+    world.onWelcome = resolve;
+    setTimeout(() => reject(new Error("no welcome on the control channel within 10 s")), 10_000);
+  });
+  await attach(mine);
+  const welcome = (await welcomed).session;
+  world.onWelcome = null;
+  world.transport = "webrtc";
+  return welcome;
+}
+
+// ... else over the fMP4 WebSocket (the session's shared packing), as before WebRTC served co-players.
+async function joinWebSocket(mine, located) {
+  world.session = located;
+  mse = new MsePlayer($("video"));
+  wsLink = await connectWebSocket(world.session, "fmp4", onMessage);
+  world.transport = "websocket";
+  wsLink.ws.addEventListener("close", (e) => {
+    if (mine !== attempt) return;
+    wsLink = null;
+    fail({ code: e.code === 4401 ? "unauthorized" : "connection",
+      message: `the connection to the world closed (${e.code}) ${e.reason}` });
+  });
+  return wsLink.welcome.session;
+}
+
 async function join(mine) {
   try {
-    loading("connecting", "Joining the world (WebSocket)…");
-    world.session = await locateSession({ ...JOIN }, null);  // through a gateway: the worker that holds it now
-    mse = new MsePlayer($("video"));
-    wsLink = await connectWebSocket(world.session, "fmp4", onMessage);
-    const welcome = wsLink.welcome.session;
+    // where its media is now (through a gateway: the worker that holds it; a daemon: this origin)
+    const located = await locateSession({ ...JOIN }, null);
+    let welcome = null;
+    if (window.RTCPeerConnection) {
+      loading("connecting", "Joining the world (WebRTC)…");
+      try {
+        welcome = await joinWebRTC(mine, located);
+      } catch (err) {
+        if (err.code === "unauthorized" || err.code === "not_found") throw err; // the invite, not the transport
+        log(`WebRTC join failed (${err.message}); joining over the WebSocket`);
+        if (rtc) { rtc.pc.close(); rtc = null; }
+        world.pc = null;
+      }
+    }
+    if (!welcome) {
+      loading("connecting", "Joining the world (WebSocket)…");
+      welcome = await joinWebSocket(mine, located);
+    }
     world.player = welcome.player;
     world.role = welcome.role;
-    world.session = { ...welcome, token: JOIN.token };
+    world.session = { ...located, ...welcome, token: JOIN.token };
     $("session-id").textContent = world.session.session_id;
     $("role").textContent = `You are player ${welcome.player}: your keys steer this world with the others'.`;
     $("role").hidden = false;
-    wsLink.ws.addEventListener("close", (e) => {
-      if (mine !== attempt) return;
-      wsLink = null;
-      fail({ code: e.code === 4401 ? "unauthorized" : "connection",
-        message: `the connection to the world closed (${e.code}) ${e.reason}` });
-    });
     onSession(world.session);
     awaitFirstFrame(mine);
   } catch (err) {
@@ -427,7 +470,7 @@ function onSession(session) {
   $("prompt").addEventListener("keydown", (e) => { if (e.key === "Enter") direct(e.target.value.trim()); });
   if (session.action_space && session.action_space.mouse) $("video").onclick = () => $("video").requestPointerLock();
   startActions(new Controller(session.action_space, window));
-  if (JOIN) { pollPlayback(); return; } // a co-player's MSE video: no WebRTC stats, no stall probe
+  if (JOIN && !rtc) { pollPlayback(); return; } // a co-player's MSE video: no WebRTC stats, no stall probe
   watchFrames($("video"));
   watchStalls();
   pollStats();

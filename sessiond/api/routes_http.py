@@ -12,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from httpapi import bearer_token, error_response, read_json
 from protocols.errors import ErrorCode, ProtocolError
 from protocols.http import CreateSessionRequest, InviteRequest
+from protocols.messages import PROTOCOL_VERSION, Limits, Welcome
 from sessiond.admission.build import objectives_of
 from sessiond.admission.summary import summarize
 from sessiond.api.share import viewers_create, viewers_list, viewers_revoke
@@ -27,6 +28,7 @@ from sessiond.runtime.directory import (
     status_of,
 )
 from sessiond.session import Session, connect
+from sessiond.session.players import join_rtc_player
 from sessiond.session.spectators import join_rtc
 
 __all__ = ["HANDLERS", "base_url", "metrics"]
@@ -109,8 +111,8 @@ async def webrtc(request: Request) -> Response:
     try:
         session, access = await open_for_connection(daemon, request.path_params["sid"], bearer_token(request),
                                                     base_url(request))
-        if access.role != Role.VIEWER:
-            require(access, own=True, what="a WebRTC connection (co-players: not served yet)")
+        if access.role not in (Role.VIEWER, Role.PLAYER):
+            require(access, own=True, what="a WebRTC connection")
         offer = await read_json(request)
         if not isinstance(offer, dict) or not isinstance(offer.get("sdp"), str) \
                 or not isinstance(offer.get("type"), str):
@@ -118,6 +120,8 @@ async def webrtc(request: Request) -> Response:
         gateway = daemon.webrtc_gateway()
         if access.role == Role.VIEWER:
             return await _spectate_webrtc(daemon, session, access, gateway, offer)
+        if access.role == Role.PLAYER:
+            return await _play_webrtc(daemon, session, access, gateway, offer)
         port = connect(session, "webrtc")
         try:
             sdp, type_ = await gateway.answer(port, offer["sdp"], offer["type"])
@@ -141,6 +145,30 @@ async def _spectate_webrtc(daemon: Daemon, session: Session, access: Access, gat
     port, feed = join_rtc(session, access, max_frames=daemon.config.spectator_queue_frames)
     try:
         sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"])
+    except ProtocolError:
+        port.close()
+        raise
+    return JSONResponse({"sdp": sdp, "type": type_})
+
+
+async def _play_webrtc(daemon: Daemon, session: Session, access: Access, gateway: Any,
+                       offer: dict[str, Any]) -> Response:
+    """A co-player's offer: admitted like its WebSocket (the connect rate, the transport CPU bound),
+    then one more viewer of the session's shared WebRTC stream, its `frames` retold with its own
+    action_seq, its actions steering (sessiond.session.players)."""
+    try:
+        daemon.spectators.admit(session.id, sum(len(s.audience) + s.audience.players()
+                                                for s in daemon.sessions.values()))
+    except ProtocolError as exc:
+        daemon.metrics.protocol_errors.labels(code=exc.code.value).inc()
+        raise
+    c = daemon.config
+    welcome = Welcome(v=PROTOCOL_VERSION, session=dict(session.public) | {"role": "player", "player": access.seat},
+                      limits=Limits(max_message_bytes=c.max_message_bytes, max_actions_per_s=c.max_actions_per_s,
+                                    max_prompt_chars=c.max_prompt_chars, window_frames=c.window_frames(session.record.fps)))
+    port, feed = join_rtc_player(session, access, max_frames=c.spectator_queue_frames, welcome=welcome)
+    try:
+        sdp, type_ = await gateway.answer_spectator(port, feed, offer["sdp"], offer["type"], outgoing=port.outgoing)
     except ProtocolError:
         port.close()
         raise

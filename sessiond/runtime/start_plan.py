@@ -45,7 +45,7 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
         if sid == exclude and session.job is not None:
             # its own chunk in progress (of the segment this direction replaces) is finished first
             committed.append(PlanChunk(f"{sid}/leftover", now, now))
-        if sid == exclude or session.state in _IDLE_STATES or session.connection is None:
+        if sid == exclude or session.state in _IDLE_STATES or not session.steering:  # co-players alone play too
             continue
         f = inputs.frames_per_chunk
         if session.mode == "world":

@@ -235,7 +235,8 @@ class Audience:
         if self.rtc is None or self.rtc.ended:
             self.rtc = FrameFeed(self, max_frames)
         self.members.append(member)
-        self.metrics.spectators.inc()
+        if member.access.role == Role.VIEWER:  # a co-player (sessiond.session.players) is no spectator
+            self.metrics.spectators.inc()
         log_event("spectator_joined", self.session_id, grant_id=member.grant_id, media=member.media,
                   spectators=len(self.members))
         return self.rtc

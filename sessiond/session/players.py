@@ -1,5 +1,5 @@
-"""`PlayerPort`: one co-player's connection to a world session (implements transports'
-`AudiencePort`, as a spectator's does).
+"""`PlayerPort`: one co-player's WebSocket to a world session (implements transports'
+`AudiencePort`, as a spectator's does); `RtcPlayerPort`: one co-player's WebRTC peer.
 
 Output rides on the session's audience fan-out (`sessiond.session.audience`): the same shared
 packing of the frames the owner got, the same idx and pts, from a bounded queue of its own. What
@@ -11,7 +11,16 @@ differs from a spectator's:
   `ping` is answered; the owner's requests (direct, interrupt, flush, pause, resume) are
   `forbidden` (sessiond.session.inbound.handle_player);
 - `presence` reaches it on every change of who plays or how many watch;
-- one connection per seat: a new connection of the same seat takes over (the old one ends).
+- one connection per seat: a new connection of the same seat takes over (the old one ends),
+  whatever the transport of either.
+
+Over WebRTC a co-player is one more viewer of the session's WebRTC spectator stream (one H.264
+encode for every WebRTC viewer, spectators and co-players alike; `join_rtc_player`): the picture
+is the same for all, and only the stream's per-chunk `frames` message is retold on the player's
+own control channel with its own `action_seq` (`RtcPlayerPort.outgoing`), which is where its
+action-to-photon is counted (that message goes out in the same step as the chunk's first frame
+goes on its video track). A second encode per player would cost a core per few players on a small
+machine for the same picture.
 """
 
 from __future__ import annotations
@@ -21,14 +30,15 @@ from typing import Any
 
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import ClientMessage, Error, Frame, Media
+from protocols.messages import ClientMessage, Error, Frame, FramesInfo, Media, Presence, Welcome
 from sessiond.grants import Access
-from sessiond.session.audience import Member
+from sessiond.session.audience import FrameFeed, Member
+from sessiond.session.coplay import seen_by
 from sessiond.session.inbound import handle_player
 from sessiond.session.session import Session
 from transports.fanout import Packed, SharedPacker
 
-__all__ = ["PlayerPort", "join_as_player", "retarget"]
+__all__ = ["PlayerPort", "RtcPlayerPort", "join_as_player", "join_rtc_player", "retarget"]
 
 _MAX_PACKED = 1 << 30  # a shared packed frame is ours: read back without the inbound size limit
 
@@ -50,6 +60,14 @@ def retarget(item: Packed, player: int) -> tuple[Packed, int | None]:
     return dataclasses.replace(item, data=encode(dataclasses.replace(msg, action_seq=own))), own
 
 
+def _take_over(session: Session, player: int) -> None:
+    """One connection per seat: the seat's connection already there (WebSocket or WebRTC) ends."""
+    for old in session.audience.members:
+        if old.access.seat == player and not old.closed:
+            old.end("replaced", Error(code=ErrorCode.CONFLICT.value, fatal=True,
+                                      message=f"player {player} connected again elsewhere; this connection ends"))
+
+
 def join_as_player(session: Session, access: Access, packer: SharedPacker, *, max_frames: int) -> PlayerPort:
     """Co-player `access.player` joins `session`'s audience fed by `packer`; a connection of the
     same seat already there ends (this one takes over)."""
@@ -60,10 +78,7 @@ def join_as_player(session: Session, access: Access, packer: SharedPacker, *, ma
     if session.state.terminal:
         member.end("session_closed")
         return PlayerPort(session, member, packer, player)
-    for old in session.audience.members:
-        if old.access.seat == player and not old.closed:
-            old.end("replaced", Error(code=ErrorCode.CONFLICT.value, fatal=True,
-                                      message=f"player {player} connected again elsewhere; this connection ends"))
+    _take_over(session, player)
     session.audience.join(member, packer)
     shared = session.audience.packer(packer.media) or packer
     port = PlayerPort(session, member, shared, player)
@@ -122,4 +137,114 @@ class PlayerPort:
         self.member.close()
         if self._joined:
             self._joined = False
+            self._session.leave_player(self.player)
+
+
+def join_rtc_player(session: Session, access: Access, *, max_frames: int,
+                    welcome: Welcome | None = None) -> tuple[RtcPlayerPort, FrameFeed]:
+    """Co-player `access.player` over WebRTC: its own port (what it sends, its replies, presence and
+    its own `frames` messages) and the shared feed its peer's stream reads (the session's one
+    encode for WebRTC viewers); a connection of the same seat already there ends (this one takes over).
+    `welcome`, when given, is the first message on its control channel: a co-player has no create
+    response, and this is where it learns its seat, the action space and the limits."""
+    player = access.seat
+    if player is None or player < 1:
+        raise ValueError(f"not a co-player's access: {access}")
+    member = Member(access, "webrtc", max_frames=max_frames)
+    member.join_idx = session.out.sent
+    if not session.state.terminal:
+        _take_over(session, player)
+    feed = session.audience.join_rtc(member, max_frames)
+    record = session.record
+    feed.width, feed.height, feed.fps = record.width, record.height, record.fps
+    port = RtcPlayerPort(session, member, player, welcome)
+    if session.state.terminal:
+        member.end("session_closed")
+        feed.end()
+        return port, feed
+    grant = next((g for g in session.record.grants if g.grant_id == access.grant_id), None)
+    port.joined = True
+    session.join_player(player, access.grant_id or "", grant.label if grant is not None else "")
+    session.watch_presence(member, port.presence)
+    return port, feed
+
+
+class RtcPlayerPort:
+    """A co-player's WebRTC side: its messages in (steering through `handle_player`, answered on its
+    own control channel through `reply`, which its peer sets), the shared stream's messages as it
+    receives them (`outgoing`), its leaving; the video comes from the shared feed."""
+
+    def __init__(self, session: Session, member: Member, player: int, welcome: Welcome | None = None) -> None:
+        self._session = session
+        self._welcome = welcome
+        self.member = member
+        self.player = player
+        self.session_id = session.id
+        self.width = session.record.width
+        self.height = session.record.height
+        self.fps = session.record.fps
+        self.reply: Any = None  # Callable[[message], None]: its peer's control channel
+        self.hang_up: Any = None  # Callable[[], None]: closes its peer (set with `reply`)
+        self.joined = False  # its seat counts this connection (let go once, on close)
+        self._presence: Presence | None = None  # the latest, until its peer is bound
+        member.on_end = self._ended
+
+    def bind(self, reply: Any, hang_up: Any) -> None:
+        """Its peer: `reply` puts one message on its control channel, `hang_up` closes it."""
+        self.reply = reply
+        self.hang_up = hang_up
+        if self._welcome is not None:
+            reply(self._welcome)
+        if self.member.connection.state != self.member.connection.state.OPEN:
+            self._ended()
+        elif self._presence is not None:
+            reply(self._presence)
+            self._presence = None
+
+    def presence(self, message: Presence) -> None:
+        """Who plays and how many watch, on its own control channel (held until its peer is bound)."""
+        if self.member.connection.state != self.member.connection.state.OPEN:
+            return
+        if self.reply is None:
+            self._presence = message
+        else:
+            self.reply(message)
+
+    def outgoing(self, message: Any) -> Any:
+        """A message of the shared stream as this player receives it: `frames` carries its own newest
+        applied action as `action_seq`; the chunk's first frame goes on its track in the same step,
+        so its action-to-photon is counted here."""
+        mine = seen_by(message, self.player)
+        if isinstance(mine, FramesInfo) and mine.players is not None:
+            self._session.player_sent(self.player, mine.action_seq)
+        return mine
+
+    def _ended(self) -> None:
+        """Its member ended (revoked, replaced, session closed or moved): what it was told goes out,
+        then its peer closes."""
+        while self.member.control and self.reply is not None:
+            self.reply(self.member.control.popleft())
+        if self.hang_up is not None:
+            self.hang_up()
+
+    def generation(self) -> int:
+        return 0
+
+    def submit(self, message: ClientMessage) -> None:
+        if self.member.connection.state != self.member.connection.state.OPEN or self.reply is None:
+            return
+        handle_player(self._session, self.player, message, self.reply)
+
+    async def next_output(self) -> Any:
+        return None  # its media and the stream's messages come from the shared feed's stream
+
+    def mark_sent(self, frame: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        self._session.unwatch_presence(self.member)
+        self._session.audience.leave(self.member)
+        self.member.close()
+        if self.joined:
+            self.joined = False
             self._session.leave_player(self.player)

@@ -30,6 +30,7 @@ from sessiond.session.jobs import ChunkJob, EngineOp, Op
 from sessiond.session.lifecycle import Lifecycle, SessionState
 from sessiond.session.output import OutputStream
 from sessiond.session.picture import PictureMonitor
+from sessiond.session.relay import relay
 from sessiond.session.segments import Segment, end_marker, start_marker
 from sessiond.session.stats import StatsMeter
 from sessiond.store.base import SessionRecord
@@ -73,6 +74,7 @@ class Session:
         self.audience = Audience(self.id, env.metrics)  # spectators: fed the frames the owner got
         self.picture = PictureMonitor(record.fps) if env.check_picture is not None else None
         self._picture_task: asyncio.Task[None] | None = None
+        self._relay: asyncio.Task[int] | None = None  # takes the output while co-players play without the owner
         record.state = self.life.state.label  # a resumed record starts over as `created`
 
     # ---- lifecycle ---------------------------------------------------------------------------
@@ -92,12 +94,24 @@ class Session:
         self.record.last_active_at = time.time()
 
     def settle(self) -> None:
-        """ACTIVE while it demands generation or plays to a viewer, else IDLE."""
+        """ACTIVE while it demands generation or plays to a viewer, else IDLE. A world session is
+        busy while someone steers it (its owner or a connected co-player) and it is not paused;
+        spectators alone never make it busy, so it idles, offloads and closes as if unwatched."""
         if self.state.terminal or self.state == SessionState.OFFLOADED:
             return
-        busy = self.segment is not None if self.mode == "director" else (
-            self.connection is not None and not self.paused)
+        busy = self.segment is not None if self.mode == "director" else (self.steering and not self.paused)
         self.set_state(SessionState.ACTIVE if busy else SessionState.IDLE)
+
+    @property
+    def steering(self) -> bool:
+        """Someone steers it: its owner's connection, or (co-play) a connected co-player's."""
+        return self.connection is not None or any(seat.connected for seat in self.coplay.seated)
+
+    @property
+    def relaying(self) -> bool:
+        """Its co-players play without its owner: the relay takes the output (sessiond.session.relay)."""
+        return (self.connection is None and self.mode == "world" and not self.state.terminal
+                and any(seat.connected for seat in self.coplay.seated))
 
     def wake_from_offload(self) -> None:
         if self.state == SessionState.OFFLOADED:
@@ -209,7 +223,8 @@ class Session:
             self.connection.close()
         self.connection = connection
         self.out.reset_connection()
-        if self.out.sent > 0 or self.out.media_frames:
+        # (frames the relay had handed out but not yet sent count too: the timeline never skips)
+        if self.out.sent > 0 or self.out.media_frames or self.out.next_idx > self.out.sent:
             self.drop_output("reconnect")
         self.clock.reanchor(time.monotonic(), self.out.total)
         self.touch()
@@ -235,6 +250,7 @@ class Session:
         self.ops.append(EngineOp(Op.SNAPSHOT))
         self.env.record_event(self.id, "detach", {})
         log_event("detached", self.id)
+        self._start_relay()  # co-players still connected play on
         self.settle()
         self.announce_presence()
         self.env.persist(self.id)
@@ -329,7 +345,7 @@ class Session:
         if self.job is not None or self.state in (SessionState.OFFLOADED, SessionState.CLOSED,
                                                   SessionState.FAILED):
             return None
-        if self.connection is None or not self.has_room() or self.ops_pending_restore():
+        if not self.steering or not self.has_room() or self.ops_pending_restore():
             return None
         f = self.env.frames_per_chunk
         if self.mode == "world":
@@ -431,8 +447,13 @@ class Session:
     # ---- co-play (sessiond.session.coplay) -------------------------------------------------
     def join_player(self, player: int, grant_id: str, label: str = "") -> None:
         """A co-player's connection opened: its seat takes its actions from now on."""
+        steering = self.steering
         seat = self.coplay.join(player, grant_id, label)
         log_event("player_joined", self.id, player=player, connections=seat.connections)
+        if not steering and not self.state.terminal:  # nobody steered: its world plays for its co-players
+            self._start_relay()
+            self.settle()
+            self.env.wake()
         self.announce_presence()
 
     def leave_player(self, player: int) -> None:
@@ -440,7 +461,41 @@ class Session:
         next chunk on)."""
         if self.coplay.leave(player):
             log_event("player_left", self.id, player=player)
+            if not self.steering:
+                self._steering_ended()
         self.announce_presence()
+
+    def _start_relay(self) -> None:
+        """Co-players play on without the owner: the relay takes the output in the owner's place
+        (sessiond.session.relay), with no `received` window (each co-player has its own), nothing
+        of the owner's held, and the playback clock anchored now, so generation resumes at once."""
+        if not self.relaying:
+            return
+        self.out.reset_connection()  # the owner's unsent replies are nobody's now
+        self.actions.release()  # what the owner held is let go while it is away, as a co-player's is
+        self.clock.reanchor(time.monotonic(), self.out.total)
+        if not self.paused:
+            self.wake_from_offload()
+        if self._relay is None or self._relay.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # driven by hand, without a loop (unit tests): nothing takes the output
+                return
+            self._relay = loop.create_task(relay(self))
+            log_event("relaying", self.id, players=sum(1 for seat in self.coplay.seated if seat.connected))
+
+    def _steering_ended(self) -> None:
+        """The last steering connection (a co-player's; the owner's ends in `detach`) is gone: as on
+        the owner's detach, unsent frames go, the engine rolls back to what was delivered, a
+        snapshot is taken and the session idles (its spectators stay, with nothing to watch)."""
+        if self.state.terminal:
+            return
+        self.drop_output("detach")  # also wakes the relay, which ends
+        self.stop_generation()
+        self.ops.append(EngineOp(Op.SNAPSHOT))
+        self.settle()
+        self.env.persist(self.id)
+        self.env.wake()
 
     def act_as(self, player: int, msg: Action) -> Error | None:
         """A co-player's action into its own timeline; the error to answer it with, if any."""

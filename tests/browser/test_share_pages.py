@@ -1,7 +1,8 @@
 """Share links and co-play in Chromium against the real daemon (tiny model): the World page's Share
 button shows a watch link, watch.html plays it and counts its viewers; Invite player gives a play
-link whose page joins the same world as player 1, its keys come back in its own action_seq, and
-both pages show who plays; the Director page shares too."""
+link whose page joins the same world as player 1 (over WebRTC; over the fMP4 WebSocket in a browser
+without it), its keys come back in its own action_seq, and both pages show who plays; the Director
+page shares too."""
 
 from __future__ import annotations
 
@@ -53,35 +54,54 @@ def test_share_shows_a_watch_link_that_plays_and_counts_its_viewers(chromium: Br
         owner.close()
 
 
-def test_an_invite_link_joins_the_world_as_a_player_whose_keys_steer_it(chromium: BrowserContext, daemon_url: str
-                                                                       ) -> None:
+def _play_invite(owner: Page, player: Page, daemon_url: str, frames: str) -> None:
+    """The owner's invite link opens the World page as player 1, whose keys come back in its own
+    action_seq; `frames` is the page's count of frames it got (a JS expression)."""
+    _owner(owner, daemon_url)
+    sid = owner.evaluate("world.session.session_id")
+    url = _link(owner, "#invite")
+    assert re.fullmatch(rf"{re.escape(daemon_url)}/world\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
+    assert owner.evaluate("world.links.at(-1).player") == 1
+    player.goto(url)
+    player.wait_for_function(f"window.world && window.world.player === 1 && {frames} >= 8", timeout=45_000)
+    assert player.evaluate("world.session.session_id") == sid
+    expect(player.locator("#role")).to_contain_text("You are player 1")
+    expect(player.locator("#interrupt")).to_be_hidden()
+    expect(player.locator("#share")).to_be_hidden()
+    assert player.evaluate("world.actionSeq") == -1  # nothing sent: no own action applied
+    player.locator("body").click(position={"x": 5, "y": 5})
+    player.keyboard.down("KeyD")
+    player.wait_for_function("world.actionSent >= 3", timeout=10_000)
+    player.wait_for_function("world.actionSeq >= 0", timeout=30_000)  # its own action came back applied
+    player.keyboard.up("KeyD")
+    frame = player.evaluate("world.frames.filter((f) => f.action_seq >= 0).at(-1)")
+    assert frame["players"][1] == frame["action_seq"]  # the frame tells each player its own seq
+    expect(owner.locator("#presence")).to_contain_text("player 1")
+    expect(player.locator("#presence")).to_contain_text("owner")
+    expect(player.locator("#presence")).to_contain_text("player 1 (you)")
+    assert player.evaluate("world.errors") == []
+
+
+def test_an_invite_link_joins_the_world_over_webrtc_as_a_player_whose_keys_steer_it(
+        chromium: BrowserContext, daemon_url: str) -> None:
     owner = chromium.new_page()
     player = chromium.new_page()
     try:
-        _owner(owner, daemon_url)
-        sid = owner.evaluate("world.session.session_id")
-        url = _link(owner, "#invite")
-        assert re.fullmatch(rf"{re.escape(daemon_url)}/world\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
-        assert owner.evaluate("world.links.at(-1).player") == 1
-        player.goto(url)
-        player.wait_for_function("window.world && window.world.player === 1 && world.framesReceived >= 8",
-                                 timeout=45_000)
-        assert player.evaluate("world.session.session_id") == sid
-        expect(player.locator("#role")).to_contain_text("You are player 1")
-        expect(player.locator("#interrupt")).to_be_hidden()
-        expect(player.locator("#share")).to_be_hidden()
-        assert player.evaluate("world.actionSeq") == -1  # nothing sent: no own action applied
-        player.locator("body").click(position={"x": 5, "y": 5})
-        player.keyboard.down("KeyD")
-        player.wait_for_function("world.actionSent >= 3", timeout=10_000)
-        player.wait_for_function("world.actionSeq >= 0", timeout=30_000)  # its own action came back applied
-        player.keyboard.up("KeyD")
-        frame = player.evaluate("world.frames.filter((f) => f.action_seq >= 0).at(-1)")
-        assert frame["players"][1] == frame["action_seq"]  # the frame tells each player its own seq
-        expect(owner.locator("#presence")).to_contain_text("player 1")
-        expect(player.locator("#presence")).to_contain_text("owner")
-        expect(player.locator("#presence")).to_contain_text("player 1 (you)")
-        assert player.evaluate("world.errors") == []
+        _play_invite(owner, player, daemon_url, "world.framesDecoded")
+        assert player.evaluate("world.transport") == "webrtc"  # its video: decoded from the shared encode
+        assert player.evaluate("world.frames.at(-1).t") == "frames"  # its metadata: on its control channel
+    finally:
+        player.close()
+        owner.close()
+
+
+def test_without_webrtc_an_invite_link_joins_over_the_websocket(chromium: BrowserContext, daemon_url: str) -> None:
+    owner = chromium.new_page()
+    player = chromium.new_page()
+    player.add_init_script("delete window.RTCPeerConnection;")  # a browser without WebRTC
+    try:
+        _play_invite(owner, player, daemon_url, "world.framesReceived")
+        assert player.evaluate("world.transport") == "websocket"
     finally:
         player.close()
         owner.close()

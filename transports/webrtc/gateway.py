@@ -12,6 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from aiortc import RTCConfiguration, RTCIceServer, RTCPeerConnection, RTCRtpSender, RTCSessionDescription
 from aiortc.exceptions import InternalError, InvalidAccessError, InvalidStateError, OperationError
@@ -108,10 +109,13 @@ class WebRTCGateway:
         logger.info("webrtc %s: answered", sid)
         return local.sdp, local.type
 
-    async def answer_spectator(self, port: SessionPort, feed: SessionPort, sdp: str, type_: str) -> tuple[str, str]:
-        """A spectator's offer: its peer is one more viewer of the session's spectator stream,
-        which reads `feed` (the frames the owner got) and encodes each ONCE for all of them; a
-        key frame starts its video. `port` takes its own messages (a spectator's replies)."""
+    async def answer_spectator(self, port: SessionPort, feed: SessionPort, sdp: str, type_: str, *,
+                               outgoing: Callable[[Any], Any] | None = None) -> tuple[str, str]:
+        """A spectator's (or a co-player's) offer: its peer is one more viewer of the session's
+        spectator stream, which reads `feed` (the frames the owner got) and encodes each ONCE for
+        all of them; a key frame starts its video. `port` takes its own messages (a spectator's
+        replies, a co-player's actions). `outgoing`: what this viewer gets of each message the
+        stream broadcasts (a co-player's `frames` carry its own action_seq)."""
         check_offer(sdp, type_)
         sid = port.session_id
         stream = self._audience.get(sid)
@@ -124,7 +128,7 @@ class WebRTCGateway:
         track = ViewerTrack()
         liveness = RtcpWatch(self.config.viewer_silence_s)
         peer = Peer(port, pc, stream, track, self.config, on_closed=self._forget_spectator, liveness=liveness,
-                    on_error=self._on_error, shared_stream=True)
+                    on_error=self._on_error, shared_stream=True, outgoing=outgoing)
         self._spectators.add(peer)
         bind = getattr(port, "bind", None)
         if bind is not None:  # its replies go to its own control channel; ending its member closes it

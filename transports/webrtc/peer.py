@@ -49,11 +49,15 @@ class Peer:
         liveness: RtcpWatch | None = None,
         on_error: Callable[[str], None] | None = None,
         shared_stream: bool = False,
+        outgoing: Callable[[Any], Any] | None = None,
     ) -> None:
-        """`shared_stream`: the stream is also other peers' (a session's spectators): closing this
-        peer only takes its viewer track off it."""
+        """`shared_stream`: the stream is also other peers' (a session's spectators and co-players):
+        closing this peer only takes its viewer track off it. `outgoing`: what this viewer receives
+        of each message the stream broadcasts (a co-player: `frames` with its own action_seq); its
+        port's own replies are sent as they are."""
         self.port = port
         self.shared_stream = shared_stream
+        self._outgoing = outgoing
         self.pc = pc
         self.stream = stream
         self.track = track
@@ -80,7 +84,7 @@ class Peer:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self.stream.add_viewer(Viewer(self.track, self.send))
+        self.stream.add_viewer(Viewer(self.track, self.send if self._outgoing is None else self._send_mapped))
         self.stream.start()
         self._tasks.append(loop.create_task(self._watch()))
 
@@ -90,6 +94,10 @@ class Peer:
             self._hold(message)
             return
         self._send_now(channel, message)
+
+    def _send_mapped(self, message: Any) -> None:
+        assert self._outgoing is not None
+        self.send(self._outgoing(message))
 
     def _hold(self, message: Any) -> None:
         if self._closing or len(self._held) >= MAX_HELD_MESSAGES:

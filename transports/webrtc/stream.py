@@ -7,7 +7,9 @@ clock, so frames never leave in a burst; encoding before the wait keeps the enco
 time off the send time) and hands the same H.264 access unit, stamped with the session pts
 (90 kHz), to every viewer's `ViewerTrack`; aiortc's sender packetizes it with the pts as RTP
 timestamp. Before the first frame of each chunk goes out, viewers get a `frames` message on
-their control channel; every other output (acks, segment_start/end, errors) goes there too.
+their control channel (one per run of frames with the same segment, action_seq and players: a
+spectators' stream may take several chunks at once); every other output (acks,
+segment_start/end, errors) goes there too.
 A key frame starts the stream, every segment, every `disc` and every viewer's arrival.
 """
 
@@ -35,6 +37,19 @@ logger = logging.getLogger(__name__)
 
 KEYFRAME_MIN_INTERVAL_S = 0.5
 LATE_RESET_FRAMES = 0.25  # a frame this many frame intervals late re-anchors the media clock
+
+
+def _meta(frame: OutFrame) -> tuple[Any, ...]:
+    """What a `frames` message says of its frames beyond their place: one message per run of these."""
+    return frame.segment, frame.action_seq, frame.players
+
+
+def _run_length(frames: list[OutFrame], start: int) -> int:
+    """Frames from `start` on that share its metadata (a shared stream may hand several chunks at once)."""
+    n = 1
+    while start + n < len(frames) and _meta(frames[start + n]) == _meta(frames[start]) and not frames[start + n].disc:
+        n += 1
+    return n
 
 
 class ViewerTrack(MediaStreamTrack):
@@ -188,7 +203,7 @@ class SessionStream:
     async def _play(self, chunk: OutChunk) -> None:
         frames = [f for f in chunk.frames if not self._stale(f)]
         self.stale_dropped += len(chunk.frames) - len(frames)
-        announced = False
+        run_end = 0  # frames before this index were described by a `frames` message already
         for i, frame in enumerate(frames):
             if self._stale(frame):
                 self.stale_dropped += len(frames) - i
@@ -208,12 +223,13 @@ class SessionStream:
                 self._force_key = True
                 self.stale_dropped += len(frames) - i
                 return
-            if not announced:
+            if i >= run_end:  # a new run of frames: its `frames` message first
+                run = _run_length(frames, i)
                 self._broadcast(FramesInfo(
-                    idx=frame.idx, n=len(frames) - i, pts=frame.pts, segment=frame.segment,
-                    action_seq=frame.action_seq, disc=frames[0].disc or frame.disc, players=frame.players,
+                    idx=frame.idx, n=run, pts=frame.pts, segment=frame.segment, action_seq=frame.action_seq,
+                    disc=frame.disc, players=frame.players,
                 ))
-                announced = True
+                run_end = i + run
             for viewer in list(self._viewers):
                 if not viewer.track.push(encoded.packet):
                     self._force_key = True
