@@ -207,21 +207,24 @@ class Audience:
 
     # ---- members -----------------------------------------------------------------------------
     def join(self, member: Member, packer: SharedPacker) -> None:
-        """A member of `packer`'s media mode; the first of its mode starts the packer. A raw member
-        gets the newest frame the owner got at once (the same idx and pts), not only the next one:
-        where the engine delivers a chunk's frames together, the next can be a chunk away."""
+        """A member of `packer`'s media mode; the first of its mode starts the packer. A member starts
+        at once where it can, with frames the owner already got (the same idx and pts), not only at
+        the next frame (where the engine delivers a chunk's frames together, the next can be a chunk
+        away): the first of its mode with the newest frame, packed anew; a later raw one with the
+        newest packed frame; a later fmp4 one at the newest key fragment while it is recent."""
         fresh = member.media not in self.packers
         shared = self.packers.setdefault(member.media, packer)
         shared.start()
         self.members.append(member)
         if member.access.role == Role.VIEWER:
             self.metrics.spectators.inc()
-        if member.media == "raw":
-            if fresh and self.last_frame is not None:
-                shared.frame(self.last_frame)  # packed ahead of anything newer, for every raw joiner
-            elif not fresh and self._last_raw is not None:
-                member.offer(self._last_raw)
-        elif member.media == "fmp4" and not fresh and self._gop:
+        if fresh and self.last_frame is not None:
+            # packed ahead of anything newer for every joiner of this mode (fmp4: a new encoder's
+            # first fragment is a key fragment), so the first of them sees a picture now
+            shared.frame(self.last_frame)
+        elif member.media == "raw" and self._last_raw is not None:
+            member.offer(self._last_raw)
+        elif member.media == "fmp4" and self._gop:
             for item in self._gop:  # the newest key fragment on: it plays now, from the same idx and pts
                 member.offer(item)
             return
@@ -234,6 +237,8 @@ class Audience:
         reads this feed (made for the first of them)."""
         if self.rtc is None or self.rtc.ended:
             self.rtc = FrameFeed(self, max_frames)
+            if self.last_frame is not None:  # a new encoder's first frame is a key frame: the newest, now
+                self.rtc.push(self.last_frame)
         self.members.append(member)
         if member.access.role == Role.VIEWER:  # a co-player (sessiond.session.players) is no spectator
             self.metrics.spectators.inc()

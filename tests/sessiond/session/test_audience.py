@@ -210,3 +210,22 @@ def test_an_fmp4_joiner_starts_at_once_at_the_newest_key_fragment_while_it_is_re
         assert list(third.queue) == [] and shared.keyframe_requests == 2  # too far back: it waits for a key
 
     asyncio.run(run())
+
+
+def test_the_first_fmp4_and_webrtc_joiners_start_with_the_newest_frame_as_a_key_frame() -> None:
+    audience = Audience("s_1", Metrics())
+    rgb = np.zeros((32, 32, 3), np.uint8)
+    for i in range(3):  # the owner got frames 0-2 before anyone watched
+        audience.frame(OutFrame(pts=i * 5625, idx=i, segment=0, action_seq=-1, disc=False, generation=0, rgb=rgb))
+
+    async def run() -> None:
+        fmp4 = Member(viewer(), "fmp4")
+        audience.join(fmp4, SharedPacker(Fmp4Packer(32, 32, 16), None, audience.deliver_to("fmp4")))
+        got = await fmp4.next()
+        assert isinstance(got, Packed) and (got.idx, got.frames, got.key) == (2, 1, True)
+        feed = audience.join_rtc(Member(viewer(), "webrtc"), max_frames=30)
+        assert [f.idx for f in feed.items] == [2]  # the shared encode's first frame, a key frame by nature
+        again = audience.join_rtc(Member(viewer(), "webrtc"), max_frames=30)
+        assert again is feed and [f.idx for f in feed.items] == [2]  # a later viewer: no frame twice
+
+    asyncio.run(run())
