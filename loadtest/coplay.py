@@ -111,7 +111,7 @@ async def _play_rtc(webrtc_url: str, token: str, fps: int, run: PlayerRun, hz: f
     """One player over its own WebRTC peer: `python -m transports.webrtc.play` in a process of its own
     (its aiortc decode off this process), whose sends and decoded frames are replayed into `run`."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "transports.webrtc.play", "--webrtc-url", webrtc_url, "--token", token,
+        sys.executable, "-m", "transports.webrtc.play", "--webrtc-url", webrtc_url, f"--token={token}",
         "--fps", str(fps), "--action-hz", str(hz), "--until", str(end), "--player", str(run.player),
         stdout=asyncio.subprocess.PIPE)
     stdout, _ = await proc.communicate()

@@ -155,7 +155,7 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
     tabs = min(args.chromium, n - rtc)
     medias = ["fmp4" if (i % 10) < round(10 * args.fmp4_share) else "raw" for i in range(n - rtc - tabs)]
     groups = [medias[i::procs] for i in range(procs)] if n - rtc else []
-    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, "--token", token,
+    cmd = [sys.executable, "-m", "loadtest.spectators", "--worker", "--ws-url", ws_url, f"--token={token}",
            "--seconds", str(args.seconds), "--warm-s", str(args.warm_s)]
     started = time.monotonic()
 
