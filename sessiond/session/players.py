@@ -30,12 +30,13 @@ from typing import Any
 
 from protocols.codec import decode, encode
 from protocols.errors import ErrorCode, ProtocolError
-from protocols.messages import ClientMessage, Error, Frame, FramesInfo, Media, Presence, Welcome
+from protocols.messages import ClientMessage, Error, Frame, FramesInfo, Media, Welcome
 from sessiond.grants import Access
 from sessiond.session.audience import FrameFeed, Member
 from sessiond.session.coplay import seen_by
 from sessiond.session.inbound import handle_player
 from sessiond.session.session import Session
+from sessiond.session.spectators import RtcMemberPort
 from transports.fanout import Packed, SharedPacker
 
 __all__ = ["PlayerPort", "RtcPlayerPort", "join_as_player", "join_rtc_player", "retarget"]
@@ -169,46 +170,21 @@ def join_rtc_player(session: Session, access: Access, *, max_frames: int,
     return port, feed
 
 
-class RtcPlayerPort:
-    """A co-player's WebRTC side: its messages in (steering through `handle_player`, answered on its
-    own control channel through `reply`, which its peer sets), the shared stream's messages as it
-    receives them (`outgoing`), its leaving; the video comes from the shared feed."""
+class RtcPlayerPort(RtcMemberPort):
+    """A co-player's WebRTC side: its messages steer (through `handle_player`, answered on its own
+    control channel), the shared stream's messages are retold for it (`outgoing`), and its
+    `welcome` (it has no create response) is the first message on its control channel."""
 
     def __init__(self, session: Session, member: Member, player: int, welcome: Welcome | None = None) -> None:
-        self._session = session
+        super().__init__(session, member)
         self._welcome = welcome
-        self.member = member
         self.player = player
-        self.session_id = session.id
-        self.width = session.record.width
-        self.height = session.record.height
-        self.fps = session.record.fps
-        self.reply: Any = None  # Callable[[message], None]: its peer's control channel
-        self.hang_up: Any = None  # Callable[[], None]: closes its peer (set with `reply`)
         self.joined = False  # its seat counts this connection (let go once, on close)
-        self._presence: Presence | None = None  # the latest, until its peer is bound
-        member.on_end = self._ended
 
     def bind(self, reply: Any, hang_up: Any) -> None:
-        """Its peer: `reply` puts one message on its control channel, `hang_up` closes it."""
-        self.reply = reply
-        self.hang_up = hang_up
         if self._welcome is not None:
             reply(self._welcome)
-        if self.member.connection.state != self.member.connection.state.OPEN:
-            self._ended()
-        elif self._presence is not None:
-            reply(self._presence)
-            self._presence = None
-
-    def presence(self, message: Presence) -> None:
-        """Who plays and how many watch, on its own control channel (held until its peer is bound)."""
-        if self.member.connection.state != self.member.connection.state.OPEN:
-            return
-        if self.reply is None:
-            self._presence = message
-        else:
-            self.reply(message)
+        super().bind(reply, hang_up)
 
     def outgoing(self, message: Any) -> Any:
         """A message of the shared stream as this player receives it: `frames` carries its own newest
@@ -219,32 +195,12 @@ class RtcPlayerPort:
             self._session.player_sent(self.player, mine.action_seq)
         return mine
 
-    def _ended(self) -> None:
-        """Its member ended (revoked, replaced, session closed or moved): what it was told goes out,
-        then its peer closes."""
-        while self.member.control and self.reply is not None:
-            self.reply(self.member.control.popleft())
-        if self.hang_up is not None:
-            self.hang_up()
-
-    def generation(self) -> int:
-        return 0
-
     def submit(self, message: ClientMessage) -> None:
-        if self.member.connection.state != self.member.connection.state.OPEN or self.reply is None:
-            return
-        handle_player(self._session, self.player, message, self.reply)
-
-    async def next_output(self) -> Any:
-        return None  # its media and the stream's messages come from the shared feed's stream
-
-    def mark_sent(self, frame: Any) -> None:
-        return None
+        if self._open():
+            handle_player(self._session, self.player, message, self.reply)
 
     def close(self) -> None:
-        self._session.unwatch_presence(self.member)
-        self._session.audience.leave(self.member)
-        self.member.close()
+        super().close()
         if self.joined:
             self.joined = False
             self._session.leave_player(self.player)

@@ -16,7 +16,7 @@ from sessiond.session.audience import FrameFeed, Member
 from sessiond.session.session import Session
 from transports.fanout import Packed, SharedPacker
 
-__all__ = ["RtcSpectatorPort", "SpectatorPort", "join_audience", "join_rtc"]
+__all__ = ["RtcMemberPort", "RtcSpectatorPort", "SpectatorPort", "join_audience", "join_rtc"]
 
 
 def join_audience(session: Session, access: Access, packer: SharedPacker, *, max_frames: int) -> SpectatorPort:
@@ -107,9 +107,11 @@ def join_rtc(session: Session, access: Access, *, max_frames: int) -> tuple[RtcS
     return port, feed
 
 
-class RtcSpectatorPort:
-    """A WebRTC spectator's own side: its messages in (answered on its own control channel
-    through `reply`, which its peer sets), its leaving; the media comes from the shared feed."""
+class RtcMemberPort:
+    """The WebRTC side of an audience member (a spectator's here, a co-player's in
+    sessiond.session.players): its messages in (answered on its own control channel through
+    `reply`, which its peer sets), who plays and how many watch, its leaving; the media comes from
+    the session's shared feed."""
 
     def __init__(self, session: Session, member: Member) -> None:
         self._session = session
@@ -142,23 +144,42 @@ class RtcSpectatorPort:
         else:
             self.reply(message)
 
-    def dropped(self, reason: str) -> None:
-        """Its peer went away without a goodbye (`rtcp_silent`: transports/webrtc/_liveness.py):
-        counted like a WebSocket spectator's drop when it leaves."""
-        self.member.end(reason)
-
     def _ended(self) -> None:
-        """Its member ended (revoked, session closed or moved): what it was told goes out, then its peer closes."""
+        """Its member ended (revoked, replaced, session closed or moved): what it was told goes out,
+        then its peer closes."""
         while self.member.control and self.reply is not None:
             self.reply(self.member.control.popleft())
         if self.hang_up is not None:
             self.hang_up()
 
+    def _open(self) -> bool:
+        return self.member.connection.state == self.member.connection.state.OPEN and self.reply is not None
+
     def generation(self) -> int:
         return 0
 
+    async def next_output(self) -> Any:
+        return None  # its media and the stream's messages come from the shared feed's stream
+
+    def mark_sent(self, frame: Any) -> None:
+        return None
+
+    def close(self) -> None:
+        self._session.unwatch_presence(self.member)
+        self._session.audience.leave(self.member)
+        self.member.close()
+
+
+class RtcSpectatorPort(RtcMemberPort):
+    """A WebRTC spectator: it may ping; whatever would steer is `forbidden`."""
+
+    def dropped(self, reason: str) -> None:
+        """Its peer went away without a goodbye (`rtcp_silent`: transports/webrtc/_liveness.py):
+        counted like a WebSocket spectator's drop when it leaves."""
+        self.member.end(reason)
+
     def submit(self, message: ClientMessage) -> None:
-        if self.member.connection.state != self.member.connection.state.OPEN or self.reply is None:
+        if not self._open():
             return
         if isinstance(message, Ping):
             self.reply(Pong(re=message.id, ts=message.ts))
@@ -169,14 +190,6 @@ class RtcSpectatorPort:
             self.reply(Error(code=ErrorCode.FORBIDDEN.value, fatal=False, re=re if isinstance(re, int) else None,
                              message=f"a spectator may not send {kind}: this token only watches"))
 
-    async def next_output(self) -> Any:
-        return None  # its media and broadcasts come from the shared feed's stream
-
-    def mark_sent(self, frame: Any) -> None:
-        return None
-
     def close(self) -> None:
-        self._session.unwatch_presence(self.member)
-        self._session.audience.leave(self.member)
-        self.member.close()
+        super().close()
         self._session.set_spectators(len(self._session.audience))
