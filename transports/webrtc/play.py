@@ -14,14 +14,13 @@ import json
 import time
 from typing import Any
 
-import httpx
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
 from protocols.codec import decode, encode
 from protocols.messages import Action, FramesInfo
 from protocols.timeline import pts_for
-from transports.webrtc._hooks import PeerScope, peer_scope
+from transports.webrtc._offer import offer_and_answer
 
 __all__ = ["main", "play"]
 
@@ -47,16 +46,10 @@ async def play(webrtc_url: str, token: str, fps: int, hz: float, until: float, p
 
     control.on("message", on_message)
     try:
-        offer = await pc.createOffer()
-        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
-            await pc.setLocalDescription(offer)
-        async with httpx.AsyncClient(timeout=30.0, trust_env=False) as http:
-            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
-                                headers={"Authorization": f"Bearer {token}"})
-        if r.status_code != 200:
-            out["error"] = r.text[:200]
+        refused = await offer_and_answer(pc, webrtc_url, token, 30.0)
+        if refused is not None:
+            out["error"] = refused
             return out
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=r.json()["sdp"], type=r.json()["type"]))
         track = await asyncio.wait_for(tracks.get(), 30)
 
         async def send() -> None:

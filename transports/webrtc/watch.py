@@ -11,11 +11,10 @@ import json
 import time
 from typing import Any
 
-import httpx
-from aiortc import RTCConfiguration, RTCPeerConnection, RTCSessionDescription
+from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
-from transports.webrtc._hooks import PeerScope, peer_scope
+from transports.webrtc._offer import offer_and_answer
 
 __all__ = ["main", "watch"]
 
@@ -31,17 +30,10 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
     pc.on("track", tracks.put_nowait)
     frames = counted = 0
     try:
-        offer = await pc.createOffer()
-        with peer_scope(PeerScope(host_addresses=("127.0.0.1",), zero_rtp_origin=False)):
-            await pc.setLocalDescription(offer)
-        async with httpx.AsyncClient(timeout=20.0, trust_env=False) as http:
-            r = await http.post(webrtc_url, json={"sdp": pc.localDescription.sdp, "type": "offer"},
-                                headers={"Authorization": f"Bearer {token}"})
-        if r.status_code != 200:
-            out["error"] = r.text[:200]
+        refused = await offer_and_answer(pc, webrtc_url, token, 20.0)
+        if refused is not None:
+            out["error"] = refused
             return out
-        answer = r.json()
-        await pc.setRemoteDescription(RTCSessionDescription(sdp=answer["sdp"], type=answer["type"]))
         track = await asyncio.wait_for(tracks.get(), max(0.1, stop - time.monotonic()))
         while time.monotonic() < stop:
             try:
