@@ -23,7 +23,7 @@ from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import DutyPolicy, PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
 from sessiond.admission.start_verdict import StartHistory, fingerprint, settle_verdict
-from sessiond.admission.summary import serves_of
+from sessiond.admission.summary import MODES, serves_of
 from sessiond.config import ServeConfig
 
 __all__ = ["POLICIES", "Calibrator", "build_admission", "calibration_batches", "kv_budget_from_pool",
@@ -36,6 +36,9 @@ POLICIES: dict[str, type[PolicyBase]] = {"duty": DutyPolicy, "one-per-gpu": OneP
 # chunks at the full context profiled beyond the first pass (a batch of b runs 1/b of them): the
 # steady bucket's lower quartile then repeats from start to start (docs/performance.md, "Admission")
 STEADY_CHUNKS = 12
+# a start whose profile at batch 1 puts one session of each mode past this many times its budget
+# serves none under any reading of the start-to-start spread (at most 25%): it profiles no further
+HOPELESS = 1.5
 
 
 class Calibrator(Protocol):
@@ -50,7 +53,8 @@ class Calibrator(Protocol):
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
                         time_budget_s: float | None, context_chunks: int | None = None,
-                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel: ...
+                        steady_chunks: int = 0, cpu_time: bool = False,
+                        enough: Callable[[int, CostModel], bool] | None = None) -> CostModel: ...
 
 
 def make_policy(name: str, cost: CostModel, tracker: DutyTracker | None = None, **options: Any) -> PolicyBase:
@@ -106,15 +110,28 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     # a CPU engine on one torch thread computes on the engine thread alone: its profile counts that
     # thread's CPU time, so other load on the machine does not move the verdict from start to start
     cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1
+    def policy_of(cost: CostModel) -> PolicyBase:
+        return make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
+                           max_batch=config.max_batch, margin=config.admission_margin,
+                           objectives=objectives_of(config), segment_s=config.default_segment_s,
+                           max_sessions=config.max_sessions)
+
+    def hopeless(batch: int, cost: CostModel) -> bool:
+        """After batch 1: one session of either mode alone needs more than HOPELESS times the engine
+        time this start may plan: no reading of this machine's profile serves a session, so the
+        larger batches need not be profiled (the newcomer hears so sooner)."""
+        if batch != 1:
+            return False
+        model = policy_of(cost).group_model()
+        return all(model.alone(mode)[1] > HOPELESS * model.budget for mode in MODES)
+
     cost = await host.calibrate(batches=calibration_batches(config.max_batch, fit, host.info.device), chunks=chunks, rounds=1,
                                 time_budget_s=config.calibration_budget_s, context_chunks=context,
-                                steady_chunks=STEADY_CHUNKS, cpu_time=cpu_time)
+                                steady_chunks=STEADY_CHUNKS, cpu_time=cpu_time, enough=hopeless)
     logger.info("cost model calibrated through %d chunks (+%d at the full context) in %.1f s, by %s time "
                 "(wall / CPU time %.2f)", chunks, STEADY_CHUNKS, time.monotonic() - started, cost.profile_clock,
                 cost.contention or float("nan"))
-    policy = make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
-                         max_batch=config.max_batch, margin=config.admission_margin, objectives=objectives_of(config),
-                         segment_s=config.default_segment_s, max_sessions=config.max_sessions)
+    policy = policy_of(cost)
     if cost.calibrated():
         settle_start_verdict(policy, config, host.info)
     return AdmissionRuntime(policy, measured=policy, metrics=AdmissionMetrics(registry))

@@ -75,7 +75,8 @@ def _run_chunk(engine: ProfileEngine, group: Sequence[str], model: CostModel | N
 def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chunks: int = 4, rounds: int = 2,
               progress: Progress | None = None, model: CostModel | None = None,
               time_budget_s: float | None = None, context_chunks: int | None = None,
-              steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
+              steady_chunks: int = 0, cpu_time: bool = False,
+              enough: Callable[[int, CostModel], bool] | None = None) -> CostModel:
     """At each batch size: one unrecorded warm-up chunk, then `rounds` times `chunks` chunks from an
     empty context (contexts 0..chunks-1), plus `steady_chunks` / batch (rounded up) more at the
     full context, so the steady bucket admission plans with holds enough samples at every batch for
@@ -87,7 +88,8 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
     With `cpu_time` (a CPU engine computing on this thread alone: one torch thread), each sample is
     the CPU time the step took: what this machine's core needs, whatever else runs beside it, so
     every start of the same box gets the same profile; how much other load slowed the profile's
-    wall time is kept (`CostModel.contention`)."""
+    wall time is kept (`CostModel.contention`). `enough(batch, model)`, asked after each batch size,
+    may end the profile there (the larger batch sizes are not profiled; offload and restore are)."""
     if not batches or min(batches) < 1 or chunks < 1 or rounds < 1:
         raise CostModelError("invalid_sample", f"batches, chunks and rounds must be >= 1, got {batches}, "
                              f"{chunks}, {rounds}")
@@ -137,6 +139,12 @@ def calibrate(engine: ProfileEngine, *, batches: Sequence[int] = (1, 2, 4), chun
                         logger.info("cost model profile: batch %d used its %.1f s share after %d chunk(s) of "
                                     "round %d", batch, share, c + 1, r)
                         break
+            if enough is not None and enough(batch, model):
+                larger = sorted(b for b in set(batches) if b > batch)
+                if larger:
+                    logger.info("cost model profile: enough after batch %d; batches %s not profiled", batch, larger)
+                    done += sum(per_batch[b] + 1 for b in larger)
+                break
         start = time.perf_counter()
         engine.offload(sids[0])
         model.record("offload", 1, 0, time.perf_counter() - start)

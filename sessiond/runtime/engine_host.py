@@ -8,7 +8,7 @@ becomes that session's error string and never touches the others."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -148,11 +148,13 @@ class EngineHost:
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
                         time_budget_s: float | None, context_chunks: int | None = None,
-                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
-        """The start-up profile through the engine, filling a cost model."""
+                        steady_chunks: int = 0, cpu_time: bool = False,
+                        enough: Callable[[int, CostModel], bool] | None = None) -> CostModel:
+        """The start-up profile through the engine, filling a cost model (`enough`: asked on the engine
+        thread after each batch size whether the profile may end there)."""
         return await self._worker.call(calibrate, self._require(), batches=batches, chunks=chunks, rounds=rounds,
                                        time_budget_s=time_budget_s, context_chunks=context_chunks,
-                                       steady_chunks=steady_chunks, cpu_time=cpu_time)
+                                       steady_chunks=steady_chunks, cpu_time=cpu_time, enough=enough)
 
     async def kv_stats(self) -> KVStats:
         return await self._worker.call(self._require().kv_stats)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -26,6 +26,8 @@ class _Host:
         self.info: ModelInfo = model_info(kv_bytes=1000)  # 2 slabs a session
         self._slabs_free = slabs_free
         self.profiles: list[dict[str, Any]] = []
+        self.chunk_seconds = 0.5  # engine seconds per media second at batch 1
+        self.enough: list[bool] = []  # what the build's `enough` answered after batch 1 and batch 2
 
     def context_chunks(self) -> int:
         return 3
@@ -35,11 +37,15 @@ class _Host:
 
     async def calibrate(self, *, batches: Sequence[int], chunks: int, rounds: int,
                         time_budget_s: float | None, context_chunks: int | None = None,
-                        steady_chunks: int = 0, cpu_time: bool = False) -> CostModel:
+                        steady_chunks: int = 0, cpu_time: bool = False,
+                        enough: Callable[[int, CostModel], bool] | None = None) -> CostModel:
         self.profiles.append({"batches": tuple(batches), "chunks": chunks, "rounds": rounds,
                               "time_budget_s": time_budget_s, "context_chunks": context_chunks,
                               "steady_chunks": steady_chunks, "cpu_time": cpu_time})
-        return known_cost(0.5)
+        cost = known_cost(self.chunk_seconds)
+        if enough is not None:
+            self.enough = [enough(1, cost), enough(2, cost)]
+        return cost
 
 
 async def test_the_kv_policy_needs_no_profile() -> None:
@@ -87,3 +93,14 @@ async def test_a_cost_model_policy_takes_the_configured_max_sessions() -> None:
         assert (runtime.policy.max_sessions, runtime.policy.snapshot(0.0)["max_sessions"]) == (3, 3)
     default = await build_admission(ServeConfig(model="tiny"), _Host(), CollectorRegistry(), lambda: None)
     assert isinstance(default.policy, PolicyBase) and default.policy.max_sessions == 64
+
+
+async def test_a_start_that_cannot_serve_one_session_of_either_mode_profiles_no_larger_batch() -> None:
+    cheap, dear = _Host(slabs_free=6), _Host(slabs_free=6)
+    dear.chunk_seconds = 2.0  # a session needs 2 engine seconds a media second: past 1.5 x the budget (0.85)
+    config = ServeConfig(model="tiny", start_history="")
+    await build_admission(config, cheap, CollectorRegistry(), lambda: None)
+    runtime = await build_admission(config, dear, CollectorRegistry(), lambda: None)
+    assert (cheap.enough, dear.enough) == ([False, False], [True, False])  # asked after batch 1 only
+    assert isinstance(runtime.policy, DutyPolicy) and runtime.policy.start_verdict is not None
+    assert runtime.policy.start_verdict.serves == {"world": 0, "director": 0}

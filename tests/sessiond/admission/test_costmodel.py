@@ -276,3 +276,22 @@ def test_a_chunk_whose_steps_differ_is_planned_at_its_whole_cost() -> None:
     whole = (steps + 1) * engine.seconds("denoise", 1, 2) + engine.seconds("cache", 1, 2) + engine.seconds(
         "decode", 1, 2)
     assert cost.predict_chunk(1, 2) == pytest.approx(whole)
+
+
+def test_calibration_ends_after_the_batch_size_that_is_enough_and_still_measures_offload() -> None:
+    engine = FakeEngine()
+    asked: list[int] = []
+    seen: list[tuple[int, int, str]] = []
+
+    def enough(batch: int, model: CostModel) -> bool:
+        asked.append(batch)
+        return model.predict("decode", 1, 0) > 0  # what batch 1 measured decides it
+
+    cost = calibrate(engine, batches=(1, 2, 4), chunks=3, rounds=1, enough=enough,
+                     progress=lambda d, t, w: seen.append((d, t, w)))
+    assert asked == [1] and cost.profiled_batches() == [1]
+    assert [w for _, _, w in seen] == ["batch 1 warm-up", "batch 1 round 0 chunk 0", "batch 1 round 0 chunk 1",
+                                       "batch 1 round 0 chunk 2", "offload and restore"]
+    assert (seen[-1][0], seen[-1][1]) == (13, 13)  # the progress still ends at its total
+    assert cost.calibrated()
+    assert cost.predict("decode", 4, 0) == pytest.approx(4 * engine.seconds("decode", 1, 0))  # no gain assumed
