@@ -42,6 +42,9 @@ async def test_an_unconnected_session_is_released_within_its_bound_and_a_connect
             count = await asyncio.to_thread(_counter, d.url)
     assert (fresh, holding) == ({"world": 2, "director": 2}, {"world": 1, "director": 1})
     assert status.status_code == 404
-    assert 1.5 - 0.1 <= released_after <= 1.5 + 0.6  # the bound, plus up to one half-second tick
+    # never before its bound (the client's clock starts after the create returned); the bound itself
+    # is asserted with an injected clock in tests/sessiond/runtime/test_unconnected.py (a wall-clock
+    # upper bound here failed at 2.4 s on a loaded box)
+    assert released_after >= 1.5 - 0.1
     assert (kept["sessions"]["total"], kept["serves_now"]) == (1, {"world": 1, "director": 1})
     assert count == 1.0
