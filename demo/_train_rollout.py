@@ -23,7 +23,8 @@ evaluation's vigorous script (directions held seconds long), from a random point
 
 This is the ``regress`` objective. Its flaw: once the self-made context has drifted, the true next
 chunk is unpredictable from it and squared error asks for the mean (a blur). The ``dmd`` objective
-(``demo._train_dmd``) matches distributions instead; it shares the state and helpers here.
+(``demo._train_dmd``) matches distributions instead; the ``distill`` objective (``demo._train_distill``)
+trains a cheaper sampler against the starting model; both share the state and helpers here.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from demo._rollout_cache import RolloutCache
-from demo._rollout_critics import Critics, DmdParams
+from demo._rollout_critics import Critics, DistillParams, DmdParams, Teacher
 from demo._train_dit import encode_video
 from demo.autoencoder import DemoEncoder
 from demo.conditioning import action_features
@@ -66,8 +67,9 @@ class RolloutParams:
     scripted_share: float = 0.5  # episodes whose actions follow the long-play script
     checkpoint_every_s: float = 120.0
     seed: int = 0
-    objective: str = "regress"  # or "dmd": distribution matching against the starting model
+    objective: str = "regress"  # or "dmd": distribution matching against the starting model; or "distill"
     dmd: DmdParams = field(default_factory=DmdParams)
+    distill: DistillParams = field(default_factory=DistillParams)
 
 
 @dataclass
@@ -83,26 +85,31 @@ class RolloutState:
     seconds: float = 0.0  # training seconds spent before this process (resumed runs)
     losses: list[float] = field(default_factory=list)
     critics: Critics | None = None  # the dmd objective's real and fake scores
+    teacher: Teacher | None = None  # the distill objective's frozen teacher
 
     @property
     def objective(self) -> str:
-        return "regress" if self.critics is None else "dmd"
+        return "dmd" if self.critics is not None else "distill" if self.teacher is not None else "regress"
 
     @classmethod
     def start(cls, dit: CausalDiT, text: HashTextEncoder, params: RolloutParams, device: torch.device) -> RolloutState:
         dit, text = copy.deepcopy(dit).to(device).train(), copy.deepcopy(text).to(device).train()
         opt = torch.optim.AdamW([*dit.parameters(), *text.parameters()], lr=params.lr,
                                 weight_decay=params.weight_decay, betas=(0.9, 0.99))
-        critics = None
+        critics = teacher = None
         if params.objective == "dmd":
             critics = Critics.start(dit, text, params.dmd.fake_lr or params.lr, params.weight_decay, device)
-        return cls(dit, text, copy.deepcopy(dit).eval(), copy.deepcopy(text).eval(), opt, critics=critics)
+        elif params.objective == "distill":
+            teacher = Teacher.start(dit, text, device)
+        return cls(dit, text, copy.deepcopy(dit).eval(), copy.deepcopy(text).eval(), opt, critics=critics,
+                   teacher=teacher)
 
     def state_dict(self) -> dict[str, object]:
         return {"dit": self.dit.state_dict(), "text": self.text.state_dict(), "ema_dit": self.ema_dit.state_dict(),
                 "ema_text": self.ema_text.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
                 "seconds": self.seconds, "losses": list(self.losses), "objective": self.objective,
-                "critics": None if self.critics is None else self.critics.state_dict()}
+                "critics": None if self.critics is None else self.critics.state_dict(),
+                "teacher": None if self.teacher is None else self.teacher.state_dict()}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         saved = str(state.get("objective", "regress"))
@@ -113,6 +120,8 @@ class RolloutState:
                                                   "its rollout_state.pt")
         if self.critics is not None:
             self.critics.load_state_dict(state["critics"])  # type: ignore[arg-type]
+        if self.teacher is not None:
+            self.teacher.load_state_dict(state["teacher"])  # type: ignore[arg-type]
         for name in ("dit", "text", "ema_dit", "ema_text", "optimizer"):
             getattr(self, name).load_state_dict(state[name])
         self.step, self.seconds = int(state["step"]), float(state["seconds"])  # type: ignore[call-overload, arg-type]

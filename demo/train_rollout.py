@@ -12,8 +12,11 @@ shipping: it holds the optimizer) and losses.png into ``--out``; checkpoints eve
 ``--objective regress`` (``demo._train_rollout``) regresses each rolled-out chunk to the
 true world's; ``--objective dmd`` (``demo._train_dmd``) matches the starting model's
 distribution given the self-made context (real score: the starting DiT, frozen; fake score: a
-trained copy, ``--fake-lr``, ``--fake-steps``; ``--real-guidance``, ``--regress-weight``). A new
-run takes DEFAULT_OBJECTIVE, a resumed one the objective it was started with.
+trained copy, ``--fake-lr``, ``--fake-steps``; ``--real-guidance``, ``--regress-weight``);
+``--objective distill`` (``demo._train_distill``) trains a sampler of ``--student-timesteps``
+(default 1000,500) without guidance to give the starting model's served, guided flows
+(``--anchor-weight``). A new run takes DEFAULT_OBJECTIVE, a resumed one the objective it was
+started with.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from pathlib import Path
 import torch
 
 from demo._progress import Budget, LossLog, save_loss_plot
-from demo._rollout_critics import OBJECTIVES, DmdParams
+from demo._rollout_critics import OBJECTIVES, DistillParams, DmdParams
+from demo._train_distill import distill_step
 from demo._train_dmd import dmd_step
 from demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
 from demo.actions import action_batch
@@ -79,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dmd: the real score's guidance on the actions (default the config's action_guidance)")
     p.add_argument("--regress-weight", type=float, default=DmdParams.regress_weight,
                    help="dmd: weight of the true-world regression term added (default 0)")
+    p.add_argument("--student-timesteps", default=",".join(f"{t:g}" for t in DistillParams.student_timesteps),
+                   help="distill: the student's denoise timesteps (default %(default)s)")
+    p.add_argument("--anchor-weight", type=float, default=DistillParams.anchor_weight,
+                   help="distill: weight of the term keeping the student's flow the teacher's at a random sigma")
     return p
 
 
@@ -102,6 +110,19 @@ def _dmd(args: argparse.Namespace) -> DmdParams:
                      regress_weight=args.regress_weight)
 
 
+def _distill(args: argparse.Namespace) -> DistillParams:
+    try:
+        steps = tuple(float(t) for t in args.student_timesteps.split(",") if t.strip())
+    except ValueError:
+        steps = ()
+    if not steps or any(not 0.0 < t <= 1000.0 for t in steps) or list(steps) != sorted(steps, reverse=True):
+        raise DemoError("bad_timesteps", f"--student-timesteps must be decreasing numbers in (0, 1000], e.g. "
+                                         f"1000,500; got {args.student_timesteps!r}")
+    if not 0.0 <= args.anchor_weight <= 100.0:
+        raise DemoError("bad_anchor_weight", f"--anchor-weight must lie in [0, 100], got {args.anchor_weight}")
+    return DistillParams(student_timesteps=steps, anchor_weight=args.anchor_weight)
+
+
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
     if args.minutes <= 0.5:
         raise DemoError("bad_minutes", f"--minutes must be more than 0.5, got {args.minutes}")
@@ -116,10 +137,11 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
         raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
     if args.objective is not None and args.objective not in OBJECTIVES:
         raise DemoError("bad_objective", f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
-    dmd = _dmd(args)
+    dmd, distill = _dmd(args), _distill(args)
     objective = args.objective or _saved_objective(args.resume) or DEFAULT_OBJECTIVE
     return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
-                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed, objective=objective, dmd=dmd)
+                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed, objective=objective, dmd=dmd,
+                         distill=distill)
 
 
 def _tail_mean(values: list[float]) -> float:
@@ -165,7 +187,9 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     budget = Budget("rollout", args.minutes * 60.0 - _RESERVE_S - (time.monotonic() - started), steps=args.steps,
                     log_every=10)
     before, first_step = state.seconds, state.step
-    if state.critics is None:
+    if state.objective == "distill":
+        log = LossLog({"distill: student flow vs the teacher's served (guided) flow": state.losses})
+    elif state.critics is None:
         log = LossLog({"rollout flow-matching loss (true chunk after self-made context)": state.losses})
     else:
         log = LossLog({"generator: DMD loss (self-made context)": state.losses,
@@ -196,7 +220,10 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     while not budget.done():
         horizon = horizon_at(params, fraction())
         episodes = source.sample(params.batch, (config.window_chunks + horizon) * fpc, fpc)
-        if state.critics is None:
+        if state.objective == "distill":
+            loss = distill_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
+            budget.tick(loss, f"horizon {horizon}")
+        elif state.critics is None:
             loss = rollout_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
             budget.tick(loss, f"horizon {horizon}")
         else:

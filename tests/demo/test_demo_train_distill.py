@@ -1,0 +1,144 @@
+"""Distilling the served sampler into a 2-step unguided one (``--objective distill``) at a tiny scale
+on CPU: the samplers each side, zero loss where student and teacher sample alike, the student (not
+the teacher) moves and its loss falls, an exact resume, and the CLI's checks."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+
+import pytest
+import torch
+
+from demo._rollout_critics import DistillParams
+from demo._train_distill import distill_step, student_config, teacher_config
+from demo._train_rollout import RolloutParams, RolloutState
+from demo.autoencoder import DemoEncoder
+from demo.config import CONFIG
+from demo.data import Episodes
+from demo.errors import DemoError
+from demo.train_rollout import build_parser, run
+from engine.attention import AttentionBackend
+from engine.model import CausalDiT
+from engine.sampling import Schedule
+from tests.demo.test_demo_train_rollout import CPU, TINY, _model, tiny_batch
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[Episodes, DemoEncoder]:
+    return tiny_batch(4)
+
+
+def _params(**distill: object) -> RolloutParams:
+    return RolloutParams(batch=2, lr=3e-3, warmup_steps=1, weight_decay=0.0, ema_decay=0.5, objective="distill",
+                         distill=DistillParams(**distill))  # type: ignore[arg-type]
+
+
+def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: RolloutParams) -> float:
+    episodes, encoder = batch
+    gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
+    return distill_step(state, episodes, encoder, TINY, AttentionBackend.create("sdpa", CPU), params, 0.5, gen, noise)
+
+
+def _same(a: CausalDiT, b: CausalDiT) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_the_student_samples_two_unguided_steps_and_the_teacher_as_the_shipped_model_is_served() -> None:
+    distill = DistillParams()
+    student, teacher = student_config(CONFIG, distill), teacher_config(CONFIG, distill)
+    assert Schedule.from_config(student).sigmas == (1.0, 0.5)
+    assert (student.action_guidance, student.action_guidance_steps) == (1.0, 0)
+    assert teacher.denoise_timesteps == CONFIG.denoise_timesteps == (1000.0, 667.0, 333.0)
+    assert (teacher.action_guidance, teacher.action_guidance_steps) == (3.0, 1) == (CONFIG.action_guidance,
+                                                                                     CONFIG.action_guidance_steps)
+
+
+def test_where_the_teacher_samples_as_the_student_does_the_loss_is_zero_and_nothing_moves(
+        batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params(teacher_guidance=1.0)  # the same weights, unguided: every target is the student's own flow
+    state = RolloutState.start(*_model(), params, CPU)
+    assert state.objective == "distill" and state.teacher is not None and state.critics is None
+    start = copy.deepcopy(state.dit)
+    assert _step(state, batch, params) == 0.0
+    assert _same(state.dit, start) and state.step == 1
+
+
+def test_a_distill_step_moves_the_student_not_the_teacher_and_the_loss_falls(
+        batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params()
+    state = RolloutState.start(*_model(), params, CPU)
+    assert state.teacher is not None
+    teacher = copy.deepcopy(state.teacher.real)
+    state.dit.init_random(11)  # a student far from its teacher, so that the fall is the loss's, not noise's
+    start = copy.deepcopy(state.dit)
+    assert not any(p.requires_grad for p in state.teacher.real.parameters())
+    losses = [_step(state, batch, params) for _ in range(8)]
+    assert losses[0] > 0 and all(loss == loss for loss in losses)  # finite, not nan
+    assert losses[-1] < 0.7 * losses[0], losses
+    assert not _same(state.dit, start) and _same(state.teacher.real, teacher)
+    assert state.step == 8 and state.losses == losses
+
+
+def test_the_anchor_weight_adds_the_unguided_term(batch: tuple[Episodes, DemoEncoder]) -> None:
+    without, with_anchor = _params(anchor_weight=0.0), _params(anchor_weight=2.0)
+    plain = _step(RolloutState.start(*_model(), without, CPU), batch, without)
+    anchored = _step(RolloutState.start(*_model(), with_anchor, CPU), batch, with_anchor)
+    assert plain > 0 and anchored != plain
+    unguided = _params(teacher_guidance=1.0, anchor_weight=2.0)  # the anchor is the student's own flow too
+    assert _step(RolloutState.start(*_model(), unguided, CPU), batch, unguided) == 0.0
+
+
+def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params()
+    straight = RolloutState.start(*_model(), params, CPU)
+    for _ in range(2):
+        _step(straight, batch, params)
+    buffer = io.BytesIO()
+    torch.save(straight.state_dict(), buffer)
+    dit, text = _model()
+    dit.init_random(9)  # other weights: the teacher too must come from the saved state
+    resumed = RolloutState.start(dit, text, params, CPU)
+    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    assert resumed.step == 2 and resumed.teacher is not None and straight.teacher is not None
+    assert _same(resumed.teacher.real, straight.teacher.real)
+    assert _step(resumed, batch, params) == _step(straight, batch, params)
+    assert _same(resumed.ema_dit, straight.ema_dit) and _same(resumed.dit, straight.dit)
+
+
+def test_a_distill_state_resumes_only_as_distill() -> None:
+    regress = RolloutState.start(*_model(), RolloutParams(), CPU)
+    distill = RolloutState.start(*_model(), _params(), CPU)
+    with pytest.raises(DemoError) as caught:
+        distill.load_state_dict(regress.state_dict())
+    assert caught.value.code == "objective_mismatch"
+    with pytest.raises(DemoError) as caught:
+        regress.load_state_dict(distill.state_dict())
+    assert caught.value.code == "objective_mismatch"
+
+
+@pytest.mark.parametrize(("flags", "code"), [(["--student-timesteps", "500,1000"], "bad_timesteps"),
+                                             (["--student-timesteps", "1000,x"], "bad_timesteps"),
+                                             (["--student-timesteps", "1200"], "bad_timesteps"),
+                                             (["--anchor-weight", "-1"], "bad_anchor_weight")])
+def test_the_cli_rejects_bad_distill_settings(tmp_path: object, flags: list[str], code: str) -> None:
+    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
+                                      "--objective", "distill", *flags])
+    with pytest.raises(DemoError) as caught:
+        run(args)
+    assert caught.value.code == code
+
+
+def test_the_cli_trains_a_distilled_student_from_the_shipped_weights(tmp_path: object) -> None:
+    out = tmp_path / "distill"  # type: ignore[operator]
+    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(out), "--device", "cpu",
+                                      "--objective", "distill", "--steps", "1", "--batch", "1", "--pool", "1",
+                                      "--min-horizon", "1", "--max-horizon", "1"])
+    paths = run(args)
+    state = torch.load(paths["state"], map_location="cpu", weights_only=True)
+    assert state["objective"] == "distill" and state["step"] == 1 and state["teacher"] is not None
+    assert paths["weights"] == out / "demo.safetensors" and paths["weights"].is_file()
+    meta = json.loads(paths["meta"].read_text())
+    assert meta["rollout"]["params"]["objective"] == "distill"
+    assert meta["rollout"]["params"]["distill"]["student_timesteps"] == [1000.0, 500.0]
