@@ -17,6 +17,7 @@ from typing import Protocol
 import numpy as np
 
 __all__ = [
+    "ATTENTION_CHOICES",
     "ActionSpace",
     "ChunkFrames",
     "EngineProtocol",
@@ -30,6 +31,9 @@ __all__ = [
     "StepResult",
     "SteppingEngine",
 ]
+
+# the attention backends an engine can be built with ("auto": the fastest exact one, measured at warm-up)
+ATTENTION_CHOICES = ("auto", "sdpa", "matmul", "flash", "fa3", "fp8", "fp8_triton")
 
 
 @dataclass(frozen=True)

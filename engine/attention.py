@@ -28,6 +28,7 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from engine.api import ATTENTION_CHOICES
 from engine.attention_fa3 import (
     FA3_INSTALL_HINT,
     FP8,
@@ -44,7 +45,6 @@ __all__ = ["ATTENTION_CHOICES", "AttentionBackend", "available_backends", "measu
 
 logger = logging.getLogger(__name__)
 
-ATTENTION_CHOICES = ("auto", "sdpa", "matmul", "flash", "fa3", "fp8", "fp8_triton")
 _FA3_NAMES = ("fa3", "fp8")  # the backends that run FA3 (or its reference) and take packed samples
 
 AttnFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]

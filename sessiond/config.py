@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.api import ATTENTION_CHOICES
 from sessiond.errors import ServeConfigError
 
 __all__ = ["LOG_LEVELS", "ServeConfig", "config_from_args"]
@@ -52,6 +53,7 @@ class ServeConfig:
     # the usual 30 s HTTP client timeout, so that a waiting client hears the 503 rather than timing out)
     calibration_budget_s: float = 60.0  # duty/fifo/one-per-gpu: most seconds of the start-up cost profile
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
+    attention: str = "auto"  # the engine's attention backend (engine.api.ATTENTION_CHOICES); auto: measured at warm-up
     strategy: str | None = None  # an execution-strategy file (sessiond/runtime/strategy.py); None: the default
     # this machine's earlier starts (sessiond/admission/start_verdict.py): the verdict stays the same from start
     # to start where it sits at its edge; None: no history (`sessiond serve` defaults to ~/.cache/sessiond/starts.jsonl)
@@ -127,6 +129,8 @@ class ServeConfig:
         if self.cpu_threads is not None and (not isinstance(self.cpu_threads, int) or isinstance(self.cpu_threads, bool)
                                              or self.cpu_threads < 1):
             raise ServeConfigError("cpu_threads", f"must be a positive integer, got {self.cpu_threads!r}")
+        if self.attention not in ATTENTION_CHOICES:
+            raise ServeConfigError("attention", f"must be one of {', '.join(ATTENTION_CHOICES)}, got {self.attention!r}")
         if self.log_level is not None and self.log_level not in LOG_LEVELS:
             raise ServeConfigError("log_level", f"must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}")
         for origin in self.cors_origins:
@@ -185,7 +189,7 @@ class ServeConfig:
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
                  "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
-                 "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
+                 "attention", "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
                  "objective_director_start_delay_p95_s", "objective_director_risk")
 
 

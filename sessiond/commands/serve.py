@@ -47,6 +47,10 @@ def add_parser(sub: Any, name: str) -> None:
     serve.add_argument("--kv-budget-bytes", type=int, default=None, help="device bytes for the KV pool")
     serve.add_argument("--cpu-threads", type=int, default=None,
                        help="torch threads for the engine (default 1 on CPU: more collapse on a loaded small box)")
+    serve.add_argument("--attention", default=None,
+                       help="the engine's attention backend: auto (default: the fastest exact one, measured at "
+                            "warm-up), sdpa, matmul, flash, fa3 (FlashAttention-3; the gpu extra), fp8 (FA3 FP8 with "
+                            "an e4m3 KV cache: lossy, see docs/performance.md), fp8_triton")
     serve.add_argument("--strategy", default=None, metavar="FILE",
                        help="an execution-strategy file (TOML or JSON; examples in strategies/): where each stage "
                             "runs (decoder in line, on its own CUDA stream or another device) and how many engine "

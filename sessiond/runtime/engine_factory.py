@@ -154,7 +154,8 @@ def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltE
                    "serving the tiny test model instead")
             logger.warning("%s", why)
             engine = Engine.create(model="tiny", catalog=catalog, device=device, kv_budget_bytes=kv_budget,
-                                   cpu_threads=threads, max_batch=config.max_batch, decoder_placement=placement)
+                                   cpu_threads=threads, max_batch=config.max_batch, decoder_placement=placement,
+                                   attention=config.attention)
             return BuiltEngine(engine, "tiny", why)
     try:
         dtype = demo_dtype(device) if config.model == "demo" else None
@@ -162,7 +163,7 @@ def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltE
             logger.info("demo model in %s: this CPU has bf16 matrix instructions", dtype)
         engine = Engine.create(model=config.model, catalog=catalog, device=device, kv_budget_bytes=kv_budget,
                                weights=weights, cpu_threads=threads, max_batch=config.max_batch, dtype=dtype,
-                               decoder_placement=placement)
+                               decoder_placement=placement, attention=config.attention)
     except EngineError as exc:
         raise RuntimeError(f"cannot build model {config.model!r} on {device}: {exc}") from exc
     return BuiltEngine(engine, config.model, None)

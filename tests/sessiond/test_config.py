@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from pathlib import Path
 
@@ -43,6 +44,7 @@ def test_an_unknown_option_is_named_with_the_valid_ones() -> None:
     ({"port": 70000}, "port"),
     ({"idle_offload_s": 10, "idle_close_s": 5}, "idle_close_s"),
     ({"max_message_bytes": True}, "max_message_bytes"),
+    ({"attention": "flash3"}, "attention"),
 ])
 def test_bad_values_fail_at_construction_naming_the_option(options: dict[str, object], name: str) -> None:
     with pytest.raises(ServeConfigError) as info:
@@ -70,6 +72,17 @@ def test_a_non_positive_cpu_thread_count_names_the_option() -> None:
     with pytest.raises(ServeConfigError) as caught:
         ServeConfig.from_mapping({"cpu_threads": 0})
     assert "cpu_threads" in str(caught.value) and "positive integer" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_serve_builds_the_engine_with_the_attention_asked_for() -> None:
+    from sessiond.runtime.engine_factory import build_engine
+
+    config = config_from_args(build_parser().parse_args(["serve", "--model", "tiny", "--device", "cpu",
+                                                         "--attention", "matmul"]))
+    assert (config.attention, ServeConfig().attention) == ("matmul", "auto")
+    built = build_engine(dataclasses.replace(config, kv_budget_bytes=1 << 20))
+    assert built.engine.info.attention == "matmul"
 
 
 @pytest.mark.slow
