@@ -154,6 +154,8 @@ def settle_start_verdict(policy: PolicyBase, config: ServeConfig, info: ModelInf
                 "policy": config.policy, "max_batch": config.max_batch, "max_sessions": config.max_sessions,
                 "margin": config.admission_margin, "objectives": objectives_of(config), "torch": torch_version,
                 "strategy": config.strategy, "profile_clock": policy.cost.profile_clock}
+    if config.attention != "auto":  # another kernel is another machine's profile (auto keeps older records' key)
+        settings["attention"] = config.attention
     history = StartHistory(Path(config.start_history)) if config.start_history else None
     policy.cost.set_profile_scale({})
     costs = {b: policy.cost.cost_rate(b) for b in policy.cost.profiled_batches()}
