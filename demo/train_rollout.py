@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-horizon", type=int, default=RolloutParams.max_horizon,
                    help=f"chunks rolled out per step by the end of the growth (default {RolloutParams.max_horizon})")
     p.add_argument("--lr", type=float, default=RolloutParams.lr)
+    p.add_argument("--ema-decay", type=float, default=RolloutParams.ema_decay,
+                   help="decay of the weights' average that gets written (default %(default)s; a short run wants less)")
     p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--objective", default=None, help=f"{' or '.join(OBJECTIVES)} (default: a resumed run's own, "
@@ -135,12 +137,14 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
                                        f"{args.max_horizon}")
     if not 0.0 < args.lr <= 0.01:
         raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
+    if not 0.0 <= args.ema_decay < 1.0:
+        raise DemoError("bad_ema_decay", f"--ema-decay must lie in [0, 1), got {args.ema_decay}")
     if args.objective is not None and args.objective not in OBJECTIVES:
         raise DemoError("bad_objective", f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
     dmd, distill = _dmd(args), _distill(args)
     objective = args.objective or _saved_objective(args.resume) or DEFAULT_OBJECTIVE
     return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
-                         max_horizon=args.max_horizon, lr=args.lr, seed=args.seed, objective=objective, dmd=dmd,
+                         max_horizon=args.max_horizon, lr=args.lr, ema_decay=args.ema_decay, seed=args.seed, objective=objective, dmd=dmd,
                          distill=distill)
 
 

@@ -121,7 +121,8 @@ def test_a_distill_state_resumes_only_as_distill() -> None:
 @pytest.mark.parametrize(("flags", "code"), [(["--student-timesteps", "500,1000"], "bad_timesteps"),
                                              (["--student-timesteps", "1000,x"], "bad_timesteps"),
                                              (["--student-timesteps", "1200"], "bad_timesteps"),
-                                             (["--anchor-weight", "-1"], "bad_anchor_weight")])
+                                             (["--anchor-weight", "-1"], "bad_anchor_weight"),
+                                             (["--ema-decay", "1"], "bad_ema_decay")])
 def test_the_cli_rejects_bad_distill_settings(tmp_path: object, flags: list[str], code: str) -> None:
     args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
                                       "--objective", "distill", *flags])
