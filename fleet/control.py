@@ -65,7 +65,7 @@ class ControlHandler:
             if op == "resume":
                 return {"ok": True, "response": await self.daemon.resume(_sid(request), self.base_url)}
             if op == "status":
-                return {"ok": True, "status": (await self.daemon.status(_sid(request), _token(request))).to_json()}
+                return {"ok": True, "status": await self.daemon.status(_sid(request), _token(request))}
             if op == "close":
                 await self.daemon.close(_sid(request), _token(request))
                 return {"ok": True}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
+from protocols.http import CreateSessionRequest, CreateSessionResponse
 
 __all__ = ["DaemonCapacity", "FleetDaemon"]
 
@@ -42,8 +42,10 @@ class FleetDaemon(Protocol):
         Returns the public session fields (`CreateSessionResponse` without the token)."""
         ...
 
-    async def status(self, session_id: str, token: str | None) -> SessionStatus:
-        """`GET /v1/sessions/{sid}`, token checked."""
+    async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
+        """`GET /v1/sessions/{sid}`'s JSON body, token checked (any live token of the session): the
+        `SessionStatus` fields and the worker's extension fields (`spectators`, `players`, ...),
+        which the gateway's status passes on as they are."""
         ...
 
     async def close(self, session_id: str, token: str | None) -> None:

@@ -19,7 +19,12 @@ export class MsePlayer {
     this.lead = 0; // seconds of buffer the advice asked for: not eaten by catching up
     this.opened = new Promise((resolve) => this.source.addEventListener("sourceopen", resolve, { once: true }));
     video.src = URL.createObjectURL(this.source);
-    setInterval(() => this.followLiveEdge(), 250);
+    this.timer = setInterval(() => this.followLiveEdge(), 250);
+  }
+
+  // No longer the video's player (a new connection brings a new one): it stops following.
+  close() {
+    clearInterval(this.timer);
   }
 
   static supports(codec) {

@@ -333,18 +333,23 @@ async function joinWebRTC(mine, located) {
 }
 
 // ... else over the fMP4 WebSocket (the session's shared packing), as before WebRTC served co-players.
+// After `moved` (its server drains) or a lost server it joins again where the session is now (`follow`).
+const FOLLOW_CLOSES = new Set([1001, 1006, 1012, 4503]); // going away, dropped, restarting, not held here
 async function joinWebSocket(mine, located) {
   world.session = located;
+  if (mse) mse.close();
   mse = new MsePlayer($("video"));
-  wsLink = await connectWebSocket(world.session, "fmp4", onMessage);
+  const link = await connectWebSocket(world.session, "fmp4", onMessage);
+  wsLink = link;
   world.transport = "websocket";
-  wsLink.ws.addEventListener("close", (e) => {
-    if (mine !== attempt) return;
+  link.ws.addEventListener("close", (e) => {
+    if (mine !== attempt || wsLink !== link) return; // replaced (followed `moved`), or a Retry began
     wsLink = null;
+    if (FOLLOW_CLOSES.has(e.code)) { follow(mine); return; }
     fail({ code: e.code === 4401 ? "unauthorized" : "connection",
       message: `the connection to the world closed (${e.code}) ${e.reason}` });
   });
-  return wsLink.welcome.session;
+  return link.welcome.session;
 }
 
 async function join(mine) {
@@ -381,7 +386,8 @@ async function join(mine) {
 }
 
 // The session's WebRTC peer. When the server says `moved` or the peer drops, the session is
-// looked for where it went (another server of a fleet) and the page connects there.
+// looked for where it went (another server of a fleet) and the page connects there: the owner and
+// a co-player alike (with its invite token; a co-player over the WebSocket joins there again).
 async function attach(mine) {
   world.moved = null;
   const video = $("video");
@@ -406,11 +412,15 @@ async function follow(mine) {
   following = true;
   const moved = world.moved;
   if (rtc) { rtc.pc.close(); rtc = null; }
+  const overWebSocket = world.transport === "websocket"; // a co-player without WebRTC
+  if (wsLink) { const old = wsLink; wsLink = null; old.ws.close(); }
   loading("reconnecting", moved ? "The session moved: reconnecting…" : "Lost the connection: reconnecting…");
   try {
     [world.session] = await reconnectSession(world.session, moved, async (found) => {
       world.session = found;
-      await attach(mine);
+      if (!overWebSocket) { await attach(mine); return; }
+      world.moved = null;
+      await joinWebSocket(mine, found);
     }, { onWait: (err) => {
       if (mine !== attempt) throw err;
       log(`reconnect: ${err.code}: ${err.message}`);

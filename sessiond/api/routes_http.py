@@ -25,7 +25,7 @@ from sessiond.runtime.directory import (
     invite_player,
     open_for_connection,
     revoke_player,
-    status_of,
+    status_body,
 )
 from sessiond.session import Session, connect
 from sessiond.session.players import join_rtc_player
@@ -63,15 +63,7 @@ async def status(request: Request) -> Response:
         found, _ = await find_with_access(daemon, request.path_params["sid"], bearer_token(request))
     except ProtocolError as exc:
         return error_response(exc)
-    body = status_of(found).to_json()
-    # extra fields: who watches and who steers now (the owner's connection steers)
-    live = found if isinstance(found, Session) else None
-    body["spectators"] = len(live.audience) if live is not None else 0
-    body["players"] = (1 if live.connection is not None else 0) + live.audience.players() if live is not None else 0
-    duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
-    if duty is not None:
-        body["admission"] = duty  # an extra field: this session's duty cycle as admission measures it
-    return JSONResponse(body)
+    return JSONResponse(status_body(daemon, found))
 
 
 async def delete(request: Request) -> Response:

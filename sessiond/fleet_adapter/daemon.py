@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from engine.api import KVStats
 from protocols.errors import ErrorCode, ProtocolError, Refused
-from protocols.http import CreateSessionRequest, CreateSessionResponse, SessionStatus
+from protocols.http import CreateSessionRequest, CreateSessionResponse
 from protocols.messages import Moved
 from sessiond.errors import StoreUnavailable
 from sessiond.runtime.daemon import Daemon
@@ -23,7 +23,7 @@ from sessiond.runtime.directory import (
     delete_session,
     find_with_access,
     resume_session,
-    status_of,
+    status_body,
 )
 from sessiond.runtime.handoff import drop_duplicate, hand_off, let_go
 
@@ -117,11 +117,12 @@ class DaemonAdapter:
         session = await resume_session(self.daemon, record, base_url)
         return dict(session.public)
 
-    async def status(self, session_id: str, token: str | None) -> SessionStatus:
+    async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
         """Any live token of the session may read its status, as on the daemon's own route (a share
-        link's page asks the gateway where the session is before it connects)."""
+        link's page asks the gateway where the session is before it connects); the same body as
+        that route, `spectators` and `players` included."""
         found, _ = await find_with_access(self.daemon, session_id, token)
-        return status_of(found)
+        return status_body(self.daemon, found)
 
     async def close(self, session_id: str, token: str | None) -> None:
         await delete_session(self.daemon, session_id, token)

@@ -22,7 +22,7 @@ from sessiond.session.lifecycle import SessionState
 from sessiond.store.base import SessionRecord
 
 __all__ = ["create_session", "delete_session", "find_session", "find_with_access", "invite_player",
-           "open_for_connection", "resume_session", "revoke_player", "status_of"]
+           "open_for_connection", "resume_session", "revoke_player", "status_body", "status_of"]
 
 _STORE_RETRY_S = 2.0
 
@@ -158,6 +158,21 @@ def status_of(found: Session | SessionRecord) -> SessionStatus:
                          frames_sent=record.frames_sent, pts=pts_for(record.frames_sent, record.fps),
                          segment=record.segment, created_at=record.created_at,
                          last_active_at=record.last_active_at)
+
+
+def status_body(daemon: Daemon, found: Session | SessionRecord) -> dict[str, Any]:
+    """`GET /v1/sessions/{sid}`'s body: the status and its extension fields, who watches and who
+    steers now (`spectators`; `players`, the owner's connection counted) and, where admission
+    measures one, the session's duty cycle (`admission`). A fleet worker's `status` control call
+    answers this same body, so the gateway's status carries the same fields."""
+    body = status_of(found).to_json()
+    live = found if isinstance(found, Session) else None
+    body["spectators"] = len(live.audience) if live is not None else 0
+    body["players"] = (1 if live.connection is not None else 0) + live.audience.players() if live is not None else 0
+    duty = daemon.admission.duty_of(body["session_id"]) if daemon.admission is not None else None
+    if duty is not None:
+        body["admission"] = duty
+    return body
 
 
 async def open_for_connection(daemon: Daemon, sid: str, token: str | None,

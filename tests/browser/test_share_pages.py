@@ -1,7 +1,8 @@
 """Share links and co-play in Chromium against the real daemon (tiny model): the World page's Share
 button shows a watch link, watch.html plays it and counts its viewers; Invite player gives a play
 link whose page joins the same world as player 1 (over WebRTC; over the fMP4 WebSocket in a browser
-without it), its keys come back in its own action_seq, and both pages show who plays; the Director
+without it), its keys come back in its own action_seq and its page shows its own action-to-photon,
+and both pages show who plays; the Director
 page shares too."""
 
 from __future__ import annotations
@@ -76,6 +77,10 @@ def _play_invite(owner: Page, player: Page, daemon_url: str, frames: str) -> Non
     player.keyboard.up("KeyD")
     frame = player.evaluate("world.frames.filter((f) => f.action_seq >= 0).at(-1)")
     assert frame["players"][1] == frame["action_seq"]  # the frame tells each player its own seq
+    # its own action-to-photon: its sent actions matched to the frames that applied them (WebRTC:
+    # the frame on screen, by its RTP timestamp; WebSocket: the fragment's arrival)
+    expect(player.locator("#a2p")).to_have_text(re.compile(r"^\d+ ms$"))
+    assert player.evaluate("world.a2p.length >= 1 && world.a2p.every((ms) => ms > 0)") is True
     expect(owner.locator("#presence")).to_contain_text("player 1")
     expect(player.locator("#presence")).to_contain_text("owner")
     expect(player.locator("#presence")).to_contain_text("player 1 (you)")

@@ -3,7 +3,8 @@ the pages; media goes to the workers, which allow the gateway's origin with `--c
 two tiny CPU workers. The World page's Share link names the gateway; watch.html opened from it asks
 the gateway where the session is and plays from the worker that holds it; that worker drains
 (SIGTERM): the open watch page follows `moved` to the other worker, and the SAME link opened in a
-new page after the move plays from there."""
+new page after the move plays from there. Co-players from invite links made there (one over WebRTC,
+one over the fMP4 WebSocket) follow the drain too, with their invite tokens, and steer there."""
 
 from __future__ import annotations
 
@@ -75,4 +76,62 @@ def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
         expect(later.locator("#viewers")).to_have_text("2")
     finally:
         for page in (later, viewer, owner):
+            page.close()
+
+
+def _session_on(fleet: LocalFleet, key: str, sid: str) -> str:
+    return f"{fleet.workers[key][1]}/v1/sessions/{sid}"
+
+
+def test_invite_links_through_the_gateway_follow_a_drain(chromium: BrowserContext,
+                                                         direct_fleet: tuple[LocalFleet, str]) -> None:
+    """Two co-players from invite links made through the gateway, one over WebRTC and one over the
+    fMP4 WebSocket (a browser without WebRTC): the worker holding the session drains, and each
+    co-player's page follows `moved` to the other worker with its invite token, keeps its seat, and
+    its keys steer there (its own action_seq comes back applied, its action-to-photon counted)."""
+    fleet, gw = direct_fleet
+    owner, rtc_player, ws_player = chromium.new_page(), chromium.new_page(), chromium.new_page()
+    ws_player.add_init_script("delete window.RTCPeerConnection;")
+    players = ((rtc_player, 1, "webrtc", "world.framesDecoded"), (ws_player, 2, "websocket", "world.framesReceived"))
+    try:
+        owner.goto(f"{gw}/world.html")
+        owner.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
+        sid = owner.evaluate("world.session.session_id")
+        under = _bound_to(fleet, sid)
+        for page, seat, transport, frames in players:
+            owner.click("#invite")
+            owner.wait_for_function(f"(world.links || []).filter((l) => l.kind === 'players').length === {seat}")
+            link = owner.evaluate("world.links.at(-1)")
+            assert link["player"] == seat
+            assert re.fullmatch(rf"{re.escape(gw)}/world\.html\?session={sid}&token=[A-Za-z0-9_\-]+", link["url"])
+            page.goto(link["url"])
+            page.wait_for_function(f"window.world && world.player === {seat} && {frames} >= 8", timeout=60_000)
+            assert page.evaluate("world.transport") == transport
+            assert page.evaluate("world.session.ws_url").endswith(f"/v1/sessions/{sid}/ws")
+            assert page.evaluate("world.session.webrtc_url") == f"{_session_on(fleet, under, sid)}/webrtc"
+
+        fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: every page is told `moved`
+        assert fleet.workers[under][0].wait(60) == 0
+        other = _bound_to(fleet, sid)
+        assert other != under and other in KEYS
+        for page, seat, transport, _ in players:
+            page.wait_for_function("world.reconnects >= 1", timeout=60_000)
+            assert page.evaluate("world.session.webrtc_url") == f"{_session_on(fleet, other, sid)}/webrtc"
+            assert page.evaluate("world.transport") == transport
+            assert page.evaluate("world.player") == seat
+            shown = page.evaluate("world.frameIdx")  # the session's frame idx (a new peer counts from 0)
+            page.wait_for_function(f"world.frameIdx >= {shown + 16}", timeout=60_000)  # it plays from there
+            # its keys steer at the new place: its own action_seq comes back applied, counted
+            page.locator("body").click(position={"x": 5, "y": 5})
+            sent = page.evaluate("world.actionSent")
+            page.keyboard.down("KeyD")
+            page.wait_for_function(f"world.actionSeq > {sent}", timeout=30_000)
+            page.keyboard.up("KeyD")
+            expect(page.locator("#a2p")).to_have_text(re.compile(r"^\d+ ms$"))
+            expect(page.locator("#status")).to_contain_text("Playing")
+            assert page.evaluate("world.errors") == []
+        expect(owner.locator("#presence")).to_contain_text("player 1")
+        expect(owner.locator("#presence")).to_contain_text("player 2")
+    finally:
+        for page in (ws_player, rtc_player, owner):
             page.close()

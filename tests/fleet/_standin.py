@@ -64,10 +64,10 @@ class StandinDaemon:
             raise ProtocolError(ErrorCode.UNAUTHORIZED, "the token does not match")
         return self.sessions[session_id][0]
 
-    async def status(self, session_id: str, token: str | None) -> SessionStatus:
+    async def status(self, session_id: str, token: str | None) -> dict[str, Any]:
         mode = self._owned(session_id, token)
         now = time.time()
-        return SessionStatus(session_id, mode, "idle", 0, 0, 0, now, now)
+        return SessionStatus(session_id, mode, "idle", 0, 0, 0, now, now).to_json()
 
     async def close(self, session_id: str, token: str | None) -> None:
         self._owned(session_id, token)
