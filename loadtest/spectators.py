@@ -207,6 +207,8 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
         # by media (raw, fmp4: WebSocket clients; webrtc: aiortc; chromium: from opening the page)
         "first_frame_s_max_by_media": {m: round(max(f), 3) for m, f in _by_media(ok, "first_frame_s").items()},
+        # Chromium tabs: the page's marks on the way to the first frame (web/watch.js), each the slowest tab's
+        "chromium_marks_s_max": _marks_max([s["marks_s"] for s in ok if s.get("media") == "chromium" and "marks_s" in s]),
         # WebSocket spectators: connect -> welcome (the handshake and admission), the rest is the wait for a frame
         "welcome_s_max": round(max(welcomes), 3) if (welcomes := [s["welcome_s"] for s in ok if "welcome_s" in s])
         else None,
@@ -218,6 +220,15 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "client_cpu_cores": round(client_cpu_s / (args.seconds + args.warm_s), 3),
         "wall_s": round(time.monotonic() - started, 1),
     }
+
+
+def _marks_max(marks: list[dict[str, float]]) -> dict[str, float]:
+    """Per mark the latest of the tabs' (s since their navigation start)."""
+    out: dict[str, float] = {}
+    for tab in marks:
+        for name, at in tab.items():
+            out[name] = max(out.get(name, 0.0), at)
+    return out
 
 
 def _by_media(spectators: list[dict[str, Any]], key: str) -> dict[str, list[float]]:
@@ -333,6 +344,9 @@ def _markdown(result: dict[str, Any]) -> str:
               + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in
                                                              sorted(r.get("first_frame_s_max_by_media", {}).items()))
                           for r in result["levels"] if r["spectators"]),
+              "", "Chromium tabs on the way there, the slowest tab's marks per level (s from navigation start): "
+              + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in r.get("chromium_marks_s_max", {}).items())
+                          for r in result["levels"] if r["spectators"] and r.get("chromium_marks_s_max")),
               "", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 

@@ -2,7 +2,8 @@
 benchmark (`loadtest.spectators --chromium N`): N tabs of the spectator page (`watch.html` with a
 share link's token) in one browser process; each reports the time from opening the page (its
 navigation start) to its first frame shown (`watch.firstFrameMs`, the page's
-requestVideoFrameCallback) and its decoded frames/s over the measured window (the video element's
+requestVideoFrameCallback), the marks on the way (`watch.marks`: the script connecting, the session
+located, connected, the track arrived) and its decoded frames/s over the measured window (the video element's
 `getVideoPlaybackQuality().totalVideoFrames`, as `window.watch.framesDecoded` reads it). Prints
 one JSON line in the shape of the WebSocket spectator workers' report."""
 
@@ -44,6 +45,8 @@ def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float,
                         shown = page.evaluate("window.watch ? watch.firstFrameMs : null")
                         if shown is not None:
                             out["first_frame_s"] = round(float(shown) / 1000.0, 3)
+                            marks = page.evaluate("watch.marks")  # the way there (web/watch.js)
+                            out["marks_s"] = {k: round(float(v) / 1000.0, 3) for k, v in marks.items()}
                 time.sleep(0.05)
             before = [int(p.evaluate("watch.framesDecoded")) for p in blank]
             t0 = time.monotonic()

@@ -20,6 +20,10 @@ const watch = {
   session: null, transport: null, framesReceived: 0, framesDecoded: 0, lastIdx: -1, presence: null,
   errors: [], steps: status.history, moves: 0,
   firstFrameMs: null,  // when the first frame was shown, in ms since the page began to load
+  // the way there, in ms since the page began to load: connecting (the script runs), located (the
+  // session's status answered), connected (WebRTC: the answer applied; WebSocket: its welcome), track
+  // (WebRTC: the video track arrived)
+  marks: {},
 };
 window.watch = watch;
 
@@ -72,7 +76,10 @@ function fail(err) {
 async function viaWebRTC(session) {
   const video = $("video");
   return connectWebRTC(session, {
-    onTrack: (stream) => { video.srcObject = stream; video.play().catch(() => {}); },
+    onTrack: (stream) => {
+      if (watch.marks.track === undefined) watch.marks.track = performance.now();
+      video.srcObject = stream; video.play().catch(() => {});
+    },
     onMessage,
   });
 }
@@ -110,9 +117,11 @@ async function start(movedTo = null) {
   $("session-id").textContent = linked.session_id;
   try {
     loading("connecting", "Finding the session…");
+    if (watch.marks.connecting === undefined) watch.marks.connecting = performance.now();
     // where its media is now (a single daemon's status names no URLs: this page's origin then)
     const session = await locateSession(linked, moved);
     watch.session = session;
+    if (watch.marks.located === undefined) watch.marks.located = performance.now();
     loading("connecting", "Connecting (WebRTC)…");
     try {
       link = await viaWebRTC(session);
@@ -128,6 +137,7 @@ async function start(movedTo = null) {
       $("mode").textContent = link.welcome.session.mode;
     }
     $("transport").textContent = watch.transport;
+    if (watch.marks.connected === undefined) watch.marks.connected = performance.now();
     loading("first-frame", "Waiting for the first frame…");
   } catch (err) {
     fail(err);
