@@ -25,7 +25,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount
-from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from fleet.control import reply_error, to_admission
@@ -39,6 +38,7 @@ from fleet.runtime import ControlClient, RuntimeConfig, open_runtime
 from fleet.tasks import raise_if_cancelled, stop
 from fleet.urls import ORIGIN_FIELD, media_urls, on_origin
 from httpapi import MAX_BODY, MEDIA, bearer_token, error_response, mount, read_json, refuse_socket
+from httpapi.static import WebFiles
 from protocols.errors import ErrorCode, ProtocolError, Refused
 from protocols.http import CreateSessionRequest
 
@@ -367,5 +367,5 @@ def create_gateway_app(config: GatewayConfig, *, calls: WorkerCalls | None = Non
         "players": share, "players_revoke": share}
     # the daemon's public surface; media routes only when relaying (else clients go to the worker's URLs)
     routes = mount(handlers, omit=() if config.proxy else MEDIA)
-    routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
+    routes.append(Mount("/", app=WebFiles(static), name="web"))
     return Starlette(routes=routes, lifespan=lifespan)

@@ -11,10 +11,10 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.staticfiles import StaticFiles
 
 from engine.api import EngineProtocol
 from httpapi import mount
+from httpapi.static import WebFiles
 from sessiond.admission.decision import AdmissionPolicy
 from sessiond.api.routes_http import HANDLERS, metrics
 from sessiond.api.routes_ws import session_socket
@@ -44,7 +44,7 @@ def create_app(config: ServeConfig, engine: EngineProtocol | None = None, *, sto
     routes: list[BaseRoute] = mount({**HANDLERS, "ws": session_socket})  # the public surface, as a gateway's
     routes.append(Route("/metrics", metrics, methods=["GET"]))  # the daemon's own: Prometheus
     static = web_dir(config)
-    routes.append(Mount("/", app=StaticFiles(directory=str(static), html=True, check_dir=False), name="web"))
+    routes.append(Mount("/", app=WebFiles(static), name="web"))
     middleware = [Middleware(
         CORSMiddleware, allow_origins=list(config.cors_origins), allow_methods=["GET", "POST", "DELETE"],
         allow_headers=["Authorization", "Content-Type", "X-API-Key"], max_age=600,
