@@ -184,12 +184,14 @@ async def _session_rtc(url: str, players: int, seconds: float, warmup_s: float, 
 
 
 def run_coplay(model: str, players: int, seconds: float, warmup_s: float, hz: float, policy: str,
-               transport: str = "ws") -> dict[str, Any]:
+               transport: str = "ws", serve_args: tuple[str, ...] = ()) -> dict[str, Any]:
     command = "python -m loadtest.coplay " + " ".join(sys.argv[1:])
     prov = provenance(command)
     spec = DaemonSpec(model=model, policy=policy)
     if transport == "webrtc":  # loopback host candidates only: the players run on this machine
         spec = dataclasses.replace(spec, extra=(*spec.extra, "--webrtc-hosts", "127.0.0.1"))
+    if serve_args:
+        spec = dataclasses.replace(spec, extra=(*spec.extra, *serve_args))
     with served(spec) as daemon:
         cpu0 = cpu_seconds(daemon.pid)
         t0 = time.monotonic()
@@ -199,7 +201,7 @@ def run_coplay(model: str, players: int, seconds: float, warmup_s: float, hz: fl
     p50s = [p["a2p_p50_ms"] for p in session["players"] if p["a2p_p50_ms"] is not None]
     return {"provenance": prov, "config": {"model": model, "players": players, "seconds": seconds,
                                            "warmup_s": warmup_s, "action_hz": hz, "policy": policy,
-                                           "transport": transport},
+                                           "transport": transport, "serve_args": list(serve_args)},
             "daemon_ready_after_s": daemon.ready_after_s, "daemon_cpu_cores": round(cpu / wall, 2),
             "load_avg_at_end": os.getloadavg(), **session,
             "worst_a2p_p50_ms": max(p50s) if p50s else None}
@@ -240,12 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                         "admitted on a loaded 2-core box, where duty may refuse it)")
     parser.add_argument("--transport", choices=("ws", "webrtc"), default="ws",
                         help="each player's connection: a raw WebSocket (default) or a WebRTC peer (aiortc)")
+    parser.add_argument("--serve-arg", action="append", default=[], metavar="FLAG",
+                        help="a further `sessiond serve` flag, e.g. --serve-arg=--lead-chunks=0.5 (repeatable)")
     parser.add_argument("--out", type=Path, default=None, help="a folder for the JSON and markdown")
     args = parser.parse_args(argv)
     if not 1 <= args.players <= 8:
         parser.error("--players must be 1..8")
     result = run_coplay(args.model, args.players, args.seconds, args.warmup_s, args.action_hz, args.policy,
-                        args.transport)
+                        args.transport, tuple(args.serve_arg))
     text = markdown(result)
     print(text)
     if args.out is not None:
