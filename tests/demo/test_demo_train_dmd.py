@@ -109,14 +109,16 @@ def test_a_saved_dmd_state_resumes_the_very_step(batch: tuple[Episodes, DemoEnco
         assert _same(a, b)
 
 
-def test_a_state_resumes_only_under_its_own_objective() -> None:
-    regress = RolloutState.start(*_model(), RolloutParams(), CPU)
-    dmd = RolloutState.start(*_model(), _params(), CPU)
+@pytest.mark.parametrize(("one", "other"), [("regress", "dmd"), ("regress", "distill"), ("dmd", "distill")])
+def test_a_state_resumes_only_under_its_own_objective(one: str, other: str) -> None:
+    a = RolloutState.start(*_model(), RolloutParams(objective=one), CPU)
+    b = RolloutState.start(*_model(), RolloutParams(objective=other), CPU)
+    assert (a.objective, b.objective) == (one, other)
     with pytest.raises(DemoError) as caught:
-        dmd.load_state_dict(regress.state_dict())
-    assert caught.value.code == "objective_mismatch"
+        b.load_state_dict(a.state_dict())
+    assert caught.value.code == "objective_mismatch" and f"--objective {one}" in str(caught.value)
     with pytest.raises(DemoError) as caught:
-        regress.load_state_dict(dmd.state_dict())
+        a.load_state_dict(b.state_dict())
     assert caught.value.code == "objective_mismatch"
 
 
