@@ -207,6 +207,10 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
         "first_frame_s_median": round(statistics.median(first), 3) if first else None,
         # by media (raw, fmp4: WebSocket clients; webrtc: aiortc; chromium: from opening the page)
         "first_frame_s_max_by_media": {m: round(max(f), 3) for m, f in _by_media(ok, "first_frame_s").items()},
+        # Chromium tabs from the moment the page's script began to connect (its load before that excluded)
+        "chromium_after_connecting_s_max": round(max(after), 3) if (after := [
+            s["first_frame_s"] - s["marks_s"]["connecting"] for s in ok
+            if s.get("media") == "chromium" and "connecting" in s.get("marks_s", {})]) else None,
         # Chromium tabs: the page's marks on the way to the first frame (web/watch.js), each the slowest tab's
         "chromium_marks_s_max": _marks_max([s["marks_s"] for s in ok if s.get("media") == "chromium" and "marks_s" in s]),
         # WebSocket spectators: connect -> welcome (the handshake and admission), the rest is the wait for a frame
@@ -346,6 +350,7 @@ def _markdown(result: dict[str, Any]) -> str:
                           for r in result["levels"] if r["spectators"]),
               "", "Chromium tabs on the way there, the slowest tab's marks per level (s from navigation start): "
               + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in r.get("chromium_marks_s_max", {}).items())
+                          + f" (first frame after connecting: {r.get('chromium_after_connecting_s_max')})"
                           for r in result["levels"] if r["spectators"] and r.get("chromium_marks_s_max")),
               "", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
