@@ -19,10 +19,8 @@ from demo.config import CONFIG
 from demo.data import Episodes
 from demo.errors import DemoError
 from demo.train_rollout import build_parser, run
-from engine.attention import AttentionBackend
-from engine.model import CausalDiT
 from engine.sampling import Schedule
-from tests.demo.test_demo_train_rollout import CPU, TINY, _model, tiny_batch
+from tests.demo.test_demo_train_rollout import CPU, _model, same_weights, step_with, tiny_batch
 
 
 @pytest.fixture(scope="module")
@@ -36,13 +34,7 @@ def _params(**distill: object) -> RolloutParams:
 
 
 def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: RolloutParams) -> float:
-    episodes, encoder = batch
-    gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
-    return distill_step(state, episodes, encoder, TINY, AttentionBackend.create("sdpa", CPU), params, 0.5, gen, noise)
-
-
-def _same(a: CausalDiT, b: CausalDiT) -> bool:
-    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    return step_with(distill_step, state, batch, params)
 
 
 def test_the_student_samples_two_unguided_steps_and_the_teacher_as_the_shipped_model_is_served() -> None:
@@ -62,7 +54,7 @@ def test_where_the_teacher_samples_as_the_student_does_the_loss_is_zero_and_noth
     assert state.objective == "distill" and state.teacher is not None and state.critics is None
     start = copy.deepcopy(state.dit)
     assert _step(state, batch, params) == 0.0
-    assert _same(state.dit, start) and state.step == 1
+    assert same_weights(state.dit, start) and state.step == 1
 
 
 def test_a_distill_step_moves_the_student_not_the_teacher_and_the_loss_falls(
@@ -77,7 +69,7 @@ def test_a_distill_step_moves_the_student_not_the_teacher_and_the_loss_falls(
     losses = [_step(state, batch, params) for _ in range(8)]
     assert losses[0] > 0 and all(loss == loss for loss in losses)  # finite, not nan
     assert losses[-1] < 0.7 * losses[0], losses
-    assert not _same(state.dit, start) and _same(state.teacher.real, teacher)
+    assert not same_weights(state.dit, start) and same_weights(state.teacher.real, teacher)
     assert state.step == 8 and state.losses == losses
 
 
@@ -102,9 +94,9 @@ def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, Demo
     resumed = RolloutState.start(dit, text, params, CPU)
     resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
     assert resumed.step == 2 and resumed.teacher is not None and straight.teacher is not None
-    assert _same(resumed.teacher.real, straight.teacher.real)
+    assert same_weights(resumed.teacher.real, straight.teacher.real)
     assert _step(resumed, batch, params) == _step(straight, batch, params)
-    assert _same(resumed.ema_dit, straight.ema_dit) and _same(resumed.dit, straight.dit)
+    assert same_weights(resumed.ema_dit, straight.ema_dit) and same_weights(resumed.dit, straight.dit)
 
 
 @pytest.mark.parametrize(("flags", "code"), [(["--student-timesteps", "500,1000"], "bad_timesteps"),

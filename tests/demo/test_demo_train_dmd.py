@@ -18,9 +18,7 @@ from demo.autoencoder import DemoEncoder
 from demo.data import Episodes
 from demo.errors import DemoError
 from demo.train_rollout import build_parser, run
-from engine.attention import AttentionBackend
-from engine.model import CausalDiT
-from tests.demo.test_demo_train_rollout import CPU, TINY, _model, tiny_batch
+from tests.demo.test_demo_train_rollout import CPU, _model, same_weights, step_with, tiny_batch
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +32,7 @@ def _params(**dmd: object) -> RolloutParams:
 
 
 def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: RolloutParams) -> DmdLosses:
-    episodes, encoder = batch
-    gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
-    return dmd_step(state, episodes, encoder, TINY, AttentionBackend.create("sdpa", CPU), params, 0.5, gen, noise)
-
-
-def _same(a: CausalDiT, b: CausalDiT) -> bool:
-    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    return step_with(dmd_step, state, batch, params)
 
 
 def test_a_dmd_step_moves_the_generator_and_the_fake_score_but_not_the_real_one(
@@ -49,13 +41,13 @@ def test_a_dmd_step_moves_the_generator_and_the_fake_score_but_not_the_real_one(
     state = RolloutState.start(*_model(), params, CPU)
     assert state.critics is not None and state.objective == "dmd"
     start = copy.deepcopy(state.dit)
-    assert _same(state.critics.real, start) and _same(state.critics.fake, start)
+    assert same_weights(state.critics.real, start) and same_weights(state.critics.fake, start)
     assert not any(p.requires_grad for p in state.critics.real.parameters())
     losses = _step(state, batch, params)
     assert math.isfinite(losses.generator) and math.isfinite(losses.fake) and losses.generator > 0 and losses.fake > 0
-    assert not _same(state.dit, start)
-    assert not _same(state.critics.fake, start)
-    assert _same(state.critics.real, start)
+    assert not same_weights(state.dit, start)
+    assert not same_weights(state.critics.fake, start)
+    assert same_weights(state.critics.real, start)
     assert state.step == 1 and state.losses == [losses.generator] and state.critics.losses == [losses.fake]
 
 
@@ -76,11 +68,11 @@ def test_with_the_fake_score_untrained_and_the_real_one_unguided_the_generator_s
     start, text = copy.deepcopy(state.dit), copy.deepcopy(state.text)
     losses = _step(state, batch, params)
     assert losses.generator == 0.0 and math.isnan(losses.fake) and state.critics and state.critics.losses == []
-    assert _same(state.dit, start)
+    assert same_weights(state.dit, start)
     assert all(torch.equal(p, q) for p, q in zip(state.text.parameters(), text.parameters(), strict=True))
     guided = _params(fake_steps=0)  # R guided on the actions (3.0) differs from F unguided: G moves
     state = RolloutState.start(*_model(), guided, CPU)
-    assert _step(state, batch, guided).generator > 0 and not _same(state.dit, start)
+    assert _step(state, batch, guided).generator > 0 and not same_weights(state.dit, start)
 
 
 def test_the_regress_weight_adds_the_true_world_term(batch: tuple[Episodes, DemoEncoder]) -> None:
@@ -106,7 +98,7 @@ def test_a_saved_dmd_state_resumes_the_very_step(batch: tuple[Episodes, DemoEnco
     assert _step(resumed, batch, params) == _step(straight, batch, params)
     for a, b in ((resumed.ema_dit, straight.ema_dit), (resumed.critics.fake, straight.critics.fake),
                  (resumed.critics.real, straight.critics.real)):
-        assert _same(a, b)
+        assert same_weights(a, b)
 
 
 @pytest.mark.parametrize(("one", "other"), [("regress", "dmd"), ("regress", "distill"), ("dmd", "distill")])

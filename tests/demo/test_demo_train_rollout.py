@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import itertools
+from collections.abc import Callable
+from typing import TypeVar
 
 import pytest
 import torch
@@ -29,6 +31,7 @@ TINY = CONFIG.with_overrides(name="demo-rollout-test", dim=32, num_heads=2, num_
                              latent_height=4, latent_width=4, text_dim=16, extra={})
 WORLD = WorldParams(width=32, height=32, map_size=64)
 CPU = torch.device("cpu")
+T = TypeVar("T")
 
 
 def _model(config: ModelConfig = TINY) -> tuple[CausalDiT, HashTextEncoder]:
@@ -36,6 +39,18 @@ def _model(config: ModelConfig = TINY) -> tuple[CausalDiT, HashTextEncoder]:
     dit.init_random(3)
     text.init_random()
     return dit, text
+
+
+def same_weights(a: CausalDiT, b: CausalDiT) -> bool:
+    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def step_with(step: Callable[..., T], state: RolloutState, batch: tuple[Episodes, DemoEncoder],
+              params: RolloutParams) -> T:
+    """One training step of the tiny model on `batch`, with the same seeded generators every time."""
+    episodes, encoder = batch
+    gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
+    return step(state, episodes, encoder, TINY, AttentionBackend.create("sdpa", CPU), params, 0.5, gen, noise)
 
 
 def tiny_batch(chunks: int) -> tuple[Episodes, DemoEncoder]:
