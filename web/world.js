@@ -396,6 +396,7 @@ async function attach(mine) {
     onMessage,
   });
   world.pc = rtc.pc;
+  world.transport = "webrtc";
   const pc = rtc.pc;
   pc.addEventListener("connectionstatechange", () => {
     log(`connection ${pc.connectionState}`);

@@ -93,6 +93,7 @@ def test_an_invite_link_joins_the_world_over_webrtc_as_a_player_whose_keys_steer
     player = chromium.new_page()
     try:
         _play_invite(owner, player, daemon_url, "world.framesDecoded")
+        assert owner.evaluate("world.transport") == "webrtc"
         assert player.evaluate("world.transport") == "webrtc"  # its video: decoded from the shared encode
         assert player.evaluate("world.frames.at(-1).t") == "frames"  # its metadata: on its control channel
     finally:
