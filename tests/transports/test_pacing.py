@@ -94,3 +94,40 @@ def test_no_two_frames_leave_closer_than_an_interval_minus_the_reset_threshold()
     sent = _send_times(clock, now, arrivals)
     gaps = [b - a for a, b in itertools.pairwise(sent)]
     assert min(gaps) >= 0.0625 - 0.0625 / 4 - 1e-9
+
+
+def test_a_stream_of_frames_paced_once_already_loses_an_offset_but_keeps_its_spacing() -> None:
+    now = FakeTime()
+    clock = MediaClock(late_reset_s=0.0625, now=now, catch_up_frames=4)
+    interval = 0.0625
+    assert clock.delay(pts_for(0, 16)) == 0.0  # anchored on a frame that came 0.1 s late (a joiner's newest)
+    holds = []
+    for i in range(1, 9):  # then every frame arrives one interval after the one before: each is held 0.1 s
+        now.t = 100.0 + i * interval - 0.1
+        holds.append(clock.delay(pts_for(i, 16)))
+    assert holds[:3] == pytest.approx([0.1, 0.1, 0.1])
+    assert holds[3] == pytest.approx(0.0)  # the fourth held frame shows the offset: the anchor moves by it
+    assert holds[4:] == pytest.approx([0.0, 0.0, 0.0, 0.0])
+    assert (clock.catch_ups, clock.resets) == (1, 0)
+
+
+def test_a_burst_keeps_its_spacing_under_catch_up() -> None:
+    now = FakeTime()
+    clock = MediaClock(late_reset_s=0.0625, now=now, catch_up_frames=4)
+    for chunk in range(3):  # four frames arrive together each quarter second: the first leaves at once
+        now.t = 100.0 + chunk * 0.25
+        delays = [clock.delay(pts_for(4 * chunk + k, 16)) for k in range(4)]
+        assert delays == pytest.approx([0.0, 0.0625, 0.125, 0.1875])
+    assert clock.catch_ups == 0
+
+
+def test_without_catch_up_the_offset_stays_and_a_bad_window_is_refused() -> None:
+    now = FakeTime()
+    clock = MediaClock(late_reset_s=0.0625, now=now)
+    clock.delay(pts_for(0, 16))
+    for i in range(1, 9):
+        now.t = 100.0 + i * 0.0625 - 0.1
+        assert clock.delay(pts_for(i, 16)) == pytest.approx(0.1)
+    assert clock.catch_ups == 0
+    with pytest.raises(ValueError, match="catch_up_frames"):
+        MediaClock(late_reset_s=0.0625, catch_up_frames=0)

@@ -27,9 +27,13 @@ from transports.webrtc.config import WebRTCConfig
 from transports.webrtc.peer import Peer
 from transports.webrtc.stream import SessionStream, ViewerTrack
 
-__all__ = ["WebRTCGateway", "h264_preferences"]
+__all__ = ["AUDIENCE_CATCH_UP_FRAMES", "WebRTCGateway", "h264_preferences"]
 
 logger = logging.getLogger(__name__)
+
+# the spectators' and co-players' shared stream: the window of frames over which a hold on every
+# frame counts as an offset to drop (transports/webrtc/_clock.py); 2 s at 16 frames/s
+AUDIENCE_CATCH_UP_FRAMES = 32
 
 # What aiortc raises on an offer it cannot negotiate; an AttributeError/TypeError/IndexError
 # from inside it means a malformed offer got past parsing (e.g. a data channel m-line
@@ -120,7 +124,9 @@ class WebRTCGateway:
         sid = port.session_id
         stream = self._audience.get(sid)
         if stream is None or stream.done.is_set() or stream.port is not feed:
-            stream = self._audience[sid] = SessionStream(feed, self._executor, crf=self.config.crf)
+            # its frames were paced for the owner already: the stream keeps their spacing, not an offset
+            stream = self._audience[sid] = SessionStream(feed, self._executor, crf=self.config.crf,
+                                                         catch_up_frames=AUDIENCE_CATCH_UP_FRAMES)
         hosts = self.config.host_addresses
         if hosts is not None:
             sdp = keep_candidates(sdp, hosts)

@@ -112,11 +112,13 @@ class SessionStream:
         executor: Executor,
         crf: int = 23,
         late_reset_s: float | None = None,
+        catch_up_frames: int | None = None,
     ) -> None:
         self.port = port
         self._settings = EncoderSettings(port.width, port.height, port.fps, crf=crf)
         self._executor = executor
-        self._clock = MediaClock(late_reset_s if late_reset_s is not None else LATE_RESET_FRAMES / port.fps)
+        self._clock = MediaClock(late_reset_s if late_reset_s is not None else LATE_RESET_FRAMES / port.fps,
+                                 catch_up_frames=catch_up_frames)
         self._viewers: list[Viewer] = []
         self._encoder: H264Encoder | None = None
         self._force_key = True
