@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-WEB = Path(__file__).resolve().parents[2] / "web"
+WEB = Path(__file__).resolve().parents[1] / "web"
 
 
 def _imports(module: str) -> list[str]:
