@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from playwright.sync_api import Page
 
 from fleet.local import LocalFleet, local_fleet
+from tests.fleet._fleet import bound_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.redis]
 
@@ -33,12 +33,6 @@ def proxied_fleet(tmp_path: Path) -> Iterator[tuple[LocalFleet, str]]:
         yield fleet, url
 
 
-def _bound_to(fleet: LocalFleet, sid: str) -> str:
-    worker = redis.Redis.from_url(fleet.redis_url).hget(f"fleet:bind:{sid}", "worker")
-    assert worker is not None, f"session {sid} is not bound"
-    return worker.decode()
-
-
 def test_the_world_page_follows_a_drained_worker_and_plays_on(page: Page, proxied_fleet: tuple[LocalFleet, str]
                                                                ) -> None:
     fleet, gw = proxied_fleet
@@ -46,13 +40,13 @@ def test_the_world_page_follows_a_drained_worker_and_plays_on(page: Page, proxie
     page.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
     session = page.evaluate("world.session")
     assert session["webrtc_url"] == f"{gw}/v1/sessions/{session['session_id']}/webrtc"
-    under = _bound_to(fleet, session["session_id"])
+    under = bound_worker(fleet.redis_url, session["session_id"])
     before = page.evaluate("world.frames[world.frames.length - 1]")
 
     fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: the page is told `moved` and follows
     page.wait_for_function("(world.reconnects || 0) >= 1 && world.framesDecoded >= 8", timeout=60_000)
     assert fleet.workers[under][0].wait(30) == 0
-    other = _bound_to(fleet, session["session_id"])
+    other = bound_worker(fleet.redis_url, session["session_id"])
     assert other != under and other in KEYS
     page.wait_for_function(f"world.frames.some((f) => f.idx > {before['idx']} && f.disc)", timeout=30_000)
     assert page.evaluate("world.session.webrtc_url") == session["webrtc_url"]  # the gateway again

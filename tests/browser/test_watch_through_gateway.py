@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from playwright.sync_api import BrowserContext, expect
 
 from fleet.local import LocalFleet, local_fleet
+from tests.fleet._fleet import bound_worker
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.redis]
 
@@ -35,12 +35,6 @@ def direct_fleet(tmp_path: Path) -> Iterator[tuple[LocalFleet, str]]:
         yield fleet, url
 
 
-def _bound_to(fleet: LocalFleet, sid: str) -> str:
-    worker = redis.Redis.from_url(fleet.redis_url).hget(f"fleet:bind:{sid}", "worker")
-    assert worker is not None, f"session {sid} is not bound"
-    return worker.decode()
-
-
 def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
         chromium: BrowserContext, direct_fleet: tuple[LocalFleet, str]) -> None:
     fleet, gw = direct_fleet
@@ -49,7 +43,7 @@ def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
         owner.goto(f"{gw}/world.html")
         owner.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
         sid = owner.evaluate("world.session.session_id")
-        under = _bound_to(fleet, sid)
+        under = bound_worker(fleet.redis_url, sid)
         owner.click("#share")
         box = owner.locator("#share-box input.share-url")
         expect(box).to_be_visible()
@@ -64,7 +58,7 @@ def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
 
         fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: both pages are told `moved`
         assert fleet.workers[under][0].wait(60) == 0
-        other = _bound_to(fleet, sid)
+        other = bound_worker(fleet.redis_url, sid)
         assert other != under and other in KEYS
         viewer.wait_for_function(f"watch.moves >= 1 && watch.framesReceived >= {received + 16}", timeout=60_000)
         assert viewer.evaluate("watch.session.webrtc_url") == f"{fleet.workers[other][1]}/v1/sessions/{sid}/webrtc"
@@ -97,7 +91,7 @@ def test_invite_links_through_the_gateway_follow_a_drain(chromium: BrowserContex
         owner.goto(f"{gw}/world.html")
         owner.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
         sid = owner.evaluate("world.session.session_id")
-        under = _bound_to(fleet, sid)
+        under = bound_worker(fleet.redis_url, sid)
         for page, seat, transport, frames in players:
             owner.click("#invite")
             owner.wait_for_function(f"(world.links || []).filter((l) => l.kind === 'players').length === {seat}")
@@ -112,7 +106,7 @@ def test_invite_links_through_the_gateway_follow_a_drain(chromium: BrowserContex
 
         fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: every page is told `moved`
         assert fleet.workers[under][0].wait(60) == 0
-        other = _bound_to(fleet, sid)
+        other = bound_worker(fleet.redis_url, sid)
         assert other != under and other in KEYS
         for page, seat, transport, _ in players:
             page.wait_for_function("world.reconnects >= 1", timeout=60_000)

@@ -5,6 +5,7 @@ the client-side checks the tests share (streams with their pts, the shared store
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -106,6 +107,15 @@ async def bindings(redis_url: str, sids: list[str]) -> dict[str, Binding | None]
         return {sid: await directory.lookup(sid) for sid in sids}
     finally:
         await directory.close()
+
+
+def bound_worker(redis_url: str, sid: str) -> str:
+    """The worker a session is bound to now, read through the fleet's directory from sync code (in a
+    thread of its own: Playwright's sync API keeps an event loop running in the caller's)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        binding = pool.submit(asyncio.run, bindings(redis_url, [sid])).result()[sid]
+    assert binding is not None, f"session {sid} is not bound"
+    return binding.worker
 
 
 async def stored_snapshot(redis_url: str, sid: str) -> bool:
