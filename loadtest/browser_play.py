@@ -33,13 +33,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 from loadtest._process import stop_process
 
-__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "KEY_CYCLE", "main", "play"]
+__all__ = ["CHROMIUM", "CHROMIUM_ARGS", "KEY_CYCLE", "chromium", "main", "play"]
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -69,6 +70,21 @@ Object.defineProperty(window, "world", { configurable: true, set(value) {
   Object.defineProperty(window, "world", { value, writable: true, configurable: true });
 } });
 """
+
+
+@contextlib.contextmanager
+def chromium(profile_prefix: str, width: int, height: int) -> Iterator[Any]:
+    """Headless Chromium (`CHROMIUM`, `CHROMIUM_ARGS`) on a fresh profile with a viewport of
+    `width` x `height`: its browser context (Playwright's), closed when the block ends."""
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory(prefix=profile_prefix) as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
+                                                        args=CHROMIUM_ARGS, viewport={"width": width, "height": height})
+        try:
+            yield context
+        finally:
+            context.close()
 
 
 def _free_port() -> int:
@@ -143,58 +159,51 @@ class PageFailed(Exception):
 def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: float = 20.0) -> dict[str, object]:
     """Open the World page at ``url``, hold the key cycle for ``seconds``, return the numbers; with
     ``shots`` a screenshot of the page there at the start and every ``shot_every_s`` seconds."""
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="browser-play-") as profile, sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS, viewport={"width": 1100, "height": 700})
-        try:
-            page = context.new_page()
-            page.add_init_script(COLLECT_A2P)
-            opened = time.monotonic()
-            page.goto(f"{url}/world.html")
-            page.wait_for_function("window.world && (world.framesDecoded >= 8 || world.errors.length > 0)",
-                                   timeout=90_000)
-            if int(page.evaluate("world.framesDecoded")) < 8:
-                raise PageFailed([_describe(e) for e in page.evaluate("world.errors")])
-            first_frames_s = time.monotonic() - opened
-            page.locator("body").click(position={"x": 5, "y": 5})
-            start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
-            fps_readings: list[float] = []
-            jitter_readings: list[tuple[float, float]] = []  # (seconds into play, the page's jitter buffer ms)
-            play_t0_ms = float(page.evaluate("performance.now()"))
-            taken: list[str] = []
-            next_shot = 0.0
-            if shots is not None:
-                shots.mkdir(parents=True, exist_ok=True)
-            index = 0
-            while time.monotonic() - started < seconds:
-                keys, hold = KEY_CYCLE[index % len(KEY_CYCLE)]
-                index += 1
-                for key in keys:
-                    page.keyboard.down(key)
-                end = min(time.monotonic() + hold, started + seconds)
-                while time.monotonic() < end:
-                    if shots is not None and time.monotonic() - started >= next_shot:
-                        path = shots / f"play_{int(next_shot):03d}s.png"
-                        page.screenshot(path=str(path))
-                        taken.append(path.name)
-                        next_shot += shot_every_s
-                    page.wait_for_timeout(500)
-                    fps, jitter = page.evaluate("[world.fps, world.jitterMs]")
-                    fps_readings.append(float(fps))
-                    if jitter is not None:
-                        jitter_readings.append((time.monotonic() - started, float(jitter)))
-                for key in reversed(keys):
-                    page.keyboard.up(key)
-            elapsed = time.monotonic() - started
-            decoded = int(page.evaluate("world.framesDecoded")) - int(start_frames)
-            a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
-            a2p_at = [(float(t) - play_t0_ms) / 1000.0 for t in page.evaluate("window.a2pAt || []")]
-            errors = page.evaluate("world.errors")
-            resyncs = int(page.evaluate("world.resyncs || 0"))
-        finally:
-            context.close()
+    with chromium("browser-play-", 1100, 700) as context:
+        page = context.new_page()
+        page.add_init_script(COLLECT_A2P)
+        opened = time.monotonic()
+        page.goto(f"{url}/world.html")
+        page.wait_for_function("window.world && (world.framesDecoded >= 8 || world.errors.length > 0)",
+                               timeout=90_000)
+        if int(page.evaluate("world.framesDecoded")) < 8:
+            raise PageFailed([_describe(e) for e in page.evaluate("world.errors")])
+        first_frames_s = time.monotonic() - opened
+        page.locator("body").click(position={"x": 5, "y": 5})
+        start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
+        fps_readings: list[float] = []
+        jitter_readings: list[tuple[float, float]] = []  # (seconds into play, the page's jitter buffer ms)
+        play_t0_ms = float(page.evaluate("performance.now()"))
+        taken: list[str] = []
+        next_shot = 0.0
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+        index = 0
+        while time.monotonic() - started < seconds:
+            keys, hold = KEY_CYCLE[index % len(KEY_CYCLE)]
+            index += 1
+            for key in keys:
+                page.keyboard.down(key)
+            end = min(time.monotonic() + hold, started + seconds)
+            while time.monotonic() < end:
+                if shots is not None and time.monotonic() - started >= next_shot:
+                    path = shots / f"play_{int(next_shot):03d}s.png"
+                    page.screenshot(path=str(path))
+                    taken.append(path.name)
+                    next_shot += shot_every_s
+                page.wait_for_timeout(500)
+                fps, jitter = page.evaluate("[world.fps, world.jitterMs]")
+                fps_readings.append(float(fps))
+                if jitter is not None:
+                    jitter_readings.append((time.monotonic() - started, float(jitter)))
+            for key in reversed(keys):
+                page.keyboard.up(key)
+        elapsed = time.monotonic() - started
+        decoded = int(page.evaluate("world.framesDecoded")) - int(start_frames)
+        a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
+        a2p_at = [(float(t) - play_t0_ms) / 1000.0 for t in page.evaluate("window.a2pAt || []")]
+        errors = page.evaluate("world.errors")
+        resyncs = int(page.evaluate("world.resyncs || 0"))
     return {
         "url": url,
         "seconds": round(elapsed, 1),

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loadtest.browser_play import CHROMIUM, CHROMIUM_ARGS, COLLECT_A2P, KEY_CYCLE, PageFailed, serve
+from loadtest.browser_play import COLLECT_A2P, KEY_CYCLE, PageFailed, chromium, serve
 from loadtest.browser_play import _describe as describe
 from loadtest.browser_play import _percentile as percentile
 
@@ -43,53 +43,46 @@ def _joined(page: Any, player: int | None) -> None:
 
 def coplay(url: str, players: int, seconds: float) -> dict[str, Any]:
     """Open the owner's World page at ``url`` and ``players - 1`` invite tabs, play ``seconds``."""
-    from playwright.sync_api import sync_playwright
-
-    with tempfile.TemporaryDirectory(prefix="coplay-chromium-") as profile, sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS, viewport={"width": 1100, "height": 700})
-        try:
-            owner = context.new_page()
-            owner.add_init_script(COLLECT_A2P)
-            owner.goto(f"{url}/world.html")
-            _joined(owner, None)
-            pages = [owner]
-            for k in range(1, players):
-                owner.click("#invite")
-                owner.wait_for_function(f"(world.links || []).length >= {k}", timeout=30_000)
-                link = owner.evaluate("world.links.at(-1)")
-                tab = context.new_page()
-                tab.add_init_script(COLLECT_A2P)
-                tab.goto(link["url"])
-                _joined(tab, int(link["player"]))
-                pages.append(tab)
-            for page in pages:
-                page.locator("body").click(position={"x": 5, "y": 5})
-            before = [int(p.evaluate("world.framesDecoded")) for p in pages]
-            started, step = time.monotonic(), 0
-            while time.monotonic() - started < seconds:
-                held = []
-                for i, page in enumerate(pages):
-                    keys = KEY_CYCLE[(step + 3 * i) % len(KEY_CYCLE)][0]
-                    for key in keys:
-                        page.keyboard.down(key)
-                    held.append((page, keys))
-                owner.wait_for_timeout(_STEP_S * 1000)
-                for page, keys in held:
-                    for key in reversed(keys):
-                        page.keyboard.up(key)
-                step += 1
-            elapsed = time.monotonic() - started
-            rows = []
+    with chromium("coplay-chromium-", 1100, 700) as context:
+        owner = context.new_page()
+        owner.add_init_script(COLLECT_A2P)
+        owner.goto(f"{url}/world.html")
+        _joined(owner, None)
+        pages = [owner]
+        for k in range(1, players):
+            owner.click("#invite")
+            owner.wait_for_function(f"(world.links || []).length >= {k}", timeout=30_000)
+            link = owner.evaluate("world.links.at(-1)")
+            tab = context.new_page()
+            tab.add_init_script(COLLECT_A2P)
+            tab.goto(link["url"])
+            _joined(tab, int(link["player"]))
+            pages.append(tab)
+        for page in pages:
+            page.locator("body").click(position={"x": 5, "y": 5})
+        before = [int(p.evaluate("world.framesDecoded")) for p in pages]
+        started, step = time.monotonic(), 0
+        while time.monotonic() - started < seconds:
+            held = []
             for i, page in enumerate(pages):
-                a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
-                decoded = int(page.evaluate("world.framesDecoded")) - before[i]
-                rows.append({"player": i, "transport": page.evaluate("world.transport"),
-                             "a2p_samples": len(a2p), "a2p_ms_p50": percentile(a2p, 50),
-                             "a2p_ms_p95": percentile(a2p, 95), "decoded_fps": decoded / elapsed,
-                             "errors": [describe(e) for e in page.evaluate("world.errors")]})
-        finally:
-            context.close()
+                keys = KEY_CYCLE[(step + 3 * i) % len(KEY_CYCLE)][0]
+                for key in keys:
+                    page.keyboard.down(key)
+                held.append((page, keys))
+            owner.wait_for_timeout(_STEP_S * 1000)
+            for page, keys in held:
+                for key in reversed(keys):
+                    page.keyboard.up(key)
+            step += 1
+        elapsed = time.monotonic() - started
+        rows = []
+        for i, page in enumerate(pages):
+            a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
+            decoded = int(page.evaluate("world.framesDecoded")) - before[i]
+            rows.append({"player": i, "transport": page.evaluate("world.transport"),
+                         "a2p_samples": len(a2p), "a2p_ms_p50": percentile(a2p, 50),
+                         "a2p_ms_p95": percentile(a2p, 95), "decoded_fps": decoded / elapsed,
+                         "errors": [describe(e) for e in page.evaluate("world.errors")]})
     p50s = [r["a2p_ms_p50"] for r in rows if r["a2p_ms_p50"] is not None]
     return {"url": url, "players": players, "seconds": round(elapsed, 1), "rows": rows,
             "worst_a2p_ms_p50": max(p50s) if len(p50s) == players else None}

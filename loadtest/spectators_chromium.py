@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
 
 from loadtest._barrier import wait_for_go
-from loadtest.browser_play import CHROMIUM, CHROMIUM_ARGS
+from loadtest.browser_play import chromium
 
 __all__ = ["main", "watch_pages"]
 
@@ -26,12 +25,9 @@ def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float,
                 ready: Callable[[], None] | None = None) -> list[dict[str, Any]]:
     """`ready` (if given) is called once the browser and its blank tabs are up, before any page opens."""
     from playwright.sync_api import Error as PlaywrightError
-    from playwright.sync_api import sync_playwright
 
     outs: list[dict[str, Any]] = [{"media": "chromium"} for _ in range(pages)]
-    with tempfile.TemporaryDirectory(prefix="spectators-") as profile, sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                        args=CHROMIUM_ARGS, viewport={"width": 800, "height": 600})
+    with chromium("spectators-", 800, 600) as context:
         try:
             blank = [context.new_page() for _ in range(pages)]
             if ready is not None:
@@ -60,8 +56,6 @@ def watch_pages(watch_url: str, pages: int, warm_s: float, seconds: float,
         except PlaywrightError as exc:
             for out in outs:
                 out.setdefault("error", str(exc)[:200])
-        finally:
-            context.close()
     return outs
 
 
