@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import mimetypes
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,7 +57,7 @@ class WebFiles:
             st = os.stat(path)
         except OSError:
             return None
-        if not os.path.isfile(path):
+        if not stat.S_ISREG(st.st_mode):  # a directory, a device: not a file of the site
             return None
         key, stamp = str(path), (st.st_mtime_ns, st.st_size)
         cached = self._files.get(key)
