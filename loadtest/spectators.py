@@ -213,6 +213,8 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
             if s.get("media") == "chromium" and "connecting" in s.get("marks_s", {})]) else None,
         # Chromium tabs: the page's marks on the way to the first frame (web/watch.js), each the slowest tab's
         "chromium_marks_s_max": _marks_max([s["marks_s"] for s in ok if s.get("media") == "chromium" and "marks_s" in s]),
+        # aiortc peers: their marks (transports/webrtc/watch.py, s after the offer began), each the slowest peer's
+        "webrtc_marks_s_max": _marks_max([s["marks_s"] for s in ok if s.get("media") == "webrtc" and "marks_s" in s]),
         # WebSocket spectators: connect -> welcome (the handshake and admission), the rest is the wait for a frame
         "welcome_s_max": round(max(welcomes), 3) if (welcomes := [s["welcome_s"] for s in ok if "welcome_s" in s])
         else None,
@@ -227,7 +229,7 @@ async def _level(url: str, owner: Owner, urls: tuple[str, str, str], token: str,
 
 
 def _marks_max(marks: list[dict[str, float]]) -> dict[str, float]:
-    """Per mark the latest of the tabs' (s since their navigation start)."""
+    """Per mark the latest of the clients' (s since each one's own start)."""
     out: dict[str, float] = {}
     for tab in marks:
         for name, at in tab.items():
@@ -352,6 +354,9 @@ def _markdown(result: dict[str, Any]) -> str:
               + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in r.get("chromium_marks_s_max", {}).items())
                           + f" (first frame after connecting: {r.get('chromium_after_connecting_s_max')})"
                           for r in result["levels"] if r["spectators"] and r.get("chromium_marks_s_max")),
+              "", "aiortc peers on the way there, the slowest peer's marks per level (s from its offer): "
+              + "; ".join(f"{r['spectators']}: " + ", ".join(f"{m} {v}" for m, v in r.get("webrtc_marks_s_max", {}).items())
+                          for r in result["levels"] if r["spectators"] and r.get("webrtc_marks_s_max")),
               "", "Summary: `" + json.dumps(result["summary"]) + "`", ""]
     return "\n".join(lines)
 

@@ -537,3 +537,45 @@ async def test_when_the_owner_deletes_the_session_its_spectators_hear_it_and_clo
     assert (err.code, err.fatal) == ("not_found", True)
     assert await conn.closed_with() == 4404
     await owner.aclose()
+
+
+async def test_the_webrtc_watcher_marks_its_way_to_the_first_frame() -> None:
+    """`transports.webrtc.watch` (the spectator benchmark's aiortc viewer) through a real daemon:
+    it decodes the session's video and reports, in seconds after its offer began, the offer made,
+    the answer back, the track, ICE/DTLS connected and the first frame, in that order of cause;
+    a refused token reports the refusal with the two marks it reached."""
+    from transports.webrtc.watch import watch
+
+    async with off_loop(running_daemon(tiny_engine("private"), webrtc_hosts=("127.0.0.1",))) as running:
+        owner = SessionClient(timeout_s=20.0)
+        created = await owner.create(running.url, "world")
+        link = await share(running.url, created.session_id, created.token)
+        await owner.connect()
+        frames: list[Frame] = []
+
+        async def keep_reading() -> None:
+            async for msg in owner.messages():
+                if isinstance(msg, Frame):
+                    frames.append(msg)
+
+        reader = asyncio.create_task(keep_reading())
+        try:
+            await wait_for(lambda: len(frames) >= 4)
+            now = time.monotonic()
+            report = await watch(created.webrtc_url, link["token"], now + 0.5, now + 3.0)
+            assert "error" not in report, report
+            marks = report["marks_s"]
+            assert set(marks) == {"offer", "answer", "track", "connected", "frame"}
+            assert 0 < marks["offer"] <= marks["answer"] <= marks["track"] <= marks["frame"]
+            assert marks["connected"] <= marks["frame"]
+            assert marks["frame"] == round(report["first_frame_s"], 4)
+            assert report["frames"] > 0 and report["fps"] > 0
+
+            refused = await watch(created.webrtc_url, "not-a-token", now, time.monotonic() + 2.0)
+            assert set(refused["marks_s"]) == {"offer", "answer"}
+            assert '"code":"unauthorized"' in refused["error"].replace(" ", ""), refused["error"]
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reader
+            await owner.aclose()

@@ -1,7 +1,9 @@
 """`python -m transports.webrtc.watch --webrtc-url URL --token T --seconds S [--warm-s W]`: one
 WebRTC viewer (aiortc, host candidates on loopback only) that watches a session for a while and
 prints one JSON line: its decoded frames, frames/s over the last S seconds, its first frame's
-latency after its offer began. `loadtest.spectators` runs it as a WebRTC spectator process."""
+latency after its offer began and the marks on the way there (`marks_s`, seconds after the
+offer began: `offer` made, `answer` back, ICE/DTLS `connected`, the `track`, the first `frame`).
+`loadtest.spectators` runs it as a WebRTC spectator process."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import Any
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
-from transports.webrtc._offer import offer_and_answer
+from transports.webrtc._offer import http_client, offer_and_answer
 
 __all__ = ["main", "watch"]
 
@@ -22,15 +24,31 @@ __all__ = ["main", "watch"]
 async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[str, Any]:
     """Watch from now until `stop` (monotonic); frames from `start` on are counted for frames/s."""
     out: dict[str, Any] = {"media": "webrtc"}
+    http = http_client(webrtc_url, 20.0)
     began = time.monotonic()
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
     pc.addTransceiver("video", direction="recvonly")
     pc.createDataChannel("control")
     tracks: asyncio.Queue[Any] = asyncio.Queue()
-    pc.on("track", tracks.put_nowait)
+    marks: dict[str, float] = {}
+    out["marks_s"] = marks
+
+    def mark(name: str) -> None:
+        marks.setdefault(name, round(time.monotonic() - began, 4))
+
+    @pc.on("track")
+    def on_track(track: Any) -> None:
+        mark("track")
+        tracks.put_nowait(track)
+
+    @pc.on("connectionstatechange")
+    def on_state() -> None:
+        if pc.connectionState == "connected":
+            mark("connected")
+
     frames = counted = 0
     try:
-        refused = await offer_and_answer(pc, webrtc_url, token, 20.0)
+        refused = await offer_and_answer(pc, webrtc_url, token, 20.0, http=http, mark=mark)
         if refused is not None:
             out["error"] = refused
             return out
@@ -42,6 +60,7 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
                 break
             if "first_frame_s" not in out:
                 out["first_frame_s"] = time.monotonic() - began
+                mark("frame")
             frames += 1
             if time.monotonic() >= start:
                 counted += 1
@@ -49,6 +68,7 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
         out["error"] = repr(exc)[:200]
     finally:
         await pc.close()
+        await http.aclose()
     out.update(frames=frames, bytes=0, fps=counted / max(1e-6, stop - start))
     return out
 
