@@ -8,23 +8,57 @@ const JUMP_S = 3.0; // behind by more than this: jump to near the edge
 const KEEP_S = 30; // media kept behind the playhead
 
 export class MsePlayer {
+  // Players made and not yet closed, in this page (tests read it: a page has one live player).
+  static live = 0;
+
   constructor(video) {
     this.video = video;
     this.source = new MediaSource();
     this.buffer = null;
     this.queue = [];
     this.started = false;
+    this.closed = false;
     this.appended = 0;
     this.holdUntil = 0; // performance.now() ms before which playback waits (the start-delay advice)
     this.lead = 0; // seconds of buffer the advice asked for: not eaten by catching up
-    this.opened = new Promise((resolve) => this.source.addEventListener("sourceopen", resolve, { once: true }));
-    video.src = URL.createObjectURL(this.source);
+    this.onUpdateEnd = () => this.pump();
+    this.opened = new Promise((resolve) => {
+      this.onSourceOpen = resolve;
+      this.source.addEventListener("sourceopen", resolve, { once: true });
+    });
+    this.url = URL.createObjectURL(this.source);
+    video.src = this.url;
     this.timer = setInterval(() => this.followLiveEdge(), 250);
+    MsePlayer.live += 1;
   }
 
-  // No longer the video's player (a new connection brings a new one): it stops following.
+  // No longer the video's player (a new connection brings a new one, or the page stops): it stops
+  // following the live edge, drops what it had queued and its listeners, ends its MediaSource (its
+  // SourceBuffer goes with it), detaches it from the video unless another player or stream took
+  // the video already, and revokes its object URL, so nothing of it stays alive. Idempotent.
   close() {
+    if (this.closed) return;
+    this.closed = true;
+    MsePlayer.live -= 1;
     clearInterval(this.timer);
+    this.queue = [];
+    this.source.removeEventListener("sourceopen", this.onSourceOpen);
+    if (this.buffer) {
+      this.buffer.removeEventListener("updateend", this.onUpdateEnd);
+      try {
+        if (this.buffer.updating) this.buffer.abort();
+        if (this.source.readyState === "open") this.source.removeSourceBuffer(this.buffer);
+      } catch { /* the source was already detached: nothing left to remove */ }
+      this.buffer = null;
+    }
+    if (this.source.readyState === "open") {
+      try { this.source.endOfStream(); } catch { /* ended meanwhile */ }
+    }
+    if (this.video.src === this.url) { // still ours: detach it (a new player or a stream sets its own)
+      this.video.removeAttribute("src");
+      if (!this.video.srcObject) this.video.load(); // (a WebRTC stream set since plays on untouched)
+    }
+    URL.revokeObjectURL(this.url);
   }
 
   static supports(codec) {
@@ -33,13 +67,15 @@ export class MsePlayer {
 
   async init(codec, data) {
     await this.opened;
+    if (this.closed) return;
     this.buffer = this.source.addSourceBuffer(`video/mp4; codecs="${codec}"`);
     this.buffer.mode = "segments"; // media time = pts / 90 kHz, from each fragment's tfdt
-    this.buffer.addEventListener("updateend", () => this.pump());
+    this.buffer.addEventListener("updateend", this.onUpdateEnd);
     this.append(data);
   }
 
   append(data) {
+    if (this.closed) return;
     this.queue.push(data);
     this.pump();
   }

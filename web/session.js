@@ -111,9 +111,37 @@ function waitIceComplete(pc, timeoutMs) {
   });
 }
 
+// Resolves once `control` is open; rejects (ServerError "connection", so callers reconnect or fall
+// back) when the peer fails or closes first (the server let it go) or after `timeoutMs`: a page
+// never waits without a word for a channel that will not open.
+function controlOpen(pc, control, timeoutMs) {
+  if (control.readyState === "open") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const done = (err) => {
+      clearTimeout(timer);
+      control.removeEventListener("open", opened);
+      control.removeEventListener("close", closed);
+      pc.removeEventListener("connectionstatechange", changed);
+      if (err) { pc.close(); reject(err); } else resolve();
+    };
+    const opened = () => done(null);
+    const closed = () => done(new ServerError("connection", "the WebRTC control channel closed before it opened"));
+    const changed = () => {
+      if (pc.connectionState === "failed" || pc.connectionState === "closed") {
+        done(new ServerError("connection", `the WebRTC connection ${pc.connectionState} before its control channel opened`));
+      }
+    };
+    const timer = setTimeout(() => done(new ServerError("connection",
+      `the WebRTC control channel did not open within ${Math.round(timeoutMs / 1000)} s`)), timeoutMs);
+    control.addEventListener("open", opened);
+    control.addEventListener("close", closed);
+    pc.addEventListener("connectionstatechange", changed);
+  });
+}
+
 // Non-trickle offer: receive-only video, `control` (ordered) and `actions` (unordered, no
 // retransmits) data channels, no ICE servers (loopback/LAN); returns {pc, control, actions}.
-export async function connectWebRTC(session, { onTrack, onMessage, iceServers = [] }) {
+export async function connectWebRTC(session, { onTrack, onMessage, iceServers = [], openTimeoutMs = 15_000 }) {
   const pc = new RTCPeerConnection({ iceServers });
   pc.addTransceiver("video", { direction: "recvonly" });
   const control = pc.createDataChannel("control");
@@ -132,8 +160,7 @@ export async function connectWebRTC(session, { onTrack, onMessage, iceServers = 
     body: JSON.stringify({ sdp: pc.localDescription.sdp, type: pc.localDescription.type }),
   });
   await pc.setRemoteDescription(answer);
-  const opened = (c) => (c.readyState === "open" ? Promise.resolve() : new Promise((r) => c.addEventListener("open", r, { once: true })));
-  await opened(control);
+  await controlOpen(pc, control, openTimeoutMs);
   const send = (message, channel = control) => { if (channel.readyState === "open") channel.send(encode(message)); };
   return { pc, control, actions, send };
 }

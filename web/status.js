@@ -19,6 +19,10 @@ const ERROR_TEXT = {
   too_large: { title: "A message from this page was too large", retry: false },
   unsupported_version: { title: "This page speaks a protocol version the server does not", retry: false },
   unsupported_codec: { title: "This browser cannot play the server's video", retry: false },
+  // this page's own code for a co-player's fatal `conflict`: its invite was opened on another page,
+  // which plays the seat now (docs/protocol.md, "Co-play")
+  taken_over: { title: "This seat is now played on another page", retry: true, retryLabel: "Play here",
+    whenText: () => "Your invite link was opened again (another tab or device): that page steers now and this one stopped. Play here takes the seat back." },
 };
 
 // An error as the server (or this page) reports it: {code, message, retryAfterS?, status?}.
@@ -64,7 +68,8 @@ export function describeError(err) {
       whenText: (s) => (s > 0 ? `Another session has to close first: try again in ${s} s.`
         : "Another session has to close first: you can try again now.") };
   }
-  return { code, title: known.title, detail, canRetry: known.retry, retryAfterS };
+  return { code, title: known.title, detail, canRetry: known.retry, retryAfterS, whenText: known.whenText,
+    retryLabel: known.retryLabel };
 }
 
 // The status line: `set(step, text)`; each change is remembered in `history` (tests read it), the
@@ -105,7 +110,7 @@ export function showError(box, described, onRetry) {
     const button = document.createElement("button");
     button.id = `${box.id}-retry`;
     button.className = "retry";
-    button.textContent = "Retry";
+    button.textContent = described.retryLabel || "Retry";
     button.onclick = () => { clearInterval(timer); hideError(box); onRetry(); };
     let left = described.retryAfterS !== null ? Math.ceil(described.retryAfterS) : 0;
     const tick = () => {

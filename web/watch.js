@@ -30,6 +30,17 @@ window.watch = watch;
 const params = new URLSearchParams(location.search);
 let mse = null;
 let link = null;
+// the fMP4 player now (null over WebRTC), and the MsePlayers alive in this page (made and not
+// closed): one at most, whatever the reconnects
+Object.defineProperty(watch, "mse", { get: () => mse });
+Object.defineProperty(watch, "msePlayers", { get: () => MsePlayer.live });
+
+// The fMP4 player of the previous connection goes when the next one brings its own video (an
+// MsePlayer holds a MediaSource, its SourceBuffer and an object URL until it is closed).
+function dropPlayer() {
+  if (mse) mse.close();
+  mse = null;
+}
 
 function loading(step, text) {
   status.set(step, text);
@@ -78,6 +89,7 @@ async function viaWebRTC(session) {
   return connectWebRTC(session, {
     onTrack: (stream) => {
       if (watch.marks.track === undefined) watch.marks.track = performance.now();
+      dropPlayer();
       video.srcObject = stream; video.play().catch(() => {});
     },
     onMessage,
@@ -85,6 +97,8 @@ async function viaWebRTC(session) {
 }
 
 async function viaWebSocket(session) {
+  dropPlayer();
+  $("video").srcObject = null; // a stream of an earlier WebRTC connection would hide the new player
   mse = new MsePlayer($("video"));
   const conn = await connectWebSocket(session, "fmp4", onMessage);
   conn.ws.addEventListener("close", (e) => {

@@ -72,6 +72,7 @@ function onMessage(message) {
     }
     case "welcome": { // a co-player's, first on its WebRTC control channel: its seat, the session's fps
       world.session = { ...world.session, ...message.session };
+      continueSeat(message.session);
       if (world.onWelcome) world.onWelcome(message);
       break;
     }
@@ -89,6 +90,7 @@ function onMessage(message) {
     case "error": {
       world.errors.push(message);
       log(`error ${message.code}: ${message.message}`);
+      if (JOIN && message.fatal && message.code === "conflict") { takenOver(message); break; }
       const described = describeError(message);
       note(`${described.title}: ${described.detail}`, "warn");
       break;
@@ -184,8 +186,15 @@ function pollStats() {
   }, 500);
 }
 
+// The next action's seq. A co-player's page continues its seat's sequence: its welcome says where
+// the seat stands (`last_seq`: a tab that played the seat before this one sent up to there), so its
+// first action counts at once instead of being ignored as old.
+let seq = 0;
+function continueSeat(welcome) {
+  if (typeof welcome.last_seq === "number") seq = Math.max(seq, welcome.last_seq + 1);
+}
+
 function startActions(controller) {
-  let seq = 0;
   setInterval(() => {
     const fields = controller.sample();
     const keysView = [...controller.held].map((k) => `<span class="on">${k}</span>`).join("");
@@ -297,6 +306,17 @@ function fail(err) {
   reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
 }
 
+// This seat was taken over: its invite link was opened again (a reloaded tab, another tab, another
+// device) and the newest connection plays it (docs/protocol.md, "Co-play"). The server ends this
+// connection with a fatal `conflict`: this page stops at once and says so, and does NOT reconnect
+// (that would take the seat back, and the two pages would take it from each other for ever).
+// "Play here" takes it back on purpose.
+function takenOver(message) {
+  attempt += 1; // the closing transport is no lost connection to follow
+  world.takenOver = message;
+  fail({ code: "taken_over", message: message.message });
+}
+
 let attempt = 0;
 async function start() {
   const mine = ++attempt;
@@ -325,6 +345,7 @@ async function joinWebRTC(mine, located) {
     world.onWelcome = resolve;
     setTimeout(() => reject(new Error("no welcome on the control channel within 10 s")), 10_000);
   });
+  welcomed.catch(() => {}); // awaited below; a failed attach must not leave it unhandled
   await attach(mine);
   const welcome = (await welcomed).session;
   world.onWelcome = null;
@@ -340,6 +361,7 @@ async function joinWebSocket(mine, located) {
   if (mse) mse.close();
   mse = new MsePlayer($("video"));
   const link = await connectWebSocket(world.session, "fmp4", onMessage);
+  continueSeat(link.welcome.session);
   wsLink = link;
   world.transport = "websocket";
   link.ws.addEventListener("close", (e) => {
@@ -374,6 +396,7 @@ async function join(mine) {
     }
     world.player = welcome.player;
     world.role = welcome.role;
+    world.takenOver = null;
     world.session = { ...located, ...welcome, token: JOIN.token };
     $("session-id").textContent = world.session.session_id;
     $("role").textContent = `You are player ${welcome.player}: your keys steer this world with the others'.`;

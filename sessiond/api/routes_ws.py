@@ -20,7 +20,7 @@ from sessiond.grants import Access, Role, require
 from sessiond.runtime.daemon import Daemon
 from sessiond.runtime.directory import open_for_connection
 from sessiond.session import Session, connect
-from sessiond.session.players import PlayerPort, join_as_player
+from sessiond.session.players import PlayerPort, join_as_player, seat_seq
 from sessiond.session.spectators import SpectatorPort, join_audience
 from transports.fanout import SharedPacker
 from transports.interface import MediaPacker
@@ -191,12 +191,17 @@ async def _play(ws: WebSocket, daemon: Daemon, session: Session, access: Access,
         return
     c = daemon.config
     packer_ = shared
+    welcome_session = dict(session.public) | {"role": "player", "player": access.seat}
 
     async def attach() -> PlayerPort:
-        return join_as_player(session, access, packer_, max_frames=c.spectator_queue_frames)
+        port = join_as_player(session, access, packer_, max_frames=c.spectator_queue_frames)
+        # the welcome (sent next) says where the seat's seq stands once the seat's older connection
+        # has ended: nothing of it can move it any more
+        welcome_session["last_seq"] = seat_seq(session, port.player)
+        return port
 
     conn = SpectatorConnection(
-        StarletteWire(ws), attach, dict(session.public) | {"role": "player", "player": access.seat},
+        StarletteWire(ws), attach, welcome_session,
         SpectatorOptions(limits=_limits(daemon, session), hello_timeout_s=c.hello_timeout_s,
                          stall_s=c.spectator_stall_s, inbound=daemon.inbound_limits()),
         on_error=daemon.count_protocol_error, on_send_cpu=daemon.spectators.send_meter())

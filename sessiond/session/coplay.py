@@ -100,7 +100,12 @@ class CoPlay:
         return [self._by_player[k] for k in sorted(self._by_player)]
 
     def join(self, player: int, grant_id: str, label: str = "") -> Seat:
+        """A connection of `player` opened. It takes the seat over (sessiond.session.players): what
+        an older connection of the seat still held is let go now, as a leaving player's is (that one
+        ends; its own leave comes later and finds the seat still connected)."""
         seat = self.seat(player, grant_id, label)
+        if seat.connections:
+            seat.timeline.release()
         seat.connections += 1
         return seat
 

@@ -39,7 +39,7 @@ from sessiond.session.session import Session
 from sessiond.session.spectators import RtcMemberPort
 from transports.fanout import Packed, SharedPacker
 
-__all__ = ["PlayerPort", "RtcPlayerPort", "join_as_player", "join_rtc_player", "retarget"]
+__all__ = ["PlayerPort", "RtcPlayerPort", "join_as_player", "join_rtc_player", "retarget", "seat_seq"]
 
 _MAX_PACKED = 1 << 30  # a shared packed frame is ours: read back without the inbound size limit
 
@@ -59,6 +59,14 @@ def retarget(item: Packed, player: int) -> tuple[Packed, int | None]:
     if own == msg.action_seq:
         return item, own
     return dataclasses.replace(item, data=encode(dataclasses.replace(msg, action_seq=own))), own
+
+
+def seat_seq(session: Session, player: int) -> int:
+    """The newest `seq` seat `player` accepted (-1: none yet). A new connection of the seat hears it
+    in its welcome (`session.last_seq`): its own actions go on above it (an older seq is stale, as
+    on any connection), so a page opened afresh on the seat steers from its first action."""
+    seat = session.coplay.get(player)
+    return -1 if seat is None else seat.timeline.last_seq
 
 
 def _take_over(session: Session, player: int) -> None:
@@ -154,7 +162,9 @@ def join_rtc_player(session: Session, access: Access, *, max_frames: int,
     member = Member(access, "webrtc", max_frames=max_frames)
     member.join_idx = session.out.sent
     if not session.state.terminal:
-        _take_over(session, player)
+        _take_over(session, player)  # the old connection sends nothing more: the seat's seq stands
+    if welcome is not None:
+        welcome = dataclasses.replace(welcome, session=welcome.session | {"last_seq": seat_seq(session, player)})
     feed = session.audience.join_rtc(member, max_frames)
     record = session.record
     feed.width, feed.height, feed.fps = record.width, record.height, record.fps

@@ -119,3 +119,63 @@ def test_the_director_page_shares_a_watch_link(page: Page, daemon_url: str) -> N
     sid = page.evaluate("director.session.session_id")
     url = _link(page, "#share")
     assert re.fullmatch(rf"{re.escape(daemon_url)}/watch\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
+
+
+@pytest.mark.parametrize("transport", ["webrtc", "websocket"])
+def test_an_invite_opened_in_a_second_tab_takes_the_seat_and_the_first_tab_says_so(
+        chromium: BrowserContext, daemon_url: str, transport: str) -> None:
+    """The same invite link in a second tab (a reload, another device): the newest page plays the
+    seat, its keys steer at once (its seq continues the seat's), the first page stops at once in
+    words and never reconnects by itself (the two would take the seat from each other for ever); its
+    "Play here" takes the seat back on purpose. The owner plays on throughout."""
+    owner, first, second = chromium.new_page(), chromium.new_page(), chromium.new_page()
+    frames = "world.framesDecoded"
+    if transport == "websocket":
+        for page in (first, second):
+            page.add_init_script("delete window.RTCPeerConnection;")  # a browser without WebRTC
+        frames = "world.framesReceived"
+    try:
+        _owner(owner, daemon_url)
+        url = _link(owner, "#invite")
+        first.goto(url)
+        first.wait_for_function(f"window.world && world.player === 1 && {frames} >= 8", timeout=45_000)
+        first.locator("body").click(position={"x": 5, "y": 5})
+        first.keyboard.down("KeyD")
+        first.wait_for_function("world.actionSeq >= 10", timeout=30_000)  # the seat's seq, well on
+        first.keyboard.up("KeyD")
+        sent_by_first = first.evaluate("world.actionSent")
+
+        second.goto(url)
+        second.wait_for_function(f"window.world && world.player === 1 && {frames} >= 8", timeout=45_000)
+        assert second.evaluate("world.transport") == transport
+        # the first page is told at once, in words, with a way to take the seat back
+        first.wait_for_function("world.takenOver !== null && world.takenOver !== undefined", timeout=10_000)
+        assert first.evaluate("[world.takenOver.code, world.takenOver.fatal]") == ["conflict", True]
+        expect(first.locator("#status")).to_have_text("This seat is now played on another page")
+        expect(first.locator("#error")).to_contain_text("Your invite link was opened again")
+        expect(first.locator("#error-retry")).to_have_text("Play here")
+        # the second page's first action steers: its seq continues above the first page's
+        second.locator("body").click(position={"x": 5, "y": 5})
+        second.keyboard.down("KeyA")
+        second.wait_for_function(f"world.actionSeq > {sent_by_first}", timeout=30_000)
+        second.keyboard.up("KeyA")
+        # it plays on, and the first page stays stopped: it did not take the seat back by itself
+        played = second.evaluate(frames)
+        second.wait_for_function(f"{frames} >= {played + 96}", timeout=45_000)  # 6 s of frames at 16 fps
+        assert first.evaluate("world.reconnects || 0") == 0
+        assert second.evaluate("world.takenOver || null") is None
+        assert second.evaluate("world.errors") == []
+        expect(second.locator("#status")).to_contain_text("Playing")
+        expect(owner.locator("#presence")).to_contain_text("player 1")
+        decoded = owner.evaluate("world.framesDecoded")
+        owner.wait_for_function(f"world.framesDecoded >= {decoded + 16}", timeout=30_000)  # the owner plays on
+        assert owner.evaluate("world.errors") == []
+
+        shown = first.evaluate("world.frameIdx")  # the session's frame index: it moves on once playing again
+        first.click("#error-retry")  # "Play here": the seat comes back here, the second page says so
+        first.wait_for_function(f"world.takenOver === null && world.frameIdx >= {shown + 16}", timeout=45_000)
+        second.wait_for_function("world.takenOver && world.takenOver.code === 'conflict'", timeout=10_000)
+        expect(second.locator("#error-retry")).to_have_text("Play here")
+    finally:
+        for page in (second, first, owner):
+            page.close()

@@ -37,8 +37,13 @@ def direct_fleet(tmp_path: Path) -> Iterator[tuple[LocalFleet, str]]:
 
 def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
         chromium: BrowserContext, direct_fleet: tuple[LocalFleet, str]) -> None:
+    """... and a watch page over the fMP4 WebSocket (a browser without WebRTC) follows the drain
+    too: its reconnect closes the old MsePlayer (MediaSource ended, object URL revoked, detached),
+    so it has exactly one live player, and the new one plays on."""
     fleet, gw = direct_fleet
     owner, viewer, later = chromium.new_page(), chromium.new_page(), chromium.new_page()
+    fmp4 = chromium.new_page()
+    fmp4.add_init_script("delete window.RTCPeerConnection;")
     try:
         owner.goto(f"{gw}/world.html")
         owner.wait_for_function("window.world && window.world.framesDecoded >= 8", timeout=60_000)
@@ -55,21 +60,35 @@ def test_a_watch_link_through_the_gateway_plays_follows_a_drain_and_opens_again(
         assert viewer.evaluate("watch.transport") == "webrtc"
         assert viewer.evaluate("watch.session.webrtc_url") == f"{fleet.workers[under][1]}/v1/sessions/{sid}/webrtc"
         received = viewer.evaluate("watch.framesReceived")
+        fmp4.goto(link)
+        fmp4.wait_for_function("window.watch && watch.framesDecoded >= 8", timeout=60_000)
+        assert fmp4.evaluate("[watch.transport, watch.msePlayers]") == ["fmp4", 1]
+        fmp4.evaluate("window.firstPlayer = watch.mse")
+        fmp4_received = fmp4.evaluate("watch.framesReceived")
 
-        fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: both pages are told `moved`
+        fleet.workers[under][0].send_signal(signal.SIGTERM)  # drain: every page is told `moved`
         assert fleet.workers[under][0].wait(60) == 0
         other = bound_worker(fleet.redis_url, sid)
         assert other != under and other in KEYS
         viewer.wait_for_function(f"watch.moves >= 1 && watch.framesReceived >= {received + 16}", timeout=60_000)
         assert viewer.evaluate("watch.session.webrtc_url") == f"{fleet.workers[other][1]}/v1/sessions/{sid}/webrtc"
+        # the fMP4 page reconnected with a new player and closed the old one; frames keep arriving
+        fmp4.wait_for_function(f"watch.moves >= 1 && watch.framesReceived >= {fmp4_received + 16}", timeout=60_000)
+        fmp4.wait_for_function("watch.mse !== window.firstPlayer && watch.mse.appended >= 8", timeout=30_000)
+        assert fmp4.evaluate("""[watch.msePlayers, firstPlayer.closed, firstPlayer.buffer,
+            firstPlayer.source.readyState === "open", document.getElementById("video").src === firstPlayer.url,
+            document.getElementById("video").src === watch.mse.url]""") == [1, True, None, False, False, True]
+        shown = fmp4.evaluate("document.getElementById('video').currentTime")
+        fmp4.wait_for_function(f"document.getElementById('video').currentTime >= {shown + 1}", timeout=30_000)
+        assert fmp4.evaluate("watch.errors") == []
 
         later.goto(link)  # the same link, after the move
         later.wait_for_function("window.watch && window.watch.framesDecoded >= 8", timeout=60_000)
         assert later.evaluate("watch.session.webrtc_url") == f"{fleet.workers[other][1]}/v1/sessions/{sid}/webrtc"
         assert (viewer.evaluate("watch.errors"), later.evaluate("watch.errors")) == ([], [])
-        expect(later.locator("#viewers")).to_have_text("2")
+        expect(later.locator("#viewers")).to_have_text("3")  # viewer, fmp4 and later
     finally:
-        for page in (later, viewer, owner):
+        for page in (fmp4, later, viewer, owner):
             page.close()
 
 

@@ -215,3 +215,52 @@ async def test_a_spectator_alone_makes_no_frames_and_a_co_player_alone_does() ->
             await viewer.ws.close()
             await http.delete(f"{running.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
             await owner.aclose()
+
+
+@pytest.mark.slow
+async def test_a_new_peer_of_a_seat_takes_over_the_streams_only_viewer_and_plays() -> None:
+    """The seat's peer is the shared WebRTC stream's one viewer: its leaving must not close the
+    stream under the new peer that replaces it (that peer used to connect to a dead stream and wait
+    without a word)."""
+    async with off_loop(running_daemon(tiny_engine(), webrtc_hosts=("127.0.0.1",))) as running, \
+            httpx.AsyncClient(timeout=30) as http:
+        owner = SessionClient(auto_received=True, timeout_s=20.0)
+        created = await owner.create(running.url, "world", players=2)
+        sid, token = created.session_id, created.token
+        invite = (await _post(http, f"{running.url}/v1/sessions/{sid}/players", token, {})).json()
+        await owner.connect()
+
+        async def keep_reading() -> None:
+            async for _ in owner.messages():
+                pass
+
+        reader = asyncio.create_task(keep_reading())
+        peers: list[Player] = []
+        try:
+            first = await _join(http, invite["webrtc_url"], invite["token"])
+            peers.append(first)
+            first.send(Action(seq=5, ts=1.0, keys=("a",)))
+            await first.until(FramesInfo, lambda f: f.action_seq == 5)
+            gateway = running.daemon.webrtc_gateway()
+            assert gateway._audience[sid].viewers == 1
+
+            again = await _join(http, invite["webrtc_url"], invite["token"])
+            peers.append(again)
+            told = await first.until(Error)
+            assert (told.code, told.fatal) == ("conflict", True)
+            welcome = await again.until(Welcome)
+            assert (welcome.session["player"], welcome.session["last_seq"]) == (1, 5)
+            await again.until(FramesInfo)
+            frame = await asyncio.wait_for(again.frames.get(), 20)  # its video plays: the stream lives on
+            assert (frame.width, frame.height) == (32, 32)
+            again.send(Action(seq=6, ts=2.0, keys=("d",)))
+            applied = await again.until(FramesInfo, lambda f: f.action_seq == 6)
+            assert applied.players == (-1, 6)
+            session = running.daemon.sessions[sid]
+            await _wait_for(lambda: session.audience.players() == 1 and gateway._audience[sid].viewers == 1)
+        finally:
+            reader.cancel()
+            for peer in peers:
+                await peer.close()
+            await http.delete(f"{running.url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {token}"})
+            await owner.aclose()

@@ -158,10 +158,14 @@ class WebRTCGateway:
         return local.sdp, local.type
 
     def _forget_spectator(self, peer: Peer) -> None:
+        """A viewer's peer closed: the shared stream closes with its last viewer, unless a peer
+        still being answered is to view it (it joins the stream only once answered: a new peer of
+        a co-player's seat replacing the stream's one viewer must not be handed a closed stream)."""
         self._spectators.discard(peer)
         sid = peer.port.session_id
         stream = self._audience.get(sid)
-        if stream is not None and stream is peer.stream and stream.viewers == 0:
+        if stream is not None and stream is peer.stream and stream.viewers == 0 \
+                and not any(other.stream is stream for other in self._spectators):
             del self._audience[sid]
             asyncio.get_running_loop().create_task(stream.close())
 

@@ -78,6 +78,20 @@ def test_a_player_that_leaves_lets_go_at_the_next_chunk() -> None:
     assert cp.accept(1, _a(6, ("d",)), now=0.0) == "ok"
 
 
+def test_a_new_connection_of_a_seat_lets_go_of_what_the_older_one_held() -> None:
+    cp = _coplay(seats=3)
+    cp.join(1, "g_one")
+    cp.accept(1, _a(40, ("a",), buttons=1, mouse=(3.0, 0.0), axes=(-0.5,)), now=0.0)
+    cp.join(1, "g_one")  # the seat taken over (another tab): the older connection is ending
+    merged, seqs = cp.sample(FrameAction(keys=("w",)), 2)
+    assert merged == FrameAction(keys=("w",))
+    assert seqs == (2, 40, -1)  # the seat's seq stands where it was: the new connection continues above it
+    assert cp.leave(1) is False  # the older connection's own leave: the seat is still played
+    assert cp.accept(1, _a(40, ("d",)), now=0.0) == "stale"
+    assert cp.accept(1, _a(41, ("d",)), now=0.0) == "ok"
+    assert cp.sample(FrameAction(), 2)[0].keys == ("d",)
+
+
 def test_presence_lists_every_seat_in_player_order() -> None:
     cp = _coplay(seats=4)
     cp.join(2, "g_two", "bo")
