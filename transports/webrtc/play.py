@@ -20,6 +20,7 @@ from aiortc.mediastreams import MediaStreamError
 from protocols.codec import decode, encode
 from protocols.messages import Action, FramesInfo
 from protocols.timeline import pts_for
+from transports.webrtc._jitter import use_marker_jitter
 from transports.webrtc._offer import offer_and_answer
 
 __all__ = ["main", "play"]
@@ -30,7 +31,7 @@ _KEYS = (("w",), ("w", "a"), ("a",), ("s",), ("d",), ("w", "d"))
 async def play(webrtc_url: str, token: str, fps: int, hz: float, until: float, player: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {"sent": [], "frames": []}
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    pc.addTransceiver("video", direction="recvonly")
+    use_marker_jitter(pc.addTransceiver("video", direction="recvonly"))
     control = pc.createDataChannel("control")
     actions = pc.createDataChannel("actions", ordered=False, maxRetransmits=0)
     meta: dict[int, tuple[int, int, list[int] | None]] = {}  # pts -> (idx, action_seq, players)

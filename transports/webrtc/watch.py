@@ -16,6 +16,7 @@ from typing import Any
 from aiortc import RTCConfiguration, RTCPeerConnection
 from aiortc.mediastreams import MediaStreamError
 
+from transports.webrtc._jitter import use_marker_jitter
 from transports.webrtc._offer import http_client, offer_and_answer
 
 __all__ = ["main", "watch"]
@@ -27,7 +28,7 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
     http = http_client(webrtc_url, 20.0)
     began = time.monotonic()
     pc = RTCPeerConnection(RTCConfiguration(iceServers=[]))
-    pc.addTransceiver("video", direction="recvonly")
+    use_marker_jitter(pc.addTransceiver("video", direction="recvonly"))
     pc.createDataChannel("control")
     tracks: asyncio.Queue[Any] = asyncio.Queue()
     marks: dict[str, float] = {}
