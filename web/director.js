@@ -121,12 +121,21 @@ function fail(err) {
   reportFailure(err, { status, errors: director.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
 }
 
+// The video's player for a new connection (each starts with its own init segment); the one before
+// it is closed (its MediaSource, SourceBuffer and object URL released), never left alive.
+function newPlayer() {
+  director.player?.close();
+  director.player = new MsePlayer($("video"));
+}
+// the MsePlayers alive in this page (made and not closed): one while a connection plays
+Object.defineProperty(director, "msePlayers", { get: () => MsePlayer.live });
+
 let send = () => {};
 let attempt = 0;
 async function start() {
   const mine = ++attempt;
   hideError($("error"));
-  director.player = new MsePlayer($("video"));
+  newPlayer();
   director.pending = new Map();
   try {
     loading("server", "Waiting for the server to be ready…");
@@ -159,7 +168,7 @@ async function attach(mine) {
     try {
       [director.session] = await reconnectSession(director.session, moved, async (found) => {
         director.session = found;
-        director.player = new MsePlayer($("video")); // the new connection starts with its own init
+        newPlayer(); // the new connection starts with its own init
         return attach(mine);
       }, { onWait: (err) => {
         if (mine !== attempt) throw err;

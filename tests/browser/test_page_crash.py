@@ -99,3 +99,5 @@ def test_the_director_page_says_a_lost_connection_and_gets_a_redis_session_back(
             page.wait_for_function("director.reconnects >= 1 && director.steps.at(-1)[0] === 'ready'", timeout=60_000)
             assert page.evaluate("director.session.session_id") == session_id
             expect(page.locator("#error")).to_be_hidden()
+            # the reconnect's player replaced the old one, which was closed: one player alive
+            assert page.evaluate("director.msePlayers") == 1
