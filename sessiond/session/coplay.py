@@ -158,7 +158,14 @@ class CoPlay:
 
 
 def _own_seq(players: tuple[int, ...] | None, player: int, fallback: int) -> int:
-    if players is None or not 0 <= player < len(players):
+    """Player `player`'s newest action the frame applied. A frame made while no co-player was
+    seated (`players` None: the chunks generated ahead when one joins) applied none of a
+    co-player's actions (-1); the owner's is the frame's own `action_seq`. Handing a joining
+    co-player the owner's seq there made its page take that number as shown, and wait for its own
+    actions to pass it before measuring anything."""
+    if players is None:
+        return fallback if player == 0 else -1
+    if not 0 <= player < len(players):
         return fallback
     return players[player]
 

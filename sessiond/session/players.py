@@ -53,9 +53,11 @@ def retarget(item: Packed, player: int) -> tuple[Packed, int | None]:
         msg = decode(item.data, max_bytes=_MAX_PACKED, expect="server")
     except ProtocolError:
         return item, None
-    if not isinstance(msg, Frame | Media) or msg.players is None or not 0 <= player < len(msg.players):
+    if not isinstance(msg, Frame | Media) or (msg.players is not None and not 0 <= player < len(msg.players)):
         return item, None
-    own = msg.players[player]
+    if msg.players is None and player == 0:
+        return item, None  # the owner's own frame, as made
+    own = seen_by(msg, player).action_seq  # made before any co-player sat: -1, never the owner's
     if own == msg.action_seq:
         return item, own
     return dataclasses.replace(item, data=encode(dataclasses.replace(msg, action_seq=own))), own

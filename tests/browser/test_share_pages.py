@@ -59,6 +59,11 @@ def _play_invite(owner: Page, player: Page, daemon_url: str, frames: str) -> Non
     """The owner's invite link opens the World page as player 1, whose keys come back in its own
     action_seq; `frames` is the page's count of frames it got (a JS expression)."""
     _owner(owner, daemon_url)
+    # the owner has played a while: its own actions numbered far above what the player will send
+    owner.locator("body").click(position={"x": 5, "y": 5})
+    owner.keyboard.down("KeyW")
+    owner.wait_for_function("world.actionSeq >= 40", timeout=30_000)
+    owner.keyboard.up("KeyW")
     sid = owner.evaluate("world.session.session_id")
     url = _link(owner, "#invite")
     assert re.fullmatch(rf"{re.escape(daemon_url)}/world\.html\?session={sid}&token=[A-Za-z0-9_\-]+", url)
@@ -69,7 +74,9 @@ def _play_invite(owner: Page, player: Page, daemon_url: str, frames: str) -> Non
     expect(player.locator("#role")).to_contain_text("You are player 1")
     expect(player.locator("#interrupt")).to_be_hidden()
     expect(player.locator("#share")).to_be_hidden()
-    assert player.evaluate("world.actionSeq") == -1  # nothing sent: no own action applied
+    # nothing sent: no own action applied, even in the frames made before it sat (never the owner's)
+    assert player.evaluate("world.actionSeq") == -1
+    assert player.evaluate("world.frames.every((f) => f.action_seq === -1)") is True
     player.locator("body").click(position={"x": 5, "y": 5})
     player.keyboard.down("KeyD")
     player.wait_for_function("world.actionSent >= 3", timeout=10_000)

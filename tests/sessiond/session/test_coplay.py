@@ -127,6 +127,24 @@ def test_seen_by_gives_each_player_its_own_action_seq() -> None:
     assert seen_by(frames[0], 0).action_seq == 30
 
 
+def test_a_co_player_joining_sees_no_action_of_its_own_in_frames_made_before_it_sat() -> None:
+    """Chunks generated while nobody else was seated carry no `players`: a co-player who joins
+    receives them with action_seq -1 (none of its actions applied), never the owner's seq, which
+    its page would take as its own newest applied action."""
+    s = make_session(players=3)
+    s.act(_a(913, ("w",)))
+    job = s.begin_job(now=0.0, deadline=1.0)
+    assert job.players is None
+    s.on_frames(job, ChunkFrames(0, np.zeros((2, 4, 4, 3), np.uint8)))
+    chunk = s.out.take()
+    assert isinstance(chunk, OutChunk)
+    assert [f.action_seq for f in seen_by(chunk, 1).frames] == [-1, -1]
+    assert [f.action_seq for f in seen_by(chunk, 0).frames] == [913, 913]
+    frame = RawPacker().pack(chunk)[0]
+    assert isinstance(frame, Frame)
+    assert (seen_by(frame, 2).action_seq, seen_by(frame, 0).action_seq) == (-1, 913)
+
+
 def test_a_session_played_alone_keeps_its_one_player_frames() -> None:
     s = make_session()
     s.actions.accept(_a(3, ("w",)), now=0.0)
@@ -190,7 +208,10 @@ def test_retarget_rewraps_a_shared_frame_with_the_players_own_seq_only() -> None
     assert isinstance(back, Media)
     assert (seq, back.action_seq) == (4, 4)
     alone = Packed(encode(dataclasses.replace(frame, players=None)), 1, 1, True)
-    assert retarget(alone, 1) == (alone, None)  # not a co-play frame
+    assert retarget(alone, 0) == (alone, None)  # made before anyone else sat: the owner's, as it is
+    mine, seq = retarget(alone, 1)  # ...and a co-player who joins gets it with none of its own applied
+    assert seq == -1
+    assert decode(mine.data, expect="server") == dataclasses.replace(frame, players=None, action_seq=-1)
     message = Packed(encode(Ping(id=1, ts=0.0)), -1, 0, True)
     assert retarget(message, 1) == (message, None)
 
