@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"chunks rolled out per step by the end of the growth (default {RolloutParams.max_horizon})")
     p.add_argument("--lr", type=float, default=RolloutParams.lr)
     p.add_argument("--ema-decay", type=float, default=RolloutParams.ema_decay,
-                   help="decay of the weights' average that gets written (default %(default)s; a short run wants less)")
+                   help="decay of the weights' average that gets written (default %(default)s; "
+                        "at most (1 + step) / (10 + step) early on, so a short run writes what it learned)")
     p.add_argument("--pool", type=int, default=None, help="terrains kept for sampling (default 64 cuda, 2 cpu)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--objective", default=None, help=f"{' or '.join(OBJECTIVES)} (default: a resumed run's own, "

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from demo._rollout_cache import RolloutCache
-from demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
+from demo._train_rollout import RolloutParams, RolloutState, average_decay, horizon_at, rollout_step
 from demo.actions import action_batch
 from demo.autoencoder import AEConfig, DemoEncoder
 from demo.config import CONFIG
@@ -162,3 +162,15 @@ def test_scripted_episodes_hold_the_scripts_directions(batch: tuple[Episodes, De
         found = [s for s in range(script.keys.shape[1] - 46 + 1)
                  if torch.equal(script.keys[0, s + 6:s + 46], keys)]
         assert found, row
+
+
+def test_the_weight_average_ramps_up_so_a_short_run_writes_what_it_learned() -> None:
+    """The written (averaged) weights of a run of a few hundred steps follow its last tens of steps:
+    the decay is at most (1 + step) / (10 + step) and at most the configured one."""
+    assert [average_decay(0.995, s) for s in (0, 8, 90)] == [0.1, 0.5, 0.91]
+    assert average_decay(0.995, 152) == 153 / 162  # where a fixed 0.995 kept 47% of the start weights
+    assert average_decay(0.995, 5000) == 0.995 and average_decay(0.5, 100) == 0.5
+    kept = 1.0
+    for step in range(152):
+        kept *= average_decay(0.995, step)
+    assert kept < 1e-3 < 0.995 ** 152
