@@ -13,8 +13,9 @@ from fleet.runtime import RuntimeConfig
 # on SIGTERM, how long open connections (proxied WebSockets) may take to close before they are cut;
 # the lifespan's own stop is bounded too (`fleet.tasks`), so a gateway always ends soon after
 GRACEFUL_SHUTDOWN_S = 10
+KEEP_ALIVE_S = 30  # idle keep-alive connections, as sessiond's server: above client pools' 5 s expiry
 
-__all__ = ["GRACEFUL_SHUTDOWN_S", "add_arguments", "add_fleet_arguments", "build_parser", "main", "run", "runtime_of"]
+__all__ = ["GRACEFUL_SHUTDOWN_S", "KEEP_ALIVE_S", "add_arguments", "add_fleet_arguments", "build_parser", "main", "run", "runtime_of"]
 
 
 def add_fleet_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,7 +85,8 @@ def run(args: argparse.Namespace, sockets: list[socket.socket] | None = None) ->
     import uvicorn
 
     server = uvicorn.Server(uvicorn.Config(create_gateway_app(config), host=args.host, port=args.port,
-                                           log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S))
+                                           log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+                                           timeout_keep_alive=KEEP_ALIVE_S))
     server.run(sockets=sockets)
     return 0 if server.started else 1
 

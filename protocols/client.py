@@ -53,10 +53,12 @@ from .messages import (
     Welcome,
 )
 
-__all__ = ["ClientError", "SessionClient"]
+__all__ = ["CLIENT_KEEPALIVE_S", "ClientError", "SessionClient"]
 
 _FRAME_OVERHEAD = 4096  # bytes of a raw frame message beyond its pixels
 _FMP4_MAX_SIZE = 64 * 1024 * 1024  # fmp4: the media size is not known in advance
+CLIENT_KEEPALIVE_S = 2.0  # how long an idle HTTP connection is kept for reuse
+
 # failures that mean "the session is on its way elsewhere; ask again shortly"
 _RETRY_CODES = frozenset({ErrorCode.STORE_UNAVAILABLE.value, ErrorCode.CAPACITY.value, "disconnected"})
 
@@ -73,7 +75,10 @@ class SessionClient:
         queue_size: int = 256,
         name: str = "protocols.client",
     ) -> None:
-        self._http = http if http is not None else httpx.AsyncClient(timeout=timeout_s)
+        # idle pooled connections are dropped after CLIENT_KEEPALIVE_S, before any server of ours
+        # (30 s) or a default uvicorn (5 s) closes them: a request never goes out on a closing one
+        self._http = http if http is not None else httpx.AsyncClient(
+            timeout=timeout_s, limits=httpx.Limits(keepalive_expiry=CLIENT_KEEPALIVE_S))
         self._owns_http = http is None
         self.timeout_s = timeout_s
         self.auto_received = auto_received
