@@ -17,6 +17,7 @@ from engine.attention_fa3 import Descale, fa3_attention, fa3_module, reference_a
 from engine.engine import Engine
 from engine.model.blocks import Block
 from engine.model.kv_fp8 import FP8_MAX, saturated_fraction, to_e4m3
+from enginetools.bench.fp8_softmax import attention_p_rounded, softmax_mass
 from enginetools.bench.levers import Decoders, Lever, apply_lever
 from enginetools.bench.stats import progress
 
@@ -114,6 +115,16 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         kernels["fp8_fitted_scales_exact_attention"] = lambda: reference_attention(*tight)
         kernels["fp8_without_mean"] = lambda: attend(to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale), static[2], None,
                                                      s.descale)
+        # the kernel's rounding of the softmax weights P to e4m3, emulated on the same inputs (fp32
+        # elsewhere): equal to the kernel's error, it names the cause; by blocks of keys (one call
+        # per context chunk, merged by log-sum-exp), whether splitting the call would cure it
+        dq, dk, dv = (x.float() * sc[:, None] for x, sc in zip(static, (s.q_scale, s.k_scale, s.v_scale), strict=True))
+        chunks = max(1, round(k.shape[1] / q.shape[1]))
+        kernels["fp8_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8)
+        kernels["fp8_p_rounded_emulated_no_offset"] = lambda: attention_p_rounded(dq, dk, dv, 0)
+        kernels[f"fp8_p_rounded_emulated_{chunks}_calls"] = lambda: attention_p_rounded(dq, dk, dv, 8, chunks)
+        out["softmax_mass"] = softmax_mass(dq, dk, 8).as_dict()
+        out["softmax_mass_no_offset"] = softmax_mass(dq, dk, 0).as_dict()
         mean = k.float().mean(dim=(0, 1))
         out["k_mean_norm_over_residual_rms"] = float(
             (mean.norm(dim=-1) / (k.float() - mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
