@@ -123,6 +123,16 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         kernels["fp8_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8)
         kernels["fp8_p_rounded_emulated_no_offset"] = lambda: attention_p_rounded(dq, dk, dv, 0)
         kernels[f"fp8_p_rounded_emulated_{chunks}_calls"] = lambda: attention_p_rounded(dq, dk, dv, 8, chunks)
+        # v centred by its per-head mean like k (exact: softmax rows sum to 1, so the mean is added
+        # back after the kernel): the kernel then sums small deviations, not a large common offset
+        v_mean = v.float().mean(dim=(0, 1))
+        vc_scale = (v.float() - v_mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
+        centred = (static[0], static[1], to_e4m3(v, vc_scale, v_mean))
+        centred_descale = Descale(s.q_scale, s.k_scale, vc_scale)
+        kernels["fp8_v_centred"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
+        kernels["fp8_v_centred_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
+        out["v_mean_norm_over_residual_rms"] = float(
+            (v_mean.norm(dim=-1) / (v.float() - v_mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
         out["softmax_mass"] = softmax_mass(dq, dk, 8).as_dict()
         out["softmax_mass_no_offset"] = softmax_mass(dq, dk, 0).as_dict()
         mean = k.float().mean(dim=(0, 1))
