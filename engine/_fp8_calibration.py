@@ -33,7 +33,7 @@ def calibrate_kv_fp8(model: CausalDiT, rope: RopeTable, schedule: Schedule, cont
     seen = [0]
 
     def record(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        stats[seen[0] % layers].add(k, v)
+        stats[seen[0] % layers].add(k, v, cache_pass=seen[0] // layers == schedule.steps)
         seen[0] += 1
         return torch.nn.functional.scaled_dot_product_attention(
             q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), attn_mask=mask).transpose(1, 2)

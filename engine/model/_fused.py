@@ -22,7 +22,7 @@ from engine.rope import apply_rope
 __all__ = ["BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "post_attention", "pre_attention",
            "quantize_rows"]
 
-Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q scale, k scale, k mean, v scale
+Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q/k scale, k mean, v scale, v mean
 Fp8Linear = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # e4m3 weight (N, K), its scales (1, N), bias (N,)
 
 
@@ -39,11 +39,11 @@ def pre_attention(
     cos: torch.Tensor, sin: torch.Tensor,  # (B, L, 1, head_dim/2)
     heads: int,
     eps: float,
-    fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale (KVFp8.quant_args): e4m3 outputs
+    fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale, v mean (KVFp8.quant_args): e4m3 outputs
     qkv_fp8: Fp8Linear | None = None,  # the q, k, v projections as one e4m3 weight (Block.quantize_projections)
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each.
-    With `fp8`, q, k (centred) and v come out in e4m3 (engine.model.kv_fp8), quantized in the
+    With `fp8`, q, k (centred) and v (centred) come out in e4m3 (engine.model.kv_fp8), quantized in the
     same kernels as RoPE and the projection's output."""
     b, length, _ = x.shape
     frames = mod.shape[1]
@@ -58,8 +58,8 @@ def pre_attention(
     v = v.reshape(b, length, heads, -1)
     if fp8 is None:
         return q, k, v
-    q_scale, k_scale, k_mean, v_scale = fp8
-    return to_e4m3(q, q_scale), to_e4m3(k, k_scale, k_mean), to_e4m3(v, v_scale)
+    q_scale, k_scale, k_mean, v_scale, v_mean = fp8
+    return to_e4m3(q, q_scale), to_e4m3(k, k_scale, k_mean), to_e4m3(v, v_scale, v_mean)
 
 
 def post_attention(

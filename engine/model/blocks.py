@@ -191,6 +191,8 @@ class Block(nn.Module):
         mod, (q, k, v) = self._qkv(x, e, ctx, kernels)
         descale = None if self.kv_fp8 is None else self.kv_fp8.descale
         out = _self_attention(q, k, v, layer, ctx, attend, descale)  # (B, Lq, heads, d); reads before the write
+        if self.kv_fp8 is not None:  # v went in centred; softmax weights sum to 1, so its mean comes back whole
+            out = out.float() + self.kv_fp8.v_mean
         if out.dtype != sa.o.weight.dtype:  # FP8 attention answers in bf16 (an fp32 model on a CPU)
             out = out.to(sa.o.weight.dtype)
         if ctx.write is not None:

@@ -16,8 +16,16 @@ recompute its bytes unchanged.
 - k is centred by a mean key per head (calibrated): q.(k - m) = q.k - q.m is one constant for every
   key of a query, which softmax cancels, and the centred keys are smaller, so the rounding error of
   q.k shrinks with them. The bound grows by max|m|.
-- v: its largest magnitude per head over calibration passes, times `V_HEADROOM`; a larger value
-  saturates at 448 (`saturated_fraction` counts them in the GPU checks).
+- v is centred by a mean value per head, that of the calibration's cache pass (the pass whose
+  values every context slab holds): softmax weights sum to 1, so attention over v - m is attention
+  over v minus m exactly, and the block adds m back to the output. Without it FA3's FP8 kernel
+  summed the values' large common offset (0.47-0.70 of their spread at Wan's layers 0/15/28) and its
+  output was 17-22% from exact attention on the very same e4m3 inputs; with each call's own mean
+  0.4-0.7% (H100, results/cost/README.md). The rounding of the softmax weights to e4m3 was measured
+  not to be the cause (`enginetools.bench.fp8_softmax`).
+- v's scale: its largest magnitude per head over calibration passes plus the mean's largest
+  (a bound on |v - m|), times `V_HEADROOM`; a larger value saturates at 448 (`saturated_fraction`
+  counts them in the GPU checks).
 """
 
 from __future__ import annotations
@@ -60,29 +68,37 @@ def norm_bound_scale(weight: torch.Tensor, heads: int, extra: torch.Tensor | Non
 
 @dataclass
 class KVFp8Stats:
-    """What calibration passes saw of one layer's roped k and its v: per-head sums for the mean key
-    and the largest |v|."""
+    """What calibration passes saw of one layer's roped k and its v: per-head sums for the mean key,
+    the cache pass's sums for the mean value, and the largest |v|."""
 
     k_sum: torch.Tensor  # (heads, d) fp64
     tokens: int = 0
     v_peak: torch.Tensor | None = None  # (heads,) fp32
+    v_sum: torch.Tensor | None = None  # (heads, d) fp64, cache passes only
+    v_tokens: int = 0
 
-    def add(self, k: torch.Tensor, v: torch.Tensor) -> None:
-        """k, v (B, L, heads, d) of one pass."""
+    def add(self, k: torch.Tensor, v: torch.Tensor, cache_pass: bool = False) -> None:
+        """k, v (B, L, heads, d) of one pass; `cache_pass`: the pass that writes context slabs."""
         self.k_sum += k.double().sum(dim=(0, 1))
         self.tokens += k.shape[0] * k.shape[1]
         peak = v.float().abs().amax(dim=(0, 1, 3))
         self.v_peak = peak if self.v_peak is None else torch.maximum(self.v_peak, peak)
+        if cache_pass:
+            total = v.double().sum(dim=(0, 1))
+            self.v_sum = total if self.v_sum is None else self.v_sum + total
+            self.v_tokens += v.shape[0] * v.shape[1]
 
 
 @dataclass
 class KVFp8:
-    """One layer's fixed FP8 scales (fp32, on the model's device): x ~= e4m3 * scale (+ k_mean for k)."""
+    """One layer's fixed FP8 scales (fp32, on the model's device): x ~= e4m3 * scale (+ k_mean for k,
+    + v_mean for v)."""
 
     q_scale: torch.Tensor  # (heads,)
     k_scale: torch.Tensor  # (heads,)
     k_mean: torch.Tensor  # (heads, d)
     v_scale: torch.Tensor  # (heads,)
+    v_mean: torch.Tensor  # (heads, d): added back to the attention output
     descale: Descale = field(init=False)
 
     def __post_init__(self) -> None:
@@ -91,14 +107,16 @@ class KVFp8:
     @classmethod
     def from_calibration(cls, norm_q: torch.Tensor, norm_k: torch.Tensor, heads: int, stats: KVFp8Stats) -> KVFp8:
         """Scales from the layer's q and k RMS-norm weights (dim,) and its calibration statistics."""
-        if not stats.tokens or stats.v_peak is None:
-            raise ValueError("KVFp8.from_calibration needs at least one calibration pass")
+        if not stats.tokens or stats.v_peak is None or stats.v_sum is None:
+            raise ValueError("KVFp8.from_calibration needs at least one calibration pass, a cache pass among them")
         mean = (stats.k_sum / stats.tokens).float()
         k_scale = norm_bound_scale(norm_k, heads, extra=mean.abs().amax(dim=1))
-        v_scale = (stats.v_peak * V_HEADROOM).clamp_min(1e-12) / FP8_MAX
+        v_mean = (stats.v_sum / stats.v_tokens).float()
+        v_scale = ((stats.v_peak + v_mean.abs().amax(dim=1)) * V_HEADROOM).clamp_min(1e-12) / FP8_MAX
         device = norm_q.device
-        return cls(norm_bound_scale(norm_q, heads).to(device), k_scale.to(device), mean.to(device), v_scale.to(device))
+        return cls(norm_bound_scale(norm_q, heads).to(device), k_scale.to(device), mean.to(device),
+                   v_scale.to(device), v_mean.to(device))
 
-    def quant_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What the fused pre-attention kernel takes: q scale, k scale, k mean, v scale."""
-        return self.q_scale, self.k_scale, self.k_mean, self.v_scale
+    def quant_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the fused pre-attention kernel takes: q scale, k scale, k mean, v scale, v mean."""
+        return self.q_scale, self.k_scale, self.k_mean, self.v_scale, self.v_mean

@@ -103,34 +103,36 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         assert isinstance(block, Block) and block.kv_fp8 is not None
         s = block.kv_fp8
         out["fp8_saturated"] = {"q": saturated_fraction(q, s.q_scale), "k": saturated_fraction(k, s.k_scale, s.k_mean),
-                                "v": saturated_fraction(v, s.v_scale)}
+                                "v": saturated_fraction(v, s.v_scale, s.v_mean)}
         attend: AttentionBackend = fp8_engine.parts.attend
-        static = (to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean), to_e4m3(v, s.v_scale))
-        kernels["fp8"] = lambda: attend(*static, None, s.descale)
+        static = (to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean), to_e4m3(v, s.v_scale, s.v_mean))
+        kernels["fp8"] = lambda: attend(*static, None, s.descale).float() + s.v_mean  # as the block adds it back
         # where the error comes from: the same e4m3 inputs attended exactly; scales fitted to these
-        # very tensors (per-head peaks, this call's mean key); the fixed scales without the mean
-        kernels["fp8_inputs_exact_attention"] = lambda: reference_attention(*static, s.descale)
+        # very tensors (per-head peaks, this call's mean key, v not centred); the fixed scales without
+        # the mean key
+        kernels["fp8_inputs_exact_attention"] = lambda: reference_attention(*static, s.descale).float() + s.v_mean
         tight = _fitted(q, k, v)
         kernels["fp8_fitted_scales"] = lambda: attend(*tight[:3], None, tight[3])
         kernels["fp8_fitted_scales_exact_attention"] = lambda: reference_attention(*tight)
         kernels["fp8_without_mean"] = lambda: attend(to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale), static[2], None,
-                                                     s.descale)
+                                                     s.descale).float() + s.v_mean
         # the kernel's rounding of the softmax weights P to e4m3, emulated on the same inputs (fp32
         # elsewhere): equal to the kernel's error, it names the cause; by blocks of keys (one call
         # per context chunk, merged by log-sum-exp), whether splitting the call would cure it
         dq, dk, dv = (x.float() * sc[:, None] for x, sc in zip(static, (s.q_scale, s.k_scale, s.v_scale), strict=True))
         chunks = max(1, round(k.shape[1] / q.shape[1]))
-        kernels["fp8_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8)
-        kernels["fp8_p_rounded_emulated_no_offset"] = lambda: attention_p_rounded(dq, dk, dv, 0)
-        kernels[f"fp8_p_rounded_emulated_{chunks}_calls"] = lambda: attention_p_rounded(dq, dk, dv, 8, chunks)
-        # v centred by its per-head mean like k (exact: softmax rows sum to 1, so the mean is added
-        # back after the kernel): the kernel then sums small deviations, not a large common offset
+        kernels["fp8_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8) + s.v_mean
+        kernels["fp8_p_rounded_emulated_no_offset"] = lambda: attention_p_rounded(dq, dk, dv, 0) + s.v_mean
+        kernels[f"fp8_p_rounded_emulated_{chunks}_calls"] = lambda: attention_p_rounded(dq, dk, dv, 8, chunks) + s.v_mean
+        # v not centred (the engine before v_mean), and centred by this very call's mean instead of
+        # the calibrated one (what a perfect calibration would give)
+        kernels["fp8_v_not_centred"] = lambda: attend(static[0], static[1], to_e4m3(v, s.v_scale), None, s.descale)
         v_mean = v.float().mean(dim=(0, 1))
         vc_scale = (v.float() - v_mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
         centred = (static[0], static[1], to_e4m3(v, vc_scale, v_mean))
         centred_descale = Descale(s.q_scale, s.k_scale, vc_scale)
-        kernels["fp8_v_centred"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
-        kernels["fp8_v_centred_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
+        kernels["fp8_v_own_mean"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
+        kernels["fp8_v_own_mean_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
         out["v_mean_norm_over_residual_rms"] = float(
             (v_mean.norm(dim=-1) / (v.float() - v_mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
         out["softmax_mass"] = softmax_mass(dq, dk, 8).as_dict()
@@ -139,6 +141,7 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         out["k_mean_norm_over_residual_rms"] = float(
             (mean.norm(dim=-1) / (k.float() - mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
         out["k_calibrated_mean_vs_this_mean_rel"] = float((s.k_mean - mean).norm() / mean.norm().clamp_min(1e-12))
+        out["v_calibrated_mean_vs_this_mean_rel"] = float((s.v_mean - v_mean).norm() / v_mean.norm().clamp_min(1e-12))
         out["peaks_over_scale_x448"] = {name: float((x.float().abs().amax(dim=(0, 1, 3)) / sc).median())
                                         for name, x, sc in (("q", q, s.q_scale), ("k", k, s.k_scale), ("v", v, s.v_scale))}
     for name, run in kernels.items():

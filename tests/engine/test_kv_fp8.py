@@ -84,12 +84,19 @@ def test_calibration_turns_the_mean_key_and_the_peak_value_into_scales() -> None
     k[0, :, 1] = torch.tensor([[1.0, 2, 3, 4], [3, 2, 1, 0], [2, 2, 2, 2]])
     v = torch.zeros(1, 3, 2, 4)
     v[0, 1, 0, 2], v[0, 2, 1, 0] = -3.0, 5.0
-    stats.add(k, v)
+    with pytest.raises(ValueError, match="a cache pass among them"):
+        KVFp8.from_calibration(torch.ones(8), torch.ones(8), 2, stats)
+    stats.add(k, v, cache_pass=True)
+    denoise_v = torch.full((1, 3, 2, 4), 0.5)  # a denoise pass: its peak counts, its mean does not
+    stats.add(torch.ones(1, 3, 2, 4), denoise_v)
     scales = KVFp8.from_calibration(torch.ones(8), torch.ones(8), 2, stats)
-    assert scales.k_mean.tolist() == [[1.0] * 4, [2.0] * 4]
-    assert scales.v_scale.tolist() == pytest.approx([3.0 * V_HEADROOM / FP8_MAX, 5.0 * V_HEADROOM / FP8_MAX], rel=1e-6)
+    assert scales.k_mean.tolist() == [[1.0] * 4, [1.5, 1.5, 1.5, 1.5]]
+    torch.testing.assert_close(scales.v_mean, torch.tensor([[0.0, 0.0, -1.0, 0.0], [5 / 3, 0.0, 0.0, 0.0]]))
+    # |v - mean| <= peak + max|mean|, mapped to 448 / V_HEADROOM
+    assert scales.v_scale.tolist() == pytest.approx(
+        [(3.0 + 1.0) * V_HEADROOM / FP8_MAX, (5.0 + 5 / 3) * V_HEADROOM / FP8_MAX], rel=1e-6)
     assert scales.q_scale.tolist() == pytest.approx([math.sqrt(8) / FP8_MAX] * 2, rel=1e-6)
-    assert torch.allclose(scales.k_scale, torch.tensor([math.sqrt(8) + 1, math.sqrt(8) + 2]) / FP8_MAX)
+    assert torch.allclose(scales.k_scale, torch.tensor([math.sqrt(8) + 1, math.sqrt(8) + 1.5]) / FP8_MAX)
     assert scales.descale.q is scales.q_scale and scales.descale.v is scales.v_scale
 
 
@@ -102,6 +109,18 @@ def test_centring_keys_by_one_vector_leaves_the_softmax_unchanged() -> None:
         return F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), v.transpose(1, 2))
 
     torch.testing.assert_close(attend(k - mean), attend(k), rtol=0, atol=1e-12)
+
+
+def test_centring_values_by_one_vector_moves_the_output_by_exactly_that_vector() -> None:
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, n, 2, 8, generator=gen, dtype=torch.float64) for n in (5, 9, 9))
+    mean = torch.randn(2, 8, generator=gen, dtype=torch.float64)
+
+    def attend(values: torch.Tensor) -> torch.Tensor:
+        out = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), values.transpose(1, 2))
+        return out.transpose(1, 2)
+
+    torch.testing.assert_close(attend(v - mean) + mean, attend(v), rtol=0, atol=1e-12)
 
 
 # the engine ---------------------------------------------------------------------------------------
@@ -142,6 +161,9 @@ def test_a_cache_pass_writes_e4m3_bytes_that_dequantize_to_the_exact_path_s_keys
     keys = k8.float() * scales.k_scale[:, None] + scales.k_mean
     reference = exact.pool.storage[0, 0, slab]
     assert float((keys - reference).norm() / reference.norm()) < 0.05  # e4m3: ~2^-5 per element
+    values = fp8.pool.storage[0, 1, slab].float() * scales.v_scale[:, None] + scales.v_mean  # stored centred
+    reference = exact.pool.storage[0, 1, slab]
+    assert float((values - reference).norm() / reference.norm()) < 0.05
 
 
 def test_an_fp8_rollout_stays_within_one_percent_of_the_exact_one_per_chunk() -> None:

@@ -102,7 +102,8 @@ def test_each_lossy_lever_reports_its_fidelity_per_chunk(results: dict) -> None:
     emulated = [errors["fp8_p_rounded_emulated"], errors[f"fp8_p_rounded_emulated_{chunks}_calls"],
                 errors["fp8_p_rounded_emulated_no_offset"]]
     assert all(0.0 < e < 0.1 for e in emulated), emulated
-    assert 0.0 < errors["fp8_v_centred"] < 0.05 and 0.0 < errors["fp8_v_centred_exact_attention"] < 0.05
+    assert 0.0 < errors["fp8_v_own_mean"] < 0.05 and 0.0 < errors["fp8_v_own_mean_exact_attention"] < 0.05
+    assert 0.0 < errors["fp8_v_not_centred"] < 0.05 and errors["v_calibrated_mean_vs_this_mean_rel"] >= 0.0
     assert errors["v_mean_norm_over_residual_rms"] > 0.0
     assert errors["softmax_mass"]["offset_bits"] == 8 and errors["softmax_mass_no_offset"]["offset_bits"] == 0
     assert 0.0 <= errors["softmax_mass"]["flushed_median"] <= errors["softmax_mass_no_offset"]["flushed_median"] <= 1.0
