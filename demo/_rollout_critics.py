@@ -44,6 +44,7 @@ class DistillParams:
     anchor_weight: float = 0.5  # the term keeping the student's flow at a random sigma the teacher's
     min_sigma: float = 0.02  # the anchor's noise level: uniform in [min_sigma, max_sigma]
     max_sigma: float = 0.98
+    regress_weight: float = 0.0  # weight of the true-world regression term (the regress objective's) added
 
 
 @dataclass

@@ -18,6 +18,11 @@ network reads its own K/V of them. Cached K/V carry no gradient: one chunk deep.
 
 At zero loss the student's first step equals the teacher's guided first step, and its later steps
 the teacher's estimates at the student's sigmas.
+
+``regress_weight`` > 0 adds the regress objective's term on the same student context: the true
+world's chunk, noised, denoised reading the student's cache. The teacher's rollouts collapse in
+half the seconds of a long play, and a student distilled from it alone lost the avatar (H100,
+2026-12-05); the true world is the one teacher that keeps the avatar and the ground.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from demo._train_rollout import (
     embed_prompts,
     finish_step,
     lr_at,
+    regress_loss,
     set_lr,
     step_inputs,
 )
@@ -115,6 +121,8 @@ def distill_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, 
         else:
             prompt = state.dit.embed_text(state.text.encode(inputs.prompts[k]))  # with gradient
             loss, served = _chunk_loss(student, teacher, distill, actions, prompt, teacher_ctx[k], gen, noise)
+            if distill.regress_weight > 0:
+                loss = loss + distill.regress_weight * regress_loss(state, student, inputs, k, params, gen, noise)
             (loss / rolled).backward()
             total += float(loss.detach())
             if k + 1 == inputs.chunks:

@@ -85,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--real-guidance", type=float, default=None,
                    help="dmd: the real score's guidance on the actions (default the config's action_guidance)")
     p.add_argument("--regress-weight", type=float, default=DmdParams.regress_weight,
-                   help="dmd: weight of the true-world regression term added (default 0)")
+                   help="dmd and distill: weight of the true-world regression term added (default 0)")
+    p.add_argument("--teacher-guidance", type=float, default=DistillParams.teacher_guidance,
+                   help="distill: the teacher's guidance on the actions at its guided step (default %(default)s)")
     p.add_argument("--student-timesteps", default=",".join(f"{t:g}" for t in DistillParams.student_timesteps),
                    help="distill: the student's denoise timesteps (default %(default)s)")
     p.add_argument("--anchor-weight", type=float, default=DistillParams.anchor_weight,
@@ -123,7 +125,10 @@ def _distill(args: argparse.Namespace) -> DistillParams:
                                          f"1000,500; got {args.student_timesteps!r}")
     if not 0.0 <= args.anchor_weight <= 100.0:
         raise DemoError("bad_anchor_weight", f"--anchor-weight must lie in [0, 100], got {args.anchor_weight}")
-    return DistillParams(student_timesteps=steps, anchor_weight=args.anchor_weight)
+    if not 0.0 < args.teacher_guidance <= 20.0:
+        raise DemoError("bad_guidance", f"--teacher-guidance must lie in (0, 20], got {args.teacher_guidance}")
+    return DistillParams(student_timesteps=steps, anchor_weight=args.anchor_weight,
+                         teacher_guidance=args.teacher_guidance, regress_weight=args.regress_weight)
 
 
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:

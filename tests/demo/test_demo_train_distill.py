@@ -82,6 +82,20 @@ def test_the_anchor_weight_adds_the_unguided_term(batch: tuple[Episodes, DemoEnc
     assert _step(RolloutState.start(*_model(), unguided, CPU), batch, unguided) == 0.0
 
 
+def test_the_regress_weight_adds_the_true_world_term_on_the_student_s_context(
+        batch: tuple[Episodes, DemoEncoder]) -> None:
+    # teacher unguided and no anchor: the distill term is exactly 0, so what is left is the regress term
+    only_regress = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=2.0)
+    state = RolloutState.start(*_model(), only_regress, CPU)
+    start = copy.deepcopy(state.dit)
+    loss = _step(state, batch, only_regress)
+    assert loss > 0 and not same_weights(state.dit, start)
+    none = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=0.0)
+    assert _step(RolloutState.start(*_model(), none, CPU), batch, none) == 0.0
+    twice = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=4.0)  # the same draws, twice the weight
+    assert _step(RolloutState.start(*_model(), twice, CPU), batch, twice) == pytest.approx(2 * loss, rel=1e-5)
+
+
 def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params()
     straight = RolloutState.start(*_model(), params, CPU)
@@ -103,6 +117,8 @@ def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, Demo
                                              (["--student-timesteps", "1000,x"], "bad_timesteps"),
                                              (["--student-timesteps", "1200"], "bad_timesteps"),
                                              (["--anchor-weight", "-1"], "bad_anchor_weight"),
+                                             (["--teacher-guidance", "0"], "bad_guidance"),
+                                             (["--regress-weight", "-1"], "bad_regress_weight"),
                                              (["--ema-decay", "1"], "bad_ema_decay")])
 def test_the_cli_rejects_bad_distill_settings(tmp_path: object, flags: list[str], code: str) -> None:
     args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
