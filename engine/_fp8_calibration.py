@@ -1,7 +1,8 @@
 """The fixed FP8 scales of self-attention's q, k, v (engine.model.kv_fp8), measured once when an
-engine with FP8 attention is built: one chunk of seeded noise through the model in its compute
-dtype at every denoise timestep and at t = 0 (the cache pass), attending to itself (no KV cache),
-recording each layer's roped k (for its mean key) and v (for its peak) on the way."""
+engine with FP8 attention is built: one chunk sampled from seeded noise through the model in its
+compute dtype (every denoise step, unguided), then its cache pass at t = 0 on the clean chunk, each
+attending to itself (no KV cache), recording each layer's roped k (for its mean key), v (for its
+peak) and, in the cache pass, v's mean on the way."""
 
 from __future__ import annotations
 
@@ -44,9 +45,17 @@ def calibrate_kv_fp8(model: CausalDiT, rope: RopeTable, schedule: Schedule, cont
     latents = seeded_noise(shape, CALIBRATION_SEED, 0, 0, device)[None]
     actions = torch.zeros(1, frames, c.action_features, device=device)
     cos, sin = rope.for_frames([0], frames)
-    for t in [*(schedule.timestep(step) for step in range(schedule.steps)), 0.0]:
-        timesteps = torch.full((1, frames), t, device=device)
-        model(latents, timesteps, actions, context[None], AttnContext(cos=cos, sin=sin), attend)
+    x = latents
+    for step in range(schedule.steps):  # the chunk sampled as the engine samples it (unguided)
+        timesteps = torch.full((1, frames), schedule.timestep(step), device=device)
+        flow = model(x, timesteps, actions, context[None], AttnContext(cos=cos, sin=sin), attend)
+        clean = schedule.clean_estimate(x, flow.float(), step)
+        if step + 1 < schedule.steps:
+            x = schedule.renoise(clean, seeded_noise(shape, CALIBRATION_SEED, 0, step + 1, device)[None], step + 1)
+    # the cache pass reads the clean chunk, as every cache pass does: the values every context slab
+    # holds come from such passes, so v's mean is taken here (on noise its offset differs)
+    timesteps = torch.zeros((1, frames), device=device)
+    model(clean.to(latents.dtype), timesteps, actions, context[None], AttnContext(cos=cos, sin=sin), attend)
     if seen[0] != layers * (schedule.steps + 1):
         raise RuntimeError(f"calibration saw {seen[0]} self-attention calls, expected {layers * (schedule.steps + 1)}")
     blocks = [cast(Block, block) for block in model.blocks]
