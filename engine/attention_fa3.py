@@ -22,12 +22,13 @@ import logging
 import math
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-__all__ = ["FA3_INSTALL_HINT", "FP8", "Descale", "Packing", "PackingCache", "fa3_attention", "fa3_module",
-           "reference_attention"]
+__all__ = ["FA3_INSTALL_HINT", "FP8", "Descale", "Packing", "PackingCache", "fa3_attention", "fa3_attention_lse",
+           "fa3_module", "reference_attention", "reference_attention_lse"]
 
 logger = logging.getLogger(__name__)
 
@@ -129,22 +130,51 @@ def fa3_attention(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch
     scales = descale.rows(samples) if descale is not None else (None, None, None)
     op = getattr(getattr(module, "fa3_fwd_cuda", None), "fwd", None)
     if op is not None:
-        cu_q, cu_k, max_q, max_k = (None, None, None, None) if packing is None else (
-            packing.cu_q, packing.cu_k, packing.max_q, packing.max_k)
-        # the interface's argument order: q k v k_new v_new qv out cu_q cu_k cu_k_new seqused_q seqused_k
-        # max_q max_k page_table kv_batch_idx leftpad_k rotary_cos rotary_sin seqlens_rotary q/k/v_descale
-        # softmax_scale causal window_left window_right attention_chunk softcap rotary_interleaved
-        # scheduler_metadata num_splits pack_gqa sm_margin
-        out = op(_unit_stride(q), _unit_stride(k), _unit_stride(v), None, None, None, None, cu_q, cu_k, None, None,
-                 None, max_q, max_k, None, None, None, None, None, None, *scales, q.shape[-1] ** -0.5, False, -1, -1,
-                 0, 0.0, True, None, 1, None, 0)
-        return out[0]  # type: ignore[no-any-return]
+        return _op_call(op, q, k, v, scales, packing)[0]  # type: ignore[no-any-return]
     if packing is None:
         return module.flash_attn_func(  # type: ignore[no-any-return]
             q, k, v, q_descale=scales[0], k_descale=scales[1], v_descale=scales[2])
     return module.flash_attn_varlen_func(  # type: ignore[no-any-return]
         q, k, v, packing.cu_q, packing.cu_k, packing.max_q, packing.max_k,
         q_descale=scales[0], k_descale=scales[1], v_descale=scales[2])
+
+
+def _op_call(op: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+             scales: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None],
+             packing: Packing | None) -> tuple[Any, ...]:
+    """The registered op's whole answer: (out, softmax log-sum-exp (B, heads, Lq) fp32, ...)."""
+    cu_q, cu_k, max_q, max_k = (None, None, None, None) if packing is None else (
+        packing.cu_q, packing.cu_k, packing.max_q, packing.max_k)
+    # the interface's argument order: q k v k_new v_new qv out cu_q cu_k cu_k_new seqused_q seqused_k
+    # max_q max_k page_table kv_batch_idx leftpad_k rotary_cos rotary_sin seqlens_rotary q/k/v_descale
+    # softmax_scale causal window_left window_right attention_chunk softcap rotary_interleaved
+    # scheduler_metadata num_splits pack_gqa sm_margin
+    return tuple(op(_unit_stride(q), _unit_stride(k), _unit_stride(v), None, None, None, None, cu_q, cu_k, None,
+                    None, None, max_q, max_k, None, None, None, None, None, None, *scales, q.shape[-1] ** -0.5,
+                    False, -1, -1, 0, 0.0, True, None, 1, None, 0))
+
+
+def fa3_attention_lse(module: ModuleType, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                      descale: Descale | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """`fa3_attention` over a uniform batch, with the softmax log-sum-exp of each query row (natural
+    log, (B, heads, Lq) fp32), for merging calls over parts of the keys. Needs the registered op."""
+    op = getattr(getattr(module, "fa3_fwd_cuda", None), "fwd", None)
+    if op is None:
+        raise RuntimeError("fa3_attention_lse needs fa3-fwd's registered op (fa3_fwd_cuda.fwd)")
+    scales = descale.rows(q.shape[0]) if descale is not None else (None, None, None)
+    answer = _op_call(op, q, k, v, scales, None)
+    return answer[0], answer[1]
+
+
+def reference_attention_lse(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descale: Descale | None = None
+                            ) -> tuple[torch.Tensor, torch.Tensor]:
+    """What `fa3_attention_lse` computes, in fp32 on the dequantized inputs (a uniform batch)."""
+    qs, ks, vs = (None, None, None) if descale is None else (descale.q, descale.k, descale.v)
+    qf, kf, vf = (_dequantize(x, s).transpose(1, 2) for x, s in ((q, qs), (k, ks), (v, vs)))
+    scores = (qf @ kf.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, heads, Lq, Lk)
+    lse = torch.logsumexp(scores, dim=-1)
+    out = (torch.softmax(scores, dim=-1) @ vf).transpose(1, 2).contiguous()
+    return out.to(torch.bfloat16 if q.dtype == FP8 else q.dtype), lse
 
 
 def _dequantize(x: torch.Tensor, scale: torch.Tensor | None) -> torch.Tensor:

@@ -13,7 +13,14 @@ import torch.nn.functional as F
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
 from engine.attention import AttentionBackend
-from engine.attention_fa3 import Descale, fa3_attention, fa3_module, reference_attention
+from engine.attention_fa3 import (
+    Descale,
+    fa3_attention,
+    fa3_attention_lse,
+    fa3_module,
+    reference_attention,
+    reference_attention_lse,
+)
 from engine.engine import Engine
 from engine.model.blocks import Block
 from engine.model.kv_fp8 import FP8_MAX, saturated_fraction, to_e4m3
@@ -77,6 +84,29 @@ def _fitted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return to_e4m3(q, qs), to_e4m3(k, ks, mean), to_e4m3(v, vs), Descale(qs, ks, vs)
 
 
+def per_chunk_own_means(q8: torch.Tensor, k8: torch.Tensor, v: torch.Tensor, q_scale: torch.Tensor,
+                        k_scale: torch.Tensor, chunks: int, run: Callable[..., tuple[torch.Tensor, torch.Tensor]]
+                        ) -> torch.Tensor:
+    """FP8 attention done the exact way for a common offset that varies from chunk to chunk: each
+    chunk of keys' values centred by that chunk's own mean (with its own scale) and attended in its own
+    call; the calls merged by their log-sum-exp, each adding its mean back weighted by its share of
+    the softmax mass. `run(q8, k8, v8, descale) -> (out, lse)`: FA3's op or the fp32 reference. The
+    keys' common centring (one mean key for all chunks) shifts every call's lse by the same amount
+    per query row, which the merge cancels. fp32 out, q's layout."""
+    length = k8.shape[1] // chunks
+    outs, lses = [], []
+    for c in range(chunks):
+        part = slice(c * length, (c + 1) * length if c + 1 < chunks else k8.shape[1])
+        values = v[:, part].float()
+        mean = values.mean(dim=(0, 1))
+        scale = (values - mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
+        out, lse = run(q8, k8[:, part], to_e4m3(v[:, part], scale, mean), Descale(q_scale, k_scale, scale))
+        outs.append(out.float() + mean)
+        lses.append(lse.float())
+    share = torch.softmax(torch.stack(lses), dim=0).transpose(2, 3)[..., None]  # (chunks, B, Lq, heads, 1)
+    return (share * torch.stack(outs)).sum(dim=0)
+
+
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.float() - ref).norm() / ref.norm())
 
@@ -132,6 +162,12 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         centred = (static[0], static[1], to_e4m3(v, vc_scale, v_mean))
         centred_descale = Descale(s.q_scale, s.k_scale, vc_scale)
         kernels["fp8_v_own_mean"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
+        # the exact way the engine could take: one call per chunk of keys, each chunk's values centred by
+        # their own mean, merged by log-sum-exp (FA3's op on a GPU; the fp32 reference elsewhere)
+        with_lse: Callable[..., tuple[torch.Tensor, torch.Tensor]] = (
+            (lambda *a: fa3_attention_lse(module, *a)) if module is not None else reference_attention_lse)
+        kernels[f"fp8_{chunks}_calls_own_chunk_means"] = lambda: per_chunk_own_means(
+            static[0], static[1], v, s.q_scale, s.k_scale, chunks, with_lse)
         kernels["fp8_v_own_mean_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
         out["v_mean_norm_over_residual_rms"] = float(
             (v_mean.norm(dim=-1) / (v.float() - v_mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())

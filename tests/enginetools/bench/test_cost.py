@@ -105,6 +105,7 @@ def test_each_lossy_lever_reports_its_fidelity_per_chunk(results: dict) -> None:
     assert 0.0 < errors["fp8_v_own_mean"] < 0.05 and 0.0 < errors["fp8_v_own_mean_exact_attention"] < 0.05
     assert 0.0 < errors["fp8_v_not_centred"] < 0.05 and errors["v_calibrated_mean_vs_this_mean_rel"] >= 0.0
     assert errors["v_mean_norm_over_residual_rms"] > 0.0
+    assert 0.0 < errors[f"fp8_{chunks}_calls_own_chunk_means"] < 0.05
     assert errors["softmax_mass"]["offset_bits"] == 8 and errors["softmax_mass_no_offset"]["offset_bits"] == 0
     assert 0.0 <= errors["softmax_mass"]["flushed_median"] <= errors["softmax_mass_no_offset"]["flushed_median"] <= 1.0
 
