@@ -58,6 +58,9 @@ class SessionResult:
     start_delay_ms: list[float] = field(default_factory=list)
     stalls: int = 0
     stall_s: float = 0.0
+    # each stall: when (seconds from the replay start, to line up with the daemon's log), how late,
+    # in which segment (None for a world session) and at which of its frames
+    stall_events: list[dict[str, Any]] = field(default_factory=list)
     directs_unanswered: int = 0
     actions_unresolved: int = 0
     events_sent: int = 0
@@ -99,6 +102,7 @@ class SessionResult:
             "ttff_ms": summarize(self.ttff_ms), "segment_ms": summarize(self.segment_ms),
             "start_delay_ms": summarize(self.start_delay_ms),
             "stalls": {"count": self.stalls, "seconds": round(self.stall_s, 3)},
+            "stall_events": self.stall_events,
             "action_to_photon_ms": summarize(self.action_to_photon_ms),
             "interrupt_ms": summarize(self.interrupt_ms, ("p50", "p95")),
             "stale_frames_after_ack": self.stale_frames_after_ack, "pts_errors": self.pts_errors,
@@ -317,8 +321,7 @@ class SessionMeter:
             anchor_t, anchor_pts = direct.playing
             due = anchor_t + pts_seconds(pts - anchor_pts)
             if t > due:  # the player waited for this frame: one stall, then it goes on from here
-                self.result.stalls += 1
-                self.result.stall_s += t - due
+                self._stall(t, due, segment, direct.frames)
                 direct.playing, direct.stalled = (t, pts), True
         direct.last = t
         direct.frames += 1
@@ -333,8 +336,14 @@ class SessionMeter:
             self.result.deadline_misses += 1
             self._anchor = (t, pts)
             if self.result.mode == "world":
-                self.result.stalls += 1
-                self.result.stall_s += t - due
+                self._stall(t, due, None, None)
+
+    def _stall(self, t: float, due: float, segment: int | None, frame: int | None) -> None:
+        r = self.result
+        r.stalls += 1
+        r.stall_s += t - due
+        r.stall_events.append({"at_s": round(t - self.origin, 3), "late_ms": round((t - due) * 1000.0, 1),
+                               "segment": segment, "frame_in_segment": frame})
 
     def _stop_playing(self, t: float) -> None:
         if self._playing_since is not None:

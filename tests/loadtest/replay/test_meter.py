@@ -162,6 +162,9 @@ def test_a_player_starting_at_once_stalls_where_one_honouring_the_advice_does_no
 
     eager = play(None).result
     assert (eager.stalls, eager.stall_s) == (3, pytest.approx(0.6))
+    # each stall on record: chunk c's first frame came 0.2 s after it was due, frame 8c of segment 1
+    assert [(e["at_s"], e["late_ms"], e["segment"], e["frame_in_segment"]) for e in eager.stall_events] == [
+        (1.0, 200.0, 1, 8), (1.7, 200.0, 1, 16), (2.4, 200.0, 1, 24)]
     assert eager.start_delay_ms == pytest.approx([300.0])
     assert eager.within_objective(Objectives(director_start_delay_p95_s=1.0)) is False
     patient = play(0.65).result
@@ -170,6 +173,7 @@ def test_a_player_starting_at_once_stalls_where_one_honouring_the_advice_does_no
     assert patient.within_objective(Objectives(director_start_delay_p95_s=1.0)) is True
     assert patient.within_objective(Objectives(director_start_delay_p95_s=0.8)) is False
     assert patient.to_json(Objectives())["stalls"] == {"count": 0, "seconds": 0.0}
+    assert patient.to_json(Objectives())["stall_events"] == []
 
 
 def test_a_world_deadline_miss_is_a_stall_of_the_player() -> None:
@@ -178,6 +182,7 @@ def test_a_world_deadline_miss_is_a_stall_of_the_player() -> None:
     meter.frame(8 * FRAME, 8, 0, -1, False, 0.75)
     assert (meter.result.deadline_misses, meter.result.stalls) == (1, 1)
     assert meter.result.stall_s == pytest.approx(0.25)
+    assert meter.result.stall_events == [{"at_s": 0.75, "late_ms": 250.0, "segment": None, "frame_in_segment": None}]
 
 
 def test_a_direction_that_never_got_a_frame_is_unanswered() -> None:
