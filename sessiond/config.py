@@ -55,6 +55,9 @@ class ServeConfig:
     cpu_threads: int | None = None  # torch intra-op threads; None: half the CPU cores, 1 to 4 (engine_threads)
     attention: str = "auto"  # the engine's attention backend (engine.api.ATTENTION_CHOICES); auto: measured at warm-up
     strategy: str | None = None  # an execution-strategy file (sessiond/runtime/strategy.py); None: the default
+    # a measured cost profile each engine step is paced to (sessiond/runtime/paced_engine.py): rehearsing a GPU's
+    # admission and scheduling with a small model on another machine; None: the engine's own pace
+    pace_profile: str | None = None
     # this machine's earlier starts (sessiond/admission/start_verdict.py): the verdict stays the same from start
     # to start where it sits at its edge; None: no history (`sessiond serve` defaults to ~/.cache/sessiond/starts.jsonl)
     start_history: str | None = None
@@ -138,6 +141,13 @@ class ServeConfig:
                 raise ServeConfigError("cors_origins", f"each must be * or scheme://host[:port] with no path, got {origin!r}")
         if not isinstance(self.model, str) or not self.model:
             raise ServeConfigError("model", "must be a model config name such as demo or tiny")
+        if self.pace_profile is not None:
+            from sessiond.runtime.paced_engine import PaceProfile, PaceProfileError
+
+            try:
+                PaceProfile.load(self.pace_profile)  # read now: a bad file stops the start before anything runs
+            except PaceProfileError as exc:
+                raise ServeConfigError("pace_profile", str(exc)) from exc
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> ServeConfig:
@@ -190,7 +200,7 @@ _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "lo
                  "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
                  "attention", "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
-                 "objective_director_start_delay_p95_s", "objective_director_risk")
+                 "objective_director_start_delay_p95_s", "objective_director_risk", "pace_profile")
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:

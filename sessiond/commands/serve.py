@@ -51,6 +51,10 @@ def add_parser(sub: Any, name: str) -> None:
                        help="the engine's attention backend: auto (default: the fastest exact one, measured at "
                             "warm-up), sdpa, matmul, flash, fa3 (FlashAttention-3; the gpu extra), fp8 (FA3 FP8 with "
                             "an e4m3 KV cache: lossy, see docs/performance.md), fp8_triton")
+    serve.add_argument("--pace-profile", default=None, metavar="FILE",
+                       help="rehearsal: pace every engine step to a measured cost profile (the calibration of a "
+                            "replay-compare JSON, e.g. one made on a GPU), so admission and scheduling meet that "
+                            "machine's costs while a small model (tiny) does the real work here")
     serve.add_argument("--strategy", default=None, metavar="FILE",
                        help="an execution-strategy file (TOML or JSON; examples in strategies/): where each stage "
                             "runs (decoder in line, on its own CUDA stream or another device) and how many engine "

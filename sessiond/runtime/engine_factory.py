@@ -134,7 +134,22 @@ def _own_stream(device: str) -> None:
 
 
 def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltEngine:
-    """The configured engine; `plan` (a strategy's replica) sets its device, KV budget and decoder placement."""
+    """The configured engine; `plan` (a strategy's replica) sets its device, KV budget and decoder placement;
+    with `pace_profile`, each step paced to that profile (sessiond/runtime/paced_engine.py)."""
+    built = _build_engine(config, plan)
+    if config.pace_profile is None:
+        return built
+    from sessiond.runtime.paced_engine import PacedEngine, PaceProfile
+
+    profile = PaceProfile.load(config.pace_profile)
+    model = built.engine.config  # type: ignore[attr-defined]
+    scale = model.frames_per_chunk / model.fps / profile.chunk_media_s
+    logger.info("engine steps paced to %s (%s, %.2f media s per chunk; this model %.2f: x%.3f)", profile.source,
+                profile.model, profile.chunk_media_s, model.frames_per_chunk / model.fps, scale)
+    return BuiltEngine(PacedEngine(built.engine, profile, scale), built.model, built.fallback)  # type: ignore[arg-type]
+
+
+def _build_engine(config: ServeConfig, plan: ReplicaPlan | None) -> BuiltEngine:
     from engine.engine import Engine
 
     catalog = model_catalog()
