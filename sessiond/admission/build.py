@@ -108,8 +108,9 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     context = host.context_chunks()
     chunks = context + 1
     # a CPU engine on one torch thread computes on the engine thread alone: its profile counts that
-    # thread's CPU time, so other load on the machine does not move the verdict from start to start
-    cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1
+    # thread's CPU time, so other load on the machine does not move the verdict from start to start;
+    # a paced engine's steps are mostly waiting (sessiond/runtime/paced_engine.py): wall time, as on a GPU
+    cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1 and config.pace_profile is None
     def policy_of(cost: CostModel) -> PolicyBase:
         return make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                            max_batch=config.max_batch, margin=config.admission_margin,

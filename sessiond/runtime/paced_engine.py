@@ -20,7 +20,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -116,10 +116,15 @@ class PacedEngine:
         return self.inner.close_session(session_id)
 
     def step(self, plan: StepPlan) -> StepResult:
+        """The inner step, then a wait until the profiled time has passed; the result reports each
+        phase's seconds as the profile's (or the model's own, where longer), as the engine's own
+        timing is what the start-up profile and the scheduler's online measurements read."""
         began = self.clock()
         result = self.inner.step(plan)
-        self._wait(began, self.target_s(plan))
-        return result
+        targets = self.targets_s(plan)
+        self._wait(began, sum(targets.values()))
+        seconds = {phase: max(own, targets.get(phase, 0.0)) for phase, own in result.seconds.items()}
+        return replace(result, seconds=seconds)
 
     def offload(self, session_id: str) -> Any:
         began = self.clock()
@@ -133,17 +138,15 @@ class PacedEngine:
         self._wait(began, self.profile.step_seconds("restore", 1, 0))
         return result
 
-    def target_s(self, plan: StepPlan) -> float:
-        """What the profile says this plan takes on the profiled machine, scaled to this model's media."""
+    def targets_s(self, plan: StepPlan) -> dict[str, float]:
+        """Per phase of the plan, what the profile says it takes on the profiled machine, scaled to this
+        model's media."""
         phases: dict[str, list[int]] = {}
         for item in plan.items:
             context = max(0, self._chunks[item.session_id] - 1)  # chunks before the one in progress
             phases.setdefault(item.phase.value, []).append(context)
-        total = 0.0
-        for phase, contexts in phases.items():
-            seconds = self.profile.step_seconds(phase, len(contexts), max(contexts))
-            total += seconds or 0.0
-        return total * self.media_scale
+        return {phase: (self.profile.step_seconds(phase, len(contexts), max(contexts)) or 0.0) * self.media_scale
+                for phase, contexts in phases.items()}
 
     def _wait(self, began: float, target: float | None) -> None:
         if not target:

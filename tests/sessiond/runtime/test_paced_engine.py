@@ -97,7 +97,8 @@ def test_a_batch_is_paced_as_one_step_and_the_media_scale_applies() -> None:
         engine.begin_chunk(sid, [FrameAction()])
     clock.slept.clear()
     first = [StepItem(sid, engine.next_phase(sid)) for sid in ("a", "b")]  # type: ignore[arg-type]
-    engine.step(StepPlan(tuple(first)))
+    result = engine.step(StepPlan(tuple(first)))
+    assert result.seconds == {"denoise": pytest.approx(0.5 * 0.100)}  # what the profile and scheduler read
     # both at context 1 (one chunk before the one in progress): the deepest profiled context below it
     # is 0, where only batch 1 was measured (0.050): batch 2 costs 0.100, times the media scale
     assert [item.phase.value for item in first] == ["denoise", "denoise"]
