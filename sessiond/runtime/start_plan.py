@@ -59,7 +59,7 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
         if seg is None or seg.complete:
             continue
         made = seg.frames_generated
-        lead_in = 1 if session.chunks_done == 0 else 0
+        lead_in = 1 if session.fresh_stream else 0
         for k in range(math.ceil(max(0, seg.frames_target - made) / f) + lead_in):
             deadline = seg.started_at + seg.delay_s + (made + max(0, k - lead_in) * f) / inputs.fps
             committed.append(PlanChunk(sid, deadline - inputs.director_lead_s, deadline, inputs.jitter_s))

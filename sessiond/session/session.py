@@ -70,6 +70,9 @@ class Session:
         self.idle_since = now
         self.fault: str | None = None
         self.chunks_done = 0
+        # the next chunk starts a decoder stream (the session's first, or the first after a cut): a
+        # causal decoder makes fewer frames of it (Wan: 9 of 12, tiny 5 of 8), so plans add a lead-in chunk
+        self.fresh_stream = True
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
         self.audience = Audience(self.id, env.metrics)  # spectators: fed the frames the owner got
         self.picture = PictureMonitor(record.fps) if env.check_picture is not None else None
@@ -437,6 +440,7 @@ class Session:
         self.meter.last_chunk_s = seconds
         self.job = None
         self.chunks_done += 1
+        self.fresh_stream = False
         seg = self.segment
         if seg is not None and seg.complete:
             self.end_segment("done", notify=True)
@@ -564,8 +568,10 @@ class Session:
     def start_segment(self, re: int | None, seconds: float) -> Segment:
         self.record.segment += 1
         frames = max(1, round(seconds * self.record.fps))
-        # a stream's first chunk may yield fewer frames (a causal decoder): plan a chunk of lead-in
-        lead_in = self.env.frames_per_chunk / self.record.fps if self.chunks_done == 0 else 0.0
+        # a stream's first chunk may yield fewer frames (a causal decoder): plan a chunk of lead-in,
+        # after a cut too (until 2026-12-05 only for a session's first chunk: a director's segment
+        # after a cut then played 3 frames ahead of its plan, and stalled on the H100 at 2x)
+        lead_in = self.env.frames_per_chunk / self.record.fps if self.fresh_stream else 0.0
         planned = self.env.plan_start(self.id, frames / self.record.fps, lead_in)
         delay = self.env.director_ttff_s if planned is None else planned
         self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic(),
@@ -643,6 +649,7 @@ class Session:
             if msg.seed is not None:
                 self.record.seed = msg.seed
             self.ops.append(EngineOp(Op.RESET, seed=self.record.seed, prompt=msg.prompt))
+            self.fresh_stream = True  # the engine session starts over: its decoder too
         elif msg.prompt != self.prompt:
             self.ops.append(EngineOp(Op.SET_PROMPT, prompt=msg.prompt))
         self._set_prompt(msg.prompt)

@@ -4,12 +4,15 @@ it gives a new segment beside them; exact values worked out by hand (16 fps, chu
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from engine.api import ChunkFrames
+from protocols.messages import Direct
 from sessiond.admission.edf_plan import Periodic, PlanChunk
 from sessiond.runtime.start_plan import PlanInputs, plan_segment_start, plan_workload
 from sessiond.session import Session, connect
-from tests.sessiond._factory import make_session
+from tests.sessiond._factory import make_env, make_session
 
 INPUTS = PlanInputs(step_s=lambda b: 0.25 * b, max_batch=1, frames_per_chunk=8, fps=16, director_lead_s=10.0,
                     jitter_s=0.1, max_delay_s=60.0)
@@ -50,3 +53,29 @@ def test_a_new_segment_starts_after_the_chunks_due_before_it_and_its_own_leftove
     delay = plan_segment_start(sessions, "c", 100.0, 2.0, 0.0, INPUTS)
     assert 1.1 <= delay <= 1.105
     assert plan_segment_start({}, "c", 100.0, 2.0, 0.0, INPUTS) == pytest.approx(0.35)  # alone: a chunk + jitter
+
+
+def test_a_cut_starts_a_new_stream_so_the_next_segment_plans_a_lead_in_chunk_again() -> None:
+    # a causal decoder makes fewer frames of a stream's first chunk (tiny: 5 of 8): the plan owes one
+    # chunk of lead-in for a session's first segment and for the first after a cut (which resets the
+    # engine session), not for a re-direction that continues the stream
+    asked: list[float] = []
+    env = make_env(plan_start=lambda sid, seconds, lead_in: asked.append(lead_in) or 1.0)
+    d = make_session("d", "director", env=env)
+    connect(d, "raw")
+    d.direct(Direct(id=1, prompt="a hill", seconds=1.0))
+    assert d.fresh_stream and asked == [0.5]  # 16 frames: 2 chunks, and one of lead-in
+    assert _owed(d) == 3
+    job = d.begin_job(0.0, 0.0)
+    d.on_frames(job, ChunkFrames(0, np.zeros((5, 4, 4, 3), np.uint8)))
+    d.on_job_done(job)
+    assert not d.fresh_stream
+    d.direct(Direct(id=2, prompt="a lake", seconds=1.0))  # continues the stream: no lead-in
+    assert asked == [0.5, 0.0] and _owed(d) == 2
+    d.direct(Direct(id=3, prompt="a city", seconds=1.0, cut=True))  # a new scene: a new stream
+    assert d.fresh_stream and asked == [0.5, 0.0, 0.5] and _owed(d) == 3
+
+
+def _owed(session: Session) -> int:
+    committed, _ = plan_workload({"d": session}, "other", 0.0, INPUTS)
+    return len(committed)
