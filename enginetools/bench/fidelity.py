@@ -76,12 +76,24 @@ def compare(exact: list[torch.Tensor], other: list[torch.Tensor]) -> dict[str, l
     return {"rel_l2_per_chunk": rel, "cosine_per_chunk": cos}
 
 
+def _centred_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(e4m3 of x centred by its own per-head mean, the per-head scale from its centred peak, the mean)."""
+    mean = x.float().mean(dim=(0, 1))
+    scale = (x.float() - mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
+    return to_e4m3(x, scale, mean), scale, mean
+
+
+def _offset_over_spread(x: torch.Tensor, mean: torch.Tensor) -> float:
+    """Median over heads of |mean| over the RMS norm of x - mean: how large x's common offset is."""
+    return float((mean.norm(dim=-1) / (x.float() - mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
+
+
 def _fitted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Descale]:
     """e4m3 q, k, v with per-head scales from these tensors' own peaks, k centred by its own mean."""
-    mean = k.float().mean(dim=(0, 1))
-    qs, ks, vs = (x.float().abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX for x in (q, k.float() - mean, v))
-    return to_e4m3(q, qs), to_e4m3(k, ks, mean), to_e4m3(v, vs), Descale(qs, ks, vs)
+    qs, vs = (x.float().abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX for x in (q, v))
+    k8, ks, _ = _centred_e4m3(k)
+    return to_e4m3(q, qs), k8, to_e4m3(v, vs), Descale(qs, ks, vs)
 
 
 def per_chunk_own_means(q8: torch.Tensor, k8: torch.Tensor, v: torch.Tensor, q_scale: torch.Tensor,
@@ -97,10 +109,8 @@ def per_chunk_own_means(q8: torch.Tensor, k8: torch.Tensor, v: torch.Tensor, q_s
     outs, lses = [], []
     for c in range(chunks):
         part = slice(c * length, (c + 1) * length if c + 1 < chunks else k8.shape[1])
-        values = v[:, part].float()
-        mean = values.mean(dim=(0, 1))
-        scale = (values - mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
-        out, lse = run(q8, k8[:, part], to_e4m3(v[:, part], scale, mean), Descale(q_scale, k_scale, scale))
+        v8, scale, mean = _centred_e4m3(v[:, part])
+        out, lse = run(q8, k8[:, part], v8, Descale(q_scale, k_scale, scale))
         outs.append(out.float() + mean)
         lses.append(lse.float())
     share = torch.softmax(torch.stack(lses), dim=0).transpose(2, 3)[..., None]  # (chunks, B, Lq, heads, 1)
@@ -157,9 +167,8 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         # v not centred (the engine before v_mean), and centred by this very call's mean instead of
         # the calibrated one (what a perfect calibration would give)
         kernels["fp8_v_not_centred"] = lambda: attend(static[0], static[1], to_e4m3(v, s.v_scale), None, s.descale)
-        v_mean = v.float().mean(dim=(0, 1))
-        vc_scale = (v.float() - v_mean).abs().amax(dim=(0, 1, 3)).clamp_min(1e-12) / FP8_MAX
-        centred = (static[0], static[1], to_e4m3(v, vc_scale, v_mean))
+        v8, vc_scale, v_mean = _centred_e4m3(v)
+        centred = (static[0], static[1], v8)
         centred_descale = Descale(s.q_scale, s.k_scale, vc_scale)
         kernels["fp8_v_own_mean"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
         # the exact way the engine could take: one call per chunk of keys, each chunk's values centred by
@@ -169,13 +178,11 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         kernels[f"fp8_{chunks}_calls_own_chunk_means"] = lambda: per_chunk_own_means(
             static[0], static[1], v, s.q_scale, s.k_scale, chunks, with_lse)
         kernels["fp8_v_own_mean_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
-        out["v_mean_norm_over_residual_rms"] = float(
-            (v_mean.norm(dim=-1) / (v.float() - v_mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
+        out["v_mean_norm_over_residual_rms"] = _offset_over_spread(v, v_mean)
         out["softmax_mass"] = softmax_mass(dq, dk, 8).as_dict()
         out["softmax_mass_no_offset"] = softmax_mass(dq, dk, 0).as_dict()
         mean = k.float().mean(dim=(0, 1))
-        out["k_mean_norm_over_residual_rms"] = float(
-            (mean.norm(dim=-1) / (k.float() - mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()).median())
+        out["k_mean_norm_over_residual_rms"] = _offset_over_spread(k, mean)
         out["k_calibrated_mean_vs_this_mean_rel"] = float((s.k_mean - mean).norm() / mean.norm().clamp_min(1e-12))
         out["v_calibrated_mean_vs_this_mean_rel"] = float((s.v_mean - v_mean).norm() / v_mean.norm().clamp_min(1e-12))
         out["peaks_over_scale_x448"] = {name: float((x.float().abs().amax(dim=(0, 1, 3)) / sc).median())

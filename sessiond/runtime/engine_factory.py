@@ -143,9 +143,10 @@ def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltE
 
     profile = PaceProfile.load(config.pace_profile)
     model = built.engine.config  # type: ignore[attr-defined]
-    scale = model.frames_per_chunk / model.fps / profile.chunk_media_s
+    media_s = model.frames_per_chunk / model.fps
+    scale = media_s / profile.chunk_media_s
     logger.info("engine steps paced to %s (%s, %.2f media s per chunk; this model %.2f: x%.3f)", profile.source,
-                profile.model, profile.chunk_media_s, model.frames_per_chunk / model.fps, scale)
+                profile.model, profile.chunk_media_s, media_s, scale)
     return BuiltEngine(PacedEngine(built.engine, profile, scale), built.model, built.fallback)  # type: ignore[arg-type]
 
 
