@@ -44,7 +44,7 @@ class RolloutCache:
 
         ctx = AttnContext(cos=cos, sin=sin, contexts=[list(range(len(window)))] * batch, read=read)
         if write is not None:
-            ctx.write = lambda layer, k, v: write.append((k.detach(), v.detach()))
+            ctx.write = lambda layer, k, v, centre: write.append((k.detach(), v.detach()))
         return ctx
 
     def flow(self, x: torch.Tensor, sigma: torch.Tensor, actions: torch.Tensor, context: torch.Tensor) -> torch.Tensor:

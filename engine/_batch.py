@@ -27,8 +27,9 @@ def attn_context(
     write_slabs: list[int] | None,
 ) -> AttnContext:
     cos, sin = rope.for_frames(frame_starts, frames)
-    ctx = AttnContext(cos=cos, sin=sin, contexts=context_slabs, read=pool.read, read_packed=pool.read_packed)
+    ctx = AttnContext(cos=cos, sin=sin, contexts=context_slabs, read=pool.read, read_packed=pool.read_packed,
+                      read_means=pool.read_means if pool.means is not None else None)
     if write_slabs is not None:
         slabs = list(write_slabs)
-        ctx.write = lambda layer, k, v: pool.write(layer, slabs, k, v)
+        ctx.write = lambda layer, k, v, centre: pool.write(layer, slabs, k, v, centre)
     return ctx

@@ -216,7 +216,7 @@ class PassGraphs:
 
     def _pass(self, key: GraphKey, statics: _Statics, graph: _Graph) -> torch.Tensor:
         ctx = AttnContext(cos=statics.cos, sin=statics.sin, contexts=[[0] * key.context_slabs] * key.batch,
-                          read=self._reader(graph.read_index))
+                          read=self._reader(graph.read_index), read_means=self._means_reader(graph.read_index))
         if key.write:
             ctx.write = self._writer(graph.write_index)
         return self.model(  # type: ignore[no-any-return]
@@ -239,11 +239,29 @@ class PassGraphs:
 
         return read
 
-    def _writer(self, index: torch.Tensor) -> Callable[[int, torch.Tensor, torch.Tensor], None]:
-        storage = self.pool.storage
+    def _means_reader(self, index: torch.Tensor) -> Callable[..., torch.Tensor] | None:
+        """With an e4m3 pool: per sample its current chunk's value mean then its slabs' (the slab
+        ids from the device index, as `_reader`) -> (B * (N + 1), heads, d)."""
+        means = self.pool.means
+        if means is None:
+            return None
 
-        def write(layer: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        def read(layer: int, slabs: list[list[int]], centre: torch.Tensor) -> torch.Tensor:
+            rows = centre.shape[0]
+            both = centre.new_empty(rows, index.shape[1] + 1, *centre.shape[1:])
+            both[:, 0].copy_(centre)
+            both[:, 1:].copy_(means[layer][index])
+            return both.view(-1, *centre.shape[1:])
+
+        return read
+
+    def _writer(self, index: torch.Tensor) -> Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor | None], None]:
+        storage, means = self.pool.storage, self.pool.means
+
+        def write(layer: int, k: torch.Tensor, v: torch.Tensor, centre: torch.Tensor | None) -> None:
             scatter_slabs(k, index, storage[layer, 0])
             scatter_slabs(v, index, storage[layer, 1])
+            if means is not None and centre is not None:
+                means[layer].index_copy_(0, index, centre.float())
 
         return write

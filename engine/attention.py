@@ -36,8 +36,10 @@ from engine.attention_fa3 import (
     Packing,
     PackingCache,
     fa3_attention,
+    fa3_attention_lse,
     fa3_module,
     reference_attention,
+    reference_attention_lse,
 )
 from engine.errors import ConfigError
 
@@ -208,6 +210,17 @@ class AttentionBackend:
         packing = cache.get([queries] * batch, key_lengths)
         out = self._kernel(q.reshape(batch * queries, *q.shape[2:]), k, v, descale, packing)
         return out.view(batch, queries, *out.shape[1:])
+
+    def with_lse(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descale: Descale | None = None
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A uniform batch's output and each query row's softmax log-sum-exp ((B, heads, Lq) fp32,
+        natural log), for merging calls over parts of the keys: FA3's op on CUDA, the exact
+        reference on a CPU. Only the FA3 backends ("fa3", "fp8")."""
+        if self.name not in _FA3_NAMES:
+            raise ConfigError("attention_no_lse", f"attention {self.name!r} does not return its log-sum-exp")
+        if self._fa3 is not None:
+            return fa3_attention_lse(self._fa3, q, k, v, descale)
+        return reference_attention_lse(q, k, v, descale)
 
     def _kernel(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, descale: Descale | None,
                 packing: Packing | None) -> torch.Tensor:

@@ -3,7 +3,9 @@
 One slab holds one chunk's K and V for every layer. Physically the pool is one tensor laid out
 (layers, 2, slabs, tokens, heads, head_dim) so a layer's context is one gather. Its element type is
 the model's compute dtype, or e4m3 with FP8 attention (half the bytes: engine.model.kv_fp8; its
-bytes are copied as they are, through uint8 views where torch has no float8 kernel). Slab ids are ints;
+bytes are copied as they are, through uint8 views where torch has no float8 kernel; each e4m3 slab
+keeps, per layer, the mean its values were centred by, fp32 (heads, d), beside the bytes, and moves
+with them). Slab ids are ints;
 the free list is a stack (O(1) alloc/free, lowest ids first on a fresh pool). `alloc` returns None
 when the pool cannot satisfy the request (pressure is the scheduler's decision, never an
 exception). Accounting holds ints only; tensors live here.
@@ -50,9 +52,11 @@ class SlabGeometry:
 
 @dataclass
 class HostSlabs:
-    """Slab contents copied off the device: (n, layers, 2, tokens, heads, head_dim)."""
+    """Slab contents copied off the device: (n, layers, 2, tokens, heads, head_dim), and for e4m3
+    slabs their values' means (n, layers, heads, head_dim) fp32."""
 
     data: torch.Tensor
+    means: torch.Tensor | None = None
 
     @property
     def count(self) -> int:
@@ -69,6 +73,9 @@ class ChunkKVPool:
         shape = (g.layers, 2, self.num_slabs, g.tokens, g.heads, g.head_dim)
         bits = torch.uint8 if g.dtype in _FLOAT8 else g.dtype  # zeros: 0x00 is +0.0 in float8 too
         self.storage = torch.zeros(shape, dtype=bits, device=device).view(g.dtype)
+        # e4m3 values are stored centred by their chunk's mean (engine.model.kv_fp8): kept here
+        self.means = (torch.zeros((g.layers, self.num_slabs, g.heads, g.head_dim), device=device)
+                      if g.dtype in _FLOAT8 else None)
         self._free: list[int] = list(range(self.num_slabs - 1, -1, -1))  # pop() yields 0, 1, 2, ...
         self._owner: list[str | None] = [None] * self.num_slabs
         self._on_device: dict[str, int] = {}
@@ -107,12 +114,17 @@ class ChunkKVPool:
         data = as_bits(self.storage).index_select(2, index).movedim(2, 0)  # (n, layers, 2, tokens, heads, d)
         host = torch.empty(data.shape, dtype=data.dtype, pin_memory=self.device.type == "cuda")
         host.copy_(data)
-        return HostSlabs(host.view(self.storage.dtype))
+        means = None if self.means is None else self.means.index_select(1, index).movedim(1, 0).cpu()
+        return HostSlabs(host.view(self.storage.dtype), means)
 
     def copy_in(self, ids: list[int], host: HostSlabs) -> None:
         index = torch.tensor(ids, device=self.device, dtype=torch.long)
         data = as_bits(host.data).to(self.device, non_blocking=True).movedim(0, 2)
         as_bits(self.storage).index_copy_(2, index, data)
+        if self.means is not None:
+            if host.means is None:
+                raise SessionStateError("kv_means_missing", "e4m3 slabs came back without their values' means")
+            self.means.index_copy_(1, index, host.means.to(self.device).movedim(0, 1))
 
     def offload(self, owner: str, ids: list[int]) -> HostSlabs:
         """Move `ids` to host memory and free them; accounted as `owner`'s offloaded slabs."""
@@ -164,12 +176,26 @@ class ChunkKVPool:
         lengths = [k.shape[1] + len(ids) * self.geometry.tokens for ids in slabs]
         return out[0], out[1], lengths
 
-    def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor) -> None:
-        """In place: slab slabs[i] <- k[i], v[i] (tokens, heads, d) for `layer` (host ids: no sync)."""
+    def read_means(self, layer: int, slabs: list[list[int]], current: torch.Tensor) -> torch.Tensor:
+        """The means e4m3 values were centred by, in `read_packed`'s order: per sample its current
+        chunk's (current[i], (heads, d)) then its slabs' -> (chunks, heads, d) fp32."""
+        if self.means is None:
+            raise SessionStateError("kv_means_missing", "only an e4m3 pool keeps its values' means")
+        source = self.means[layer]
+        return torch.stack([t for row, ids in enumerate(slabs) for t in (current[row], *(source[s] for s in ids))])
+
+    def write(self, layer: int, slabs: list[int], k: torch.Tensor, v: torch.Tensor,
+              centre: torch.Tensor | None = None) -> None:
+        """In place: slab slabs[i] <- k[i], v[i] (tokens, heads, d) for `layer` (host ids: no sync);
+        an e4m3 pool also keeps centre[i] (heads, d), the mean v[i] was centred by."""
+        if (self.means is None) != (centre is None):
+            raise SessionStateError("kv_means_missing", "an e4m3 pool's write needs the values' means, no other does")
         storage = as_bits(self.storage)
         for row, slab in enumerate(slabs):
             storage[layer, 0, slab].copy_(as_bits(k[row]))
             storage[layer, 1, slab].copy_(as_bits(v[row]))
+            if self.means is not None and centre is not None:
+                self.means[layer, slab].copy_(centre[row])
 
     # accounting ----------------------------------------------------------------------------
     def stats(self) -> KVStats:

@@ -15,14 +15,15 @@ from typing import TypeVar
 import torch
 import torch.nn.functional as F
 
-from engine.model.kv_fp8 import to_e4m3
+from engine.model.kv_fp8 import chunk_mean, to_e4m3
 from engine.model.layers import gate, layer_norm, modulate
 from engine.rope import apply_rope
 
-__all__ = ["BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "post_attention", "pre_attention",
-           "quantize_rows"]
+__all__ = ["QKV", "BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "merge_chunks",
+           "post_attention", "pre_attention", "quantize_rows"]
 
-Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q/k scale, k mean, v scale, v mean
+Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q scale, k scale, k mean, v scale
+QKV = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]  # q, k, v, v's chunk mean (FP8 only)
 Fp8Linear = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # e4m3 weight (N, K), its scales (1, N), bias (N,)
 
 
@@ -39,12 +40,13 @@ def pre_attention(
     cos: torch.Tensor, sin: torch.Tensor,  # (B, L, 1, head_dim/2)
     heads: int,
     eps: float,
-    fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale, v mean (KVFp8.quant_args): e4m3 outputs
+    fp8: Fp8Quant | None = None,  # q scale, k scale, k mean, v scale (KVFp8.quant_args): e4m3 outputs
     qkv_fp8: Fp8Linear | None = None,  # the q, k, v projections as one e4m3 weight (Block.quantize_projections)
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each.
-    With `fp8`, q, k (centred) and v (centred) come out in e4m3 (engine.model.kv_fp8), quantized in the
-    same kernels as RoPE and the projection's output."""
+) -> QKV:
+    """norm1 -> modulate -> q, k, v projections -> RMS norm(q, k) -> RoPE; (B, L, heads, d) each, and
+    None. With `fp8`, q, k (centred by the mean key) and v (centred by its own chunk mean, the fourth
+    output, (B, heads, d) fp32) come out in e4m3 (engine.model.kv_fp8), quantized in the same kernels
+    as RoPE and the projection's output."""
     b, length, _ = x.shape
     frames = mod.shape[1]
     h = modulate(layer_norm(x, eps), mod[:, :, 0], mod[:, :, 1], frames).to(wq.dtype)
@@ -57,9 +59,10 @@ def pre_attention(
     k = apply_rope(_rms(k, gk, eps).view(b, length, heads, -1), cos, sin, rope_dtype)
     v = v.reshape(b, length, heads, -1)
     if fp8 is None:
-        return q, k, v
-    q_scale, k_scale, k_mean, v_scale, v_mean = fp8
-    return to_e4m3(q, q_scale), to_e4m3(k, k_scale, k_mean), to_e4m3(v, v_scale, v_mean)
+        return q, k, v, None
+    q_scale, k_scale, k_mean, v_scale = fp8
+    centre = chunk_mean(v)
+    return to_e4m3(q, q_scale), to_e4m3(k, k_scale, k_mean), to_e4m3(v, v_scale, centre[:, None]), centre
 
 
 def post_attention(
@@ -146,17 +149,30 @@ def _ffn_hidden(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> to
     return linear_gelu_tanh(h, weight, bias)
 
 
+def merge_chunks(out: torch.Tensor, lse: torch.Tensor, means: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Attention over C chunks of keys done as one call per chunk, merged: out (B, C, T, heads, d)
+    each call's output over values centred by their chunk's mean; lse (B, C, heads, T) each call's
+    softmax log-sum-exp (natural log); means (B, C, heads, d) -> (B, T, heads, d) in `dtype`. Chunk
+    c's share of the softmax mass of a query row is exp(lse_c - logsumexp over c of lse_c): exact,
+    whatever each chunk's mean (engine.model.kv_fp8)."""
+    share = torch.softmax(lse.float(), dim=1).transpose(2, 3).unsqueeze(-1)  # (B, C, T, heads, 1)
+    return (share * (out.float() + means.float().unsqueeze(2))).sum(dim=1).to(dtype)
+
+
 T = TypeVar("T")
-PreFn = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+PreFn = Callable[..., QKV]
 PostFn = Callable[..., torch.Tensor]
+MergeFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.dtype], torch.Tensor]
 
 
 @dataclass
 class BlockKernels:
-    """The two block halves a model runs: plain (eager) or compiled."""
+    """The two block halves a model runs, and FP8 attention's merge of its per-chunk calls: plain
+    (eager) or compiled."""
 
     pre: PreFn = pre_attention
     post: PostFn = post_attention
+    merge: MergeFn = merge_chunks
     compiled: bool = False
 
     @classmethod
@@ -165,6 +181,7 @@ class BlockKernels:
         return cls(
             pre=_without_view_bases(torch.compile(pre_attention, backend=backend), _PRE_ACTIVATIONS),
             post=_without_view_bases(torch.compile(post_attention, backend=backend), _POST_ACTIVATIONS),
+            merge=_without_view_bases(torch.compile(merge_chunks, backend=backend), (0, 1, 2)),
             compiled=True,
         )
 

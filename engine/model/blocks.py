@@ -10,16 +10,17 @@ from torch import nn
 
 from engine.attention import AttentionBackend
 from engine.attention_fa3 import Descale
-from engine.model._fused import BlockKernels, Fp8Linear, Fp8Pair, quantize_rows
+from engine.model._fused import QKV, BlockKernels, Fp8Linear, Fp8Pair, quantize_rows
 from engine.model.kv_fp8 import KVFp8
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
 
-__all__ = ["AttnContext", "Block", "Head"]
+__all__ = ["AttnContext", "Block", "Head", "fp8_attention_by_chunks"]
 
 KVRead = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 KVReadPacked = Callable[[int, list[list[int]], torch.Tensor, torch.Tensor],
                         tuple[torch.Tensor, torch.Tensor, list[int]]]
-KVWrite = Callable[[int, torch.Tensor, torch.Tensor], None]
+KVWrite = Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor | None], None]
+KVReadMeans = Callable[[int, list[list[int]], torch.Tensor], torch.Tensor]
 
 
 @dataclass
@@ -37,7 +38,10 @@ class AttnContext:
     then reuse a slab;
     read_packed(layer, slabs, k, v) -> (K, V, key lengths): the same for samples of any context
     lengths, concatenated along the sequence ((sum of key lengths, heads, d));
-    write(layer, k, v) stores the current tokens' roped K/V of the whole batch (the cache pass);
+    write(layer, k, v, centre) stores the current tokens' roped K/V of the whole batch (the cache
+    pass), and with e4m3 values the chunk mean they were centred by (B, heads, d), else None;
+    read_means(layer, slabs, centre) -> (chunks, heads, d): with e4m3 values, the means of the chunks
+    `read`/`read_packed` return, in their order (per sample: its current chunk's, then its slabs');
     mask: bool (B, 1, Lq, Lk), True = attend (only without contexts).
     """
 
@@ -48,25 +52,71 @@ class AttnContext:
     write: KVWrite | None = None
     mask: torch.Tensor | None = None
     read_packed: KVReadPacked | None = None
+    read_means: KVReadMeans | None = None
+
+
+def _as_bytes(x: torch.Tensor) -> torch.Tensor:
+    return x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x
+
+
+def fp8_attention_by_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, centre: torch.Tensor, layer: int,
+                        ctx: AttnContext, attend: AttentionBackend, kernels: BlockKernels, descale: Descale,
+                        dtype: torch.dtype) -> torch.Tensor:
+    """Self-attention over e4m3 q, k, v whose values are centred by their chunk's own mean
+    (engine.model.kv_fp8): one call per chunk of keys -- the current chunk and each context slab,
+    all in one launch, q repeated per chunk -- merged by log-sum-exp with each chunk's mean added
+    back (`merge_chunks`). (B, Lq, heads, d) in `dtype`."""
+    if ctx.contexts is None:  # the masked full-sequence forward (references): one chunk of keys
+        return (attend(q, k, v, ctx.mask, descale).float() + centre[:, None]).to(dtype)
+    counts = [len(slabs) + 1 for slabs in ctx.contexts]
+    tokens = q.shape[1]
+    if max(counts) == 1:
+        keys, values, means = k, v, centre
+    else:
+        if ctx.read_means is None:
+            raise ValueError("FP8 attention over context slabs needs AttnContext.read_means")
+        if len(set(counts)) == 1 and ctx.read is not None:
+            keys, values = ctx.read(layer, ctx.contexts, k, v)  # (B, C*T, heads, d)
+        elif ctx.read_packed is not None:
+            keys, values, _ = ctx.read_packed(layer, ctx.contexts, k, v)  # (sum of C*T, heads, d)
+        else:
+            raise ValueError("FP8 attention over context slabs needs AttnContext.read or read_packed")
+        means = ctx.read_means(layer, ctx.contexts, centre)
+    keys, values = keys.reshape(-1, tokens, *k.shape[2:]), values.reshape(-1, tokens, *v.shape[2:])
+    if len(set(counts)) == 1:
+        repeated = _as_bytes(q).repeat_interleave(counts[0], dim=0).view(q.dtype)
+    else:
+        repeated = torch.cat([_as_bytes(q[row : row + 1]).expand(c, *q.shape[1:]) for row, c in enumerate(counts)]
+                             ).view(q.dtype)
+    out, lse = attend.with_lse(repeated, keys, values, descale)  # (chunks, T, heads, d), (chunks, heads, T)
+    if len(set(counts)) == 1:
+        c = counts[0]
+        return kernels.merge(out.view(-1, c, *out.shape[1:]), lse.view(-1, c, *lse.shape[1:]),
+                             means.view(-1, c, *means.shape[1:]), dtype)
+    parts, start = [], 0
+    for c in counts:
+        part = slice(start, start + c)
+        parts.append(kernels.merge(out[None, part], lse[None, part], means[None, part], dtype))
+        start += c
+    return torch.cat(parts)
 
 
 def _self_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: int, ctx: AttnContext, attend: AttentionBackend,
-    descale: Descale | None = None,
 ) -> torch.Tensor:
     if ctx.contexts is None:
-        return attend(q, k, v, ctx.mask, descale)
+        return attend(q, k, v, ctx.mask)
     groups: dict[int, list[int]] = {}  # context chunks -> rows, in batch order
     for row, slabs in enumerate(ctx.contexts):
         groups.setdefault(len(slabs), []).append(row)
     if len(groups) == 1:  # every sample at the same context length: the whole batch at once
-        return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend, descale)
+        return _attend_rows(q, k, v, list(range(q.shape[0])), layer, ctx, attend)
     if attend.packs and ctx.read_packed is not None:  # different lengths, one packed call
         keys, values, lengths = ctx.read_packed(layer, ctx.contexts, k, v)
-        return attend.packed(q, keys, values, lengths, descale)
+        return attend.packed(q, keys, values, lengths)
     result: torch.Tensor | None = None
     for rows in groups.values():
-        out = _attend_rows(q, k, v, rows, layer, ctx, attend, descale)
+        out = _attend_rows(q, k, v, rows, layer, ctx, attend)
         if result is None:
             # the strides of a one-group output (the backend's layout, batch outermost): the
             # compiled block half after attention guards on strides, so it must see one layout
@@ -90,14 +140,14 @@ def _rows(t: torch.Tensor, rows: list[int]) -> torch.Tensor:
 
 
 def _attend_rows(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, rows: list[int], layer: int,
-                 ctx: AttnContext, attend: AttentionBackend, descale: Descale | None) -> torch.Tensor:
+                 ctx: AttnContext, attend: AttentionBackend) -> torch.Tensor:
     """Attention for samples `rows`, which all have the same number of context slabs."""
     assert ctx.contexts is not None
     qs, ks, vs = _rows(q, rows), _rows(k, rows), _rows(v, rows)
     slabs = [ctx.contexts[row] for row in rows]
     if slabs[0] and ctx.read is not None:
         ks, vs = ctx.read(layer, slabs, ks, vs)
-    return attend(qs, ks, vs, None, descale)
+    return attend(qs, ks, vs, None)
 
 
 class _Projections(nn.Module):
@@ -160,8 +210,9 @@ class Block(nn.Module):
         return k, v
 
     def _qkv(self, x: torch.Tensor, e: torch.Tensor, ctx: AttnContext, kernels: BlockKernels
-             ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-        """The block modulation (B, frames, 6, dim) and q, k, v (B, L, heads, d) after RMS norm and RoPE."""
+             ) -> tuple[torch.Tensor, QKV]:
+        """The block modulation (B, frames, 6, dim) and q, k, v (B, L, heads, d) after RMS norm and RoPE,
+        with v's chunk mean (B, heads, d) when they are e4m3 (else None)."""
         sa = self.self_attn
         mod = self.modulation.float().unsqueeze(1) + e
         return mod, kernels.pre(
@@ -173,8 +224,8 @@ class Block(nn.Module):
     def write_kv(self, x: torch.Tensor, e: torch.Tensor, layer: int, ctx: AttnContext, kernels: BlockKernels) -> None:
         """Only what a cache pass keeps of this block: its K and V, written through `ctx.write`."""
         assert ctx.write is not None, "write_kv needs a KV write target"
-        _, (_, k, v) = self._qkv(x, e, ctx, kernels)
-        ctx.write(layer, k, v)
+        _, (_, k, v, centre) = self._qkv(x, e, ctx, kernels)
+        ctx.write(layer, k, v, centre)
 
     def forward(
         self,
@@ -188,15 +239,14 @@ class Block(nn.Module):
         cross_kv: tuple[torch.Tensor, torch.Tensor] | None = None,  # this block's prompt K, V if known
     ) -> torch.Tensor:
         sa, ca, ffn = self.self_attn, self.cross_attn, self.ffn
-        mod, (q, k, v) = self._qkv(x, e, ctx, kernels)
-        descale = None if self.kv_fp8 is None else self.kv_fp8.descale
-        out = _self_attention(q, k, v, layer, ctx, attend, descale)  # (B, Lq, heads, d); reads before the write
-        if self.kv_fp8 is not None:  # v went in centred; softmax weights sum to 1, so its mean comes back whole
-            out = out.float() + self.kv_fp8.v_mean
-        if out.dtype != sa.o.weight.dtype:  # FP8 attention answers in bf16 (an fp32 model on a CPU)
-            out = out.to(sa.o.weight.dtype)
+        mod, (q, k, v, centre) = self._qkv(x, e, ctx, kernels)
+        if self.kv_fp8 is None or centre is None:
+            out = _self_attention(q, k, v, layer, ctx, attend)  # (B, Lq, heads, d); reads before the write
+        else:  # v went in centred by its chunk's mean; each chunk's comes back in the merge
+            out = fp8_attention_by_chunks(q, k, v, centre, layer, ctx, attend, kernels, self.kv_fp8.descale,
+                                          sa.o.weight.dtype)
         if ctx.write is not None:
-            ctx.write(layer, k, v)
+            ctx.write(layer, k, v, centre)
         ck, cv = self.cross_kv(context) if cross_kv is None else cross_kv
         return kernels.post(
             x, out, mod, sa.o.weight, sa.o.bias, self.norm3.weight, self.norm3.bias,

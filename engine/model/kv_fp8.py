@@ -16,16 +16,21 @@ recompute its bytes unchanged.
 - k is centred by a mean key per head (calibrated): q.(k - m) = q.k - q.m is one constant for every
   key of a query, which softmax cancels, and the centred keys are smaller, so the rounding error of
   q.k shrinks with them. The bound grows by max|m|.
-- v is centred by a mean value per head, that of the calibration's cache pass (the pass whose
-  values every context slab holds): softmax weights sum to 1, so attention over v - m is attention
-  over v minus m exactly, and the block adds m back to the output. Without it FA3's FP8 kernel
-  summed the values' large common offset (0.47-0.70 of their spread at Wan's layers 0/15/28) and its
-  output was 17-22% from exact attention on the very same e4m3 inputs; with each call's own mean
-  0.4-0.7% (H100, results/cost/README.md). The rounding of the softmax weights to e4m3 was measured
-  not to be the cause (`enginetools.bench.fp8_softmax`).
-- v's scale: its largest magnitude per head over calibration passes plus the mean's largest
-  (a bound on |v - m|), times `V_HEADROOM`; a larger value saturates at 448 (`saturated_fraction`
-  counts them in the GPU checks).
+- v is centred by the mean of its own chunk (per sample and head, taken where v is made): each
+  chunk of keys a query sees -- its own, made afresh by each pass, and each context slab, written by
+  a cache pass that stored its chunk's mean beside the e4m3 bytes -- holds values with no common
+  offset. Attention then runs one call per chunk of keys (`engine.model.chunk_attention`: one FA3
+  launch for all of them), and the calls are merged by their log-sum-exp, each chunk's mean added
+  back weighted by that chunk's share of the softmax mass: exact, since each call's softmax weights
+  sum to 1. Why: FA3's FP8 kernel summed the values' large common offset (0.47-0.70 of their spread
+  at Wan's layers 0/15/28) and its output was 17-22% from exact attention on the very same e4m3
+  inputs; with v centred by the call's own mean 0.4-0.7% (H100, results/cost/README.md). One fixed
+  mean cannot do it: the offset moves from chunk to chunk and rollout to rollout (on the CPU's tiny
+  config a calibrated mean was 0.79 of its norm away from a rollout's own). The rounding of the
+  softmax weights to e4m3 was measured not to be the cause (`enginetools.bench.fp8_softmax`).
+- v's scale: its largest magnitude per head over calibration passes plus the largest of the cache
+  pass's mean (a bound on |v - m| for a chunk mean m of that size), times `V_HEADROOM`; a larger
+  value saturates at 448 (`saturated_fraction` counts them in the GPU checks).
 """
 
 from __future__ import annotations
@@ -37,7 +42,8 @@ import torch
 
 from engine.attention_fa3 import FP8, Descale
 
-__all__ = ["FP8_MAX", "V_HEADROOM", "KVFp8", "KVFp8Stats", "norm_bound_scale", "saturated_fraction", "to_e4m3"]
+__all__ = ["FP8_MAX", "V_HEADROOM", "KVFp8", "KVFp8Stats", "chunk_mean", "norm_bound_scale", "saturated_fraction",
+           "to_e4m3"]
 
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 V_HEADROOM = 16.0  # v's calibrated peak maps to 448 / 16 = 28
@@ -45,9 +51,15 @@ V_HEADROOM = 16.0  # v's calibrated peak maps to 448 / 16 = 28
 
 def to_e4m3(x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor | None = None) -> torch.Tensor:
     """x (..., heads, d) -> e4m3 of (x - mean) / scale, saturating at +-448; scale (heads,), mean
-    (heads, d) fp32. Elementwise: a compiled caller fuses it into the kernel that makes x."""
+    (heads, d) or broadcast to x (a chunk mean per sample: (B, 1, heads, d)), fp32. Elementwise: a compiled caller fuses it into the kernel that makes x."""
     xf = x.float() if mean is None else x.float() - mean
     return (xf / scale[:, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+
+
+def chunk_mean(v: torch.Tensor) -> torch.Tensor:
+    """v (B, L, heads, d) -> its mean over the chunk's tokens per sample and head, (B, heads, d) fp32:
+    the centre of the chunk's e4m3 values (a reduction the compiled pre-attention half fuses)."""
+    return v.float().mean(dim=1)
 
 
 def saturated_fraction(x: torch.Tensor, scale: torch.Tensor, mean: torch.Tensor | None = None) -> float:
@@ -69,7 +81,7 @@ def norm_bound_scale(weight: torch.Tensor, heads: int, extra: torch.Tensor | Non
 @dataclass
 class KVFp8Stats:
     """What calibration passes saw of one layer's roped k and its v: per-head sums for the mean key,
-    the cache pass's sums for the mean value, and the largest |v|."""
+    the cache pass's sums for v's mean (its size bounds the chunk means in v's scale), the largest |v|."""
 
     k_sum: torch.Tensor  # (heads, d) fp64
     tokens: int = 0
@@ -92,13 +104,12 @@ class KVFp8Stats:
 @dataclass
 class KVFp8:
     """One layer's fixed FP8 scales (fp32, on the model's device): x ~= e4m3 * scale (+ k_mean for k,
-    + v_mean for v)."""
+    + the chunk's own mean for v, which travels with the chunk)."""
 
     q_scale: torch.Tensor  # (heads,)
     k_scale: torch.Tensor  # (heads,)
     k_mean: torch.Tensor  # (heads, d)
     v_scale: torch.Tensor  # (heads,)
-    v_mean: torch.Tensor  # (heads, d): added back to the attention output
     descale: Descale = field(init=False)
 
     def __post_init__(self) -> None:
@@ -115,8 +126,8 @@ class KVFp8:
         v_scale = ((stats.v_peak + v_mean.abs().amax(dim=1)) * V_HEADROOM).clamp_min(1e-12) / FP8_MAX
         device = norm_q.device
         return cls(norm_bound_scale(norm_q, heads).to(device), k_scale.to(device), mean.to(device),
-                   v_scale.to(device), v_mean.to(device))
+                   v_scale.to(device))
 
-    def quant_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """What the fused pre-attention kernel takes: q scale, k scale, k mean, v scale, v mean."""
-        return self.q_scale, self.k_scale, self.k_mean, self.v_scale, self.v_mean
+    def quant_args(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """What the fused pre-attention kernel takes: q scale, k scale, k mean, v scale."""
+        return self.q_scale, self.k_scale, self.k_mean, self.v_scale

@@ -13,22 +13,17 @@ import torch.nn.functional as F
 
 from engine.api import FrameAction, Phase, StepItem, StepPlan
 from engine.attention import AttentionBackend
-from engine.attention_fa3 import (
-    Descale,
-    fa3_attention,
-    fa3_attention_lse,
-    fa3_module,
-    reference_attention,
-    reference_attention_lse,
-)
+from engine.attention_fa3 import Descale, fa3_attention, fa3_module, reference_attention
 from engine.engine import Engine
-from engine.model.blocks import Block
-from engine.model.kv_fp8 import FP8_MAX, saturated_fraction, to_e4m3
+from engine.model import AttnContext
+from engine.model._fused import BlockKernels
+from engine.model.blocks import Block, fp8_attention_by_chunks
+from engine.model.kv_fp8 import FP8_MAX, KVFp8, saturated_fraction, to_e4m3
 from enginetools.bench.fp8_softmax import attention_p_rounded, softmax_mass
 from enginetools.bench.levers import Decoders, Lever, apply_lever
 from enginetools.bench.stats import progress
 
-__all__ = ["attention_errors", "compare", "fidelity", "rollout"]
+__all__ = ["attention_errors", "compare", "engine_fp8_attention", "fidelity", "rollout"]
 
 PROMPT = "a stone bridge over a mountain river at dusk"
 QKV = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
@@ -96,25 +91,24 @@ def _fitted(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
     return to_e4m3(q, qs), k8, to_e4m3(v, vs), Descale(qs, ks, vs)
 
 
-def per_chunk_own_means(q8: torch.Tensor, k8: torch.Tensor, v: torch.Tensor, q_scale: torch.Tensor,
-                        k_scale: torch.Tensor, chunks: int, run: Callable[..., tuple[torch.Tensor, torch.Tensor]]
-                        ) -> torch.Tensor:
-    """FP8 attention done the exact way for a common offset that varies from chunk to chunk: each
-    chunk of keys' values centred by that chunk's own mean (with its own scale) and attended in its own
-    call; the calls merged by their log-sum-exp, each adding its mean back weighted by its share of
-    the softmax mass. `run(q8, k8, v8, descale) -> (out, lse)`: FA3's op or the fp32 reference. The
-    keys' common centring (one mean key for all chunks) shifts every call's lse by the same amount
-    per query row, which the merge cancels. fp32 out, q's layout."""
-    length = k8.shape[1] // chunks
-    outs, lses = [], []
-    for c in range(chunks):
-        part = slice(c * length, (c + 1) * length if c + 1 < chunks else k8.shape[1])
-        v8, scale, mean = _centred_e4m3(v[:, part])
-        out, lse = run(q8, k8[:, part], v8, Descale(q_scale, k_scale, scale))
-        outs.append(out.float() + mean)
-        lses.append(lse.float())
-    share = torch.softmax(torch.stack(lses), dim=0).transpose(2, 3)[..., None]  # (chunks, B, Lq, heads, 1)
-    return (share * torch.stack(outs)).sum(dim=0)
+def engine_fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scales: KVFp8,
+                         attend: AttentionBackend) -> torch.Tensor:
+    """Attention as the FP8 engine runs it, on bf16 q (B, T, heads, d) and keys k, v (B, C * T, ...)
+    of C chunks: q and k quantized with the layer's fixed scales, each chunk's values centred by its
+    own mean, then the block's own code (`fp8_attention_by_chunks`: one call per chunk of keys,
+    merged by log-sum-exp). `attend`: the FP8 engine's backend (FA3 on CUDA) or a CPU one (the exact
+    reference on the same e4m3 inputs). fp32 (B, T, heads, d)."""
+    batch, tokens = q.shape[:2]
+    chunks = k.shape[1] // tokens
+    by_chunk = v.reshape(batch, chunks, tokens, *v.shape[2:])
+    means = by_chunk.float().mean(dim=2)  # (B, C, heads, d)
+    v8 = to_e4m3(by_chunk, scales.v_scale, means[:, :, None]).view(v.shape)
+    k8 = to_e4m3(k, scales.k_scale, scales.k_mean)
+    ctx = AttnContext(cos=q.new_empty(0), sin=q.new_empty(0), contexts=[[0] * (chunks - 1)] * batch,
+                      read=lambda layer, slabs, k_, v_: (k8, v8),
+                      read_means=lambda layer, slabs, centre: means.reshape(-1, *means.shape[2:]))
+    return fp8_attention_by_chunks(to_e4m3(q, scales.q_scale), k8[:, :tokens], v8[:, :tokens], means[:, 0], 0,
+                                   ctx, attend, BlockKernels(), scales.descale, torch.float32)
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:
@@ -142,49 +136,41 @@ def attention_errors(qkv: QKV, layer: int, fp8_engine: Engine | None) -> dict[st
         block = fp8_engine.parts.model.blocks[layer]
         assert isinstance(block, Block) and block.kv_fp8 is not None
         s = block.kv_fp8
+        by_chunk = v.reshape(v.shape[0], -1, q.shape[1], *v.shape[2:])  # (B, C, T, heads, d)
         out["fp8_saturated"] = {"q": saturated_fraction(q, s.q_scale), "k": saturated_fraction(k, s.k_scale, s.k_mean),
-                                "v": saturated_fraction(v, s.v_scale, s.v_mean)}
+                                "v": saturated_fraction(by_chunk, s.v_scale, by_chunk.float().mean(2, keepdim=True))}
         attend: AttentionBackend = fp8_engine.parts.attend
-        static = (to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean), to_e4m3(v, s.v_scale, s.v_mean))
-        kernels["fp8"] = lambda: attend(*static, None, s.descale).float() + s.v_mean  # as the block adds it back
+        static = (to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale, s.k_mean))
+        reference = AttentionBackend.create("fp8", torch.device("cpu"))  # the exact reference, on any device
+        kernels["fp8"] = lambda: engine_fp8_attention(q, k, v, s, attend)  # as the engine runs it
         # where the error comes from: the same e4m3 inputs attended exactly; scales fitted to these
         # very tensors (per-head peaks, this call's mean key, v not centred); the fixed scales without
-        # the mean key
-        kernels["fp8_inputs_exact_attention"] = lambda: reference_attention(*static, s.descale).float() + s.v_mean
+        # the mean key; one call over all keys with v centred by the call's mean or not at all
+        kernels["fp8_inputs_exact_attention"] = lambda: engine_fp8_attention(q, k, v, s, reference)
         tight = _fitted(q, k, v)
         kernels["fp8_fitted_scales"] = lambda: attend(*tight[:3], None, tight[3])
         kernels["fp8_fitted_scales_exact_attention"] = lambda: reference_attention(*tight)
-        kernels["fp8_without_mean"] = lambda: attend(to_e4m3(q, s.q_scale), to_e4m3(k, s.k_scale), static[2], None,
-                                                     s.descale).float() + s.v_mean
-        # the kernel's rounding of the softmax weights P to e4m3, emulated on the same inputs (fp32
-        # elsewhere): equal to the kernel's error, it names the cause; by blocks of keys (one call
-        # per context chunk, merged by log-sum-exp), whether splitting the call would cure it
-        dq, dk, dv = (x.float() * sc[:, None] for x, sc in zip(static, (s.q_scale, s.k_scale, s.v_scale), strict=True))
-        chunks = max(1, round(k.shape[1] / q.shape[1]))
-        kernels["fp8_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8) + s.v_mean
-        kernels["fp8_p_rounded_emulated_no_offset"] = lambda: attention_p_rounded(dq, dk, dv, 0) + s.v_mean
-        kernels[f"fp8_p_rounded_emulated_{chunks}_calls"] = lambda: attention_p_rounded(dq, dk, dv, 8, chunks) + s.v_mean
-        # v not centred (the engine before v_mean), and centred by this very call's mean instead of
-        # the calibrated one (what a perfect calibration would give)
-        kernels["fp8_v_not_centred"] = lambda: attend(static[0], static[1], to_e4m3(v, s.v_scale), None, s.descale)
+        kernels["fp8_one_call_v_not_centred"] = lambda: attend(*static, to_e4m3(v, s.v_scale), None, s.descale)
         v8, vc_scale, v_mean = _centred_e4m3(v)
-        centred = (static[0], static[1], v8)
         centred_descale = Descale(s.q_scale, s.k_scale, vc_scale)
-        kernels["fp8_v_own_mean"] = lambda: attend(*centred, None, centred_descale).float() + v_mean
-        # the exact way the engine could take: one call per chunk of keys, each chunk's values centred by
-        # their own mean, merged by log-sum-exp (FA3's op on a GPU; the fp32 reference elsewhere)
-        with_lse: Callable[..., tuple[torch.Tensor, torch.Tensor]] = (
-            (lambda *a: fa3_attention_lse(module, *a)) if module is not None else reference_attention_lse)
-        kernels[f"fp8_{chunks}_calls_own_chunk_means"] = lambda: per_chunk_own_means(
-            static[0], static[1], v, s.q_scale, s.k_scale, chunks, with_lse)
-        kernels["fp8_v_own_mean_exact_attention"] = lambda: reference_attention(*centred, centred_descale).float() + v_mean
+        kernels["fp8_one_call_v_own_mean"] = lambda: attend(*static, v8, None, centred_descale).float() + v_mean
+        kernels["fp8_one_call_v_own_mean_without_mean_key"] = lambda: attend(
+            static[0], to_e4m3(k, s.k_scale), v8, None, centred_descale).float() + v_mean
+        # the kernel's rounding of the softmax weights P to e4m3, emulated on the one-call inputs
+        dq, dk, dv = (x.float() * sc[:, None] for x, sc in zip((*static, v8), (s.q_scale, s.k_scale, vc_scale),
+                                                               strict=True))
+        kernels["fp8_one_call_p_rounded_emulated"] = lambda: attention_p_rounded(dq, dk, dv, 8) + v_mean
         out["v_mean_norm_over_residual_rms"] = _offset_over_spread(v, v_mean)
+        # how far the chunks' own means stray from the call's, over v's residual spread (median over heads)
+        chunk_means = v.float().reshape(v.shape[0], -1, q.shape[1], *v.shape[2:]).mean(dim=(0, 2))  # (C, heads, d)
+        stray = (chunk_means - v_mean).pow(2).sum(-1).mean(0).sqrt()  # (heads,)
+        spread = (v.float() - v_mean).pow(2).sum(-1).mean(dim=(0, 1)).sqrt()
+        out["v_chunk_means_stray_over_residual_rms"] = float((stray / spread).median())
         out["softmax_mass"] = softmax_mass(dq, dk, 8).as_dict()
         out["softmax_mass_no_offset"] = softmax_mass(dq, dk, 0).as_dict()
         mean = k.float().mean(dim=(0, 1))
         out["k_mean_norm_over_residual_rms"] = _offset_over_spread(k, mean)
         out["k_calibrated_mean_vs_this_mean_rel"] = float((s.k_mean - mean).norm() / mean.norm().clamp_min(1e-12))
-        out["v_calibrated_mean_vs_this_mean_rel"] = float((s.v_mean - v_mean).norm() / v_mean.norm().clamp_min(1e-12))
         out["peaks_over_scale_x448"] = {name: float((x.float().abs().amax(dim=(0, 1, 3)) / sc).median())
                                         for name, x, sc in (("q", q, s.q_scale), ("k", k, s.k_scale), ("v", v, s.v_scale))}
     for name, run in kernels.items():

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from engine.api import Phase, StepItem, StepPlan
 from engine.attention_fa3 import FP8
 from engine.kv.pool import as_bits
+from engine.model._fused import merge_chunks
 from engine.model.blocks import Block
 from engine.model.kv_fp8 import (
     FP8_MAX,
@@ -34,7 +35,9 @@ def _fp8_engine(**kwargs: object):  # type: ignore[no-untyped-def]
 
 
 def _slab_bytes(engine, slabs: list[int]) -> torch.Tensor:  # type: ignore[no-untyped-def]
-    return as_bits(engine.pool.storage)[:, :, slabs].clone()
+    """The slabs' e4m3 bytes and, as bytes too, the value means stored beside them."""
+    means = engine.pool.means[:, slabs].contiguous().view(torch.uint8)
+    return torch.cat([as_bits(engine.pool.storage)[:, :, slabs].flatten(), means.flatten()])
 
 
 # the quantizer ------------------------------------------------------------------------------------
@@ -91,7 +94,7 @@ def test_calibration_turns_the_mean_key_and_the_peak_value_into_scales() -> None
     stats.add(torch.ones(1, 3, 2, 4), denoise_v)
     scales = KVFp8.from_calibration(torch.ones(8), torch.ones(8), 2, stats)
     assert scales.k_mean.tolist() == [[1.0] * 4, [1.5, 1.5, 1.5, 1.5]]
-    torch.testing.assert_close(scales.v_mean, torch.tensor([[0.0, 0.0, -1.0, 0.0], [5 / 3, 0.0, 0.0, 0.0]]))
+    # the cache pass's mean is [[0, 0, -1, 0], [5/3, 0, 0, 0]]: a chunk mean of its size keeps
     # |v - mean| <= peak + max|mean|, mapped to 448 / V_HEADROOM
     assert scales.v_scale.tolist() == pytest.approx(
         [(3.0 + 1.0) * V_HEADROOM / FP8_MAX, (5.0 + 5 / 3) * V_HEADROOM / FP8_MAX], rel=1e-6)
@@ -109,6 +112,31 @@ def test_centring_keys_by_one_vector_leaves_the_softmax_unchanged() -> None:
         return F.scaled_dot_product_attention(q.transpose(1, 2), keys.transpose(1, 2), v.transpose(1, 2))
 
     torch.testing.assert_close(attend(k - mean), attend(k), rtol=0, atol=1e-12)
+
+
+def test_chunks_attended_apart_and_merged_by_log_sum_exp_equal_attention_over_all_keys() -> None:
+    """Each chunk's values centred by their own (different) mean, each chunk attended alone, then
+    merged with the means added back: exactly attention over all keys."""
+    gen = torch.Generator().manual_seed(4)
+    chunks, tokens = 3, 6
+    q = torch.randn(2, tokens, 2, 8, generator=gen, dtype=torch.float64)
+    k = torch.randn(2, chunks * tokens, 2, 8, generator=gen, dtype=torch.float64)
+    offsets = 5 * torch.randn(2, chunks, 1, 2, 8, generator=gen, dtype=torch.float64)  # a mean per chunk
+    v = (torch.randn(2, chunks, tokens, 2, 8, generator=gen, dtype=torch.float64) + offsets).flatten(1, 2)
+    means = v.view(2, chunks, tokens, 2, 8).mean(dim=2)  # (B, C, heads, d)
+    centred = v.view(2, chunks, tokens, 2, 8) - means[:, :, None]
+    outs, lses = [], []
+    for c in range(chunks):
+        keys = k[:, c * tokens : (c + 1) * tokens].transpose(1, 2)
+        scores = q.transpose(1, 2) @ keys.transpose(-1, -2) / math.sqrt(8)  # (B, heads, T, T)
+        lses.append(torch.logsumexp(scores, dim=-1))
+        outs.append((scores.softmax(-1) @ centred[:, c].transpose(1, 2)).transpose(1, 2))
+    merged = merge_chunks(torch.stack(outs, 1), torch.stack(lses, 1), means, torch.float64)
+    exact = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(merged, exact, rtol=0, atol=1e-5)  # the merge computes in fp32
+    wrong = merge_chunks(torch.stack(outs, 1), torch.stack(lses, 1), means.mean(1, keepdim=True).expand_as(means),
+                         torch.float64)  # one mean for all chunks: off by the chunks' spread
+    assert float((wrong - exact).abs().max()) > 0.1
 
 
 def test_centring_values_by_one_vector_moves_the_output_by_exactly_that_vector() -> None:
@@ -161,9 +189,14 @@ def test_a_cache_pass_writes_e4m3_bytes_that_dequantize_to_the_exact_path_s_keys
     keys = k8.float() * scales.k_scale[:, None] + scales.k_mean
     reference = exact.pool.storage[0, 0, slab]
     assert float((keys - reference).norm() / reference.norm()) < 0.05  # e4m3: ~2^-5 per element
-    values = fp8.pool.storage[0, 1, slab].float() * scales.v_scale[:, None] + scales.v_mean  # stored centred
     reference = exact.pool.storage[0, 1, slab]
+    stored_mean = fp8.pool.means[0, slab]  # the values are stored centred by their own chunk's mean
+    torch.testing.assert_close(stored_mean, reference.float().mean(dim=0), rtol=0.02, atol=0.02 * float(
+        reference.float().abs().max()))
+    values = fp8.pool.storage[0, 1, slab].float() * scales.v_scale[:, None] + stored_mean
     assert float((values - reference).norm() / reference.norm()) < 0.05
+    centred = fp8.pool.storage[0, 1, slab].float().mean(dim=0) * scales.v_scale[:, None]
+    assert float(centred.norm() / stored_mean.norm()) < 0.05  # no common offset left in the bytes
 
 
 def test_an_fp8_rollout_stays_within_one_percent_of_the_exact_one_per_chunk() -> None:
@@ -212,11 +245,11 @@ def test_rollback_through_host_copies_restores_fp8_bytes() -> None:
     engine.open_session("s", seed=4, prompt="night")
     for chunk in run_chunks(engine, "s", 3, [W]):
         engine.mark_delivered("s", chunk.chunk_index)
-    before = as_bits(engine.pool.storage).clone()
+    before = as_bits(engine.pool.storage).clone(), engine.pool.means.clone()
     run_chunks(engine, "s", 2, [W])
     assert [e.old_slab for e in engine.session("s").handle.journal] == [None, None]  # host copies
     assert engine.rollback("s") == 3
-    assert torch.equal(as_bits(engine.pool.storage), before)
+    assert torch.equal(as_bits(engine.pool.storage), before[0]) and torch.equal(engine.pool.means, before[1])
 
 
 def test_a_snapshot_recomputes_the_same_fp8_bytes() -> None:
@@ -230,7 +263,7 @@ def test_a_snapshot_recomputes_the_same_fp8_bytes() -> None:
     assert np.array_equal(run_chunk(source, "s", [W]).frames, run_chunk(resumed, "s", [W]).frames)
 
 
-def test_a_batch_of_mixed_context_lengths_is_one_packed_call_per_layer_and_equals_each_alone() -> None:
+def test_a_batch_of_mixed_context_lengths_is_one_call_per_layer_and_equals_each_alone() -> None:
     batched, alone = _fp8_engine(), _fp8_engine()
     histories = {"new": 0, "short": 1, "long": 4}
     for engine in (batched, alone):
@@ -239,18 +272,19 @@ def test_a_batch_of_mixed_context_lengths_is_one_packed_call_per_layer_and_equal
             run_chunks(engine, sid, n, [W])
             engine.begin_chunk(sid, [W])
     attend = batched.parts.attend
-    calls: list[list[int]] = []
-    packed = attend.packed
+    calls: list[tuple[int, ...]] = []
+    with_lse = attend.with_lse
 
-    def counted(q, k, v, lengths, descale=None):  # type: ignore[no-untyped-def]
-        calls.append(list(lengths))
-        return packed(q, k, v, lengths, descale)
+    def counted(q, k, v, descale=None):  # type: ignore[no-untyped-def]
+        calls.append((q.shape[0], *k.shape[:2]))
+        return with_lse(q, k, v, descale)
 
-    attend.packed = counted  # type: ignore[method-assign]
+    attend.with_lse = counted  # type: ignore[method-assign]
     result = batched.step(StepPlan(tuple(StepItem(sid, Phase.DENOISE) for sid in histories)))
     assert all(r.error is None for r in result.results)
     tokens = batched.config.tokens_per_chunk
-    assert calls == [[tokens, 2 * tokens, 4 * tokens]] * batched.config.num_layers  # 0, 1 and 3 context chunks
+    # one call per layer over every (sample, chunk of keys): 1 + 2 + 4 chunks (0, 1 and 3 context slabs)
+    assert calls == [(7, 7, tokens)] * batched.config.num_layers
     for sid in histories:
         alone.step(StepPlan((StepItem(sid, Phase.DENOISE),)))
         a, b = alone.session(sid).work.x, batched.session(sid).work.x  # type: ignore[union-attr]

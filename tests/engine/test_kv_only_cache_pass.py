@@ -19,7 +19,7 @@ def _writes(kv_only: bool) -> tuple[object, list[tuple[int, torch.Tensor, torch.
     context = model.embed_text(torch.randn(2, c.text_len, c.text_dim, generator=gen))
     cos, sin = model.new_rope(torch.device("cpu")).for_frames([0, 0], c.latent_frames_per_chunk)
     written: list[tuple[int, torch.Tensor, torch.Tensor]] = []
-    ctx = AttnContext(cos=cos, sin=sin, contexts=[[], []], write=lambda layer, k, v: written.append((layer, k, v)))
+    ctx = AttnContext(cos=cos, sin=sin, contexts=[[], []], write=lambda layer, k, v, centre: written.append((layer, k, v)))
     t = torch.zeros(2, c.latent_frames_per_chunk)
     with torch.no_grad():
         out = model(latents, t, actions, context, ctx, engine.parts.attend, None, kv_only)

@@ -97,15 +97,12 @@ def test_each_lossy_lever_reports_its_fidelity_per_chunk(results: dict) -> None:
     [errors] = fidelity["attention_output_error"]  # tiny: layer 0 (the last layer's cache pass has no attention)
     assert errors["layer"] == 0 and 0.0 < errors["fp8"] < 0.05 and errors["bf16_sdpa"] < 1e-5
     assert errors["fp8_saturated"]["q"] == errors["fp8_saturated"]["k"] == 0.0
-    # the kernel's rounding of P emulated on the same e4m3 inputs, whole and one call per chunk
-    chunks = round(errors["shape_q_kv"][1][1] / errors["shape_q_kv"][0][1])
-    emulated = [errors["fp8_p_rounded_emulated"], errors[f"fp8_p_rounded_emulated_{chunks}_calls"],
-                errors["fp8_p_rounded_emulated_no_offset"]]
-    assert all(0.0 < e < 0.1 for e in emulated), emulated
-    assert 0.0 < errors["fp8_v_own_mean"] < 0.05 and 0.0 < errors["fp8_v_own_mean_exact_attention"] < 0.05
-    assert 0.0 < errors["fp8_v_not_centred"] < 0.05 and errors["v_calibrated_mean_vs_this_mean_rel"] >= 0.0
-    assert errors["v_mean_norm_over_residual_rms"] > 0.0
-    assert 0.0 < errors[f"fp8_{chunks}_calls_own_chunk_means"] < 0.05
+    # on a CPU the engine's FP8 attention is the exact reference on its e4m3 inputs: the same numbers
+    assert errors["fp8"] == errors["fp8_inputs_exact_attention"]
+    one_call = [errors["fp8_one_call_v_own_mean"], errors["fp8_one_call_v_not_centred"],
+                errors["fp8_one_call_v_own_mean_without_mean_key"], errors["fp8_one_call_p_rounded_emulated"]]
+    assert all(0.0 < e < 0.1 for e in one_call), one_call
+    assert errors["v_mean_norm_over_residual_rms"] > 0.0 and errors["v_chunk_means_stray_over_residual_rms"] > 0.0
     assert errors["softmax_mass"]["offset_bits"] == 8 and errors["softmax_mass_no_offset"]["offset_bits"] == 0
     assert 0.0 <= errors["softmax_mass"]["flushed_median"] <= errors["softmax_mass_no_offset"]["flushed_median"] <= 1.0
 

@@ -1,26 +1,45 @@
-"""The exact way to attend FP8 values whose common offset varies by chunk: one call per chunk of
-keys, each chunk's values centred by their own mean, merged by log-sum-exp."""
+"""The FP8 attention the engine runs, checked where the benchmark reproduces it (CPU: the exact
+reference on the e4m3 inputs): values whose common offset differs from chunk to chunk come back
+exactly, and the reference's log-sum-exp is the scores'."""
 
 import torch
 import torch.nn.functional as F
 
+from engine.attention import AttentionBackend
 from engine.attention_fa3 import reference_attention_lse
-from enginetools.bench.fidelity import per_chunk_own_means
+from engine.model.kv_fp8 import FP8_MAX, KVFp8
+from enginetools.bench.fidelity import engine_fp8_attention
 
 
 def _exact(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)).transpose(1, 2)
 
 
+def _scales(heads: int, q: torch.Tensor, k: torch.Tensor, v_bound: float) -> KVFp8:
+    peak = max(float(q.abs().max()), float(k.abs().max()))
+    ones = torch.ones(heads)
+    return KVFp8(ones * peak / FP8_MAX, ones * peak / FP8_MAX, torch.zeros(heads, q.shape[-1]),
+                 ones * v_bound / FP8_MAX)
+
+
 def test_values_equal_within_each_chunk_come_back_exactly_from_the_merge() -> None:
     gen = torch.Generator().manual_seed(4)
-    q, k = torch.randn(2, 6, 3, 8, generator=gen), torch.randn(2, 12, 3, 8, generator=gen)
+    q, k = torch.randn(2, 4, 3, 8, generator=gen), torch.randn(2, 12, 3, 8, generator=gen)
     means = torch.randn(3, 3, 8, generator=gen) * 5  # chunk, head, channel: a large offset per chunk
     v = means.repeat_interleave(4, dim=0)[None].expand(2, 12, 3, 8).contiguous()
-    ones = torch.ones(3)
-    merged = per_chunk_own_means(q, k, v, ones, ones, 3, reference_attention_lse)
-    # centred by their own means the values are 0: all that is left is each chunk's share of the mass
-    torch.testing.assert_close(merged, _exact(q, k, v), rtol=0, atol=2e-5)
+    out = engine_fp8_attention(q, k, v, _scales(3, q, k, 1.0), AttentionBackend.create("fp8", torch.device("cpu")))
+    # centred by their own means the values are 0: all that is left is each chunk's share of the mass,
+    # which e4m3 q and k move by their rounding only (without the means added back: 100% off)
+    assert float((out - _exact(q, k, v)).norm() / _exact(q, k, v).norm()) < 0.03
+
+
+def test_chunks_with_different_offsets_stay_within_e4m3_rounding_of_exact_attention() -> None:
+    gen = torch.Generator().manual_seed(6)
+    q, k = torch.randn(1, 8, 2, 16, generator=gen), torch.randn(1, 32, 2, 16, generator=gen)
+    offsets = 4 * torch.randn(1, 4, 1, 2, 16, generator=gen)
+    v = (torch.randn(1, 4, 8, 2, 16, generator=gen) + offsets).reshape(1, 32, 2, 16)
+    out = engine_fp8_attention(q, k, v, _scales(2, q, k, 8.0), AttentionBackend.create("fp8", torch.device("cpu")))
+    assert float((out - _exact(q, k, v)).norm() / _exact(q, k, v).norm()) < 0.03
 
 
 def test_the_lse_of_the_reference_is_that_of_the_scores() -> None:
