@@ -89,14 +89,18 @@ def fp8_attention_by_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
         repeated = torch.cat([_as_bytes(q[row : row + 1]).expand(c, *q.shape[1:]) for row, c in enumerate(counts)]
                              ).view(q.dtype)
     out, lse = attend.with_lse(repeated, keys, values, descale)  # (chunks, T, heads, d), (chunks, heads, T)
+    # the means go to the merge as a fresh tensor, not a view: the pre-attention half's compiled
+    # reduction may hand `centre` over as a view of a buffer of another shape, and the compiled merge,
+    # which rebuilds a view input from its base, then traced a (1536, 1) tensor (H100, fp8_proj)
+    means = means.reshape(-1, *v.shape[2:])
     if len(set(counts)) == 1:
         c = counts[0]
         return kernels.merge(out.view(-1, c, *out.shape[1:]), lse.view(-1, c, *lse.shape[1:]),
-                             means.view(-1, c, *means.shape[1:]), dtype)
+                             means.reshape(-1, c, *means.shape[1:]).clone(), dtype)
     parts, start = [], 0
     for c in counts:
         part = slice(start, start + c)
-        parts.append(kernels.merge(out[None, part], lse[None, part], means[None, part], dtype))
+        parts.append(kernels.merge(out[None, part], lse[None, part], means[None, part].clone(), dtype))
         start += c
     return torch.cat(parts)
 
