@@ -89,18 +89,14 @@ def fp8_attention_by_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
         repeated = torch.cat([_as_bytes(q[row : row + 1]).expand(c, *q.shape[1:]) for row, c in enumerate(counts)]
                              ).view(q.dtype)
     out, lse = attend.with_lse(repeated, keys, values, descale)  # (chunks, T, heads, d), (chunks, heads, T)
-    # the means go to the merge as a fresh tensor, not a view: the pre-attention half's compiled
-    # reduction may hand `centre` over as a view of a buffer of another shape, and the compiled merge,
-    # which rebuilds a view input from its base, then traced a (1536, 1) tensor (H100, fp8_proj)
-    means = means.reshape(-1, *v.shape[2:])
     if len(set(counts)) == 1:
         c = counts[0]
         return kernels.merge(out.view(-1, c, *out.shape[1:]), lse.view(-1, c, *lse.shape[1:]),
-                             means.reshape(-1, c, *means.shape[1:]).clone(), dtype)
+                             means.view(-1, c, *means.shape[1:]), dtype)
     parts, start = [], 0
     for c in counts:
         part = slice(start, start + c)
-        parts.append(kernels.merge(out[None, part], lse[None, part], means[None, part].clone(), dtype))
+        parts.append(kernels.merge(out[None, part], lse[None, part], means[None, part], dtype))
         start += c
     return torch.cat(parts)
 
@@ -219,11 +215,14 @@ class Block(nn.Module):
         with v's chunk mean (B, heads, d) when they are e4m3 (else None)."""
         sa = self.self_attn
         mod = self.modulation.float().unsqueeze(1) + e
-        return mod, kernels.pre(
+        q, k, v, centre = kernels.pre(
             x, mod, sa.q.weight, sa.q.bias, sa.k.weight, sa.k.bias, sa.v.weight, sa.v.bias,
             sa.norm_q.weight, sa.norm_k.weight, ctx.cos, ctx.sin, self.num_heads, self.eps,
             fp8=None if self.kv_fp8 is None else self.kv_fp8.quant_args(), qkv_fp8=self.qkv_fp8,
         )
+        if centre is not None:  # the compiled half with FP8 projections handed it back flattened to
+            centre = centre.view(v.shape[0], *v.shape[2:])  # (B * heads * d,) (torch 2.11, H100 and H200)
+        return mod, (q, k, v, centre)
 
     def write_kv(self, x: torch.Tensor, e: torch.Tensor, layer: int, ctx: AttnContext, kernels: BlockKernels) -> None:
         """Only what a cache pass keeps of this block: its K and V, written through `ctx.write`."""
