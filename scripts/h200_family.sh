@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 27's H200 part, one device call (not run yet): one `sessiond serve` start (duty, its own
+# Issue 27's H200 part, one device call: one `sessiond serve` start (duty, its own
 # start-up calibration, ~85 s) and six traces of a family replayed back to back by a separate
 # client process, all within the 600 s a device call may run.
 #
@@ -7,7 +7,8 @@
 #
 # FAMILY_DIR: a folder `sessiond trace-gen family --out FAMILY_DIR --seed N` wrote here (60 s
 # traces; commit it or carry it). Without names, six shapes: two director-only, the burst, the
-# interrupting directors, players, mixed. Results under $OUT (default ./out).
+# interrupting directors, players, mixed. Results under $OUT (default ./out). SERVE_ARGS: more
+# options for the daemon, e.g. SERVE_ARGS="--attention fp8" (each word goes as one --serve-arg).
 #
 # Wheels: the GPU host has no web stack and no FlashAttention-3; their wheels travel in .whl/ (ignored
 # by git): scripts/gpu_env.sh says how to fetch them and installs them there. Run with carry [".whl"].
@@ -45,5 +46,9 @@ fi
   printf '%s\n' "${traces[@]}"
 } 2>&1 | tee "$OUT/env.txt"
 # 6 x ~65 s of replay + ~85 s start + drains: inside 590 s
-timeout 590 python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
-  --policies duty --max-batch 4 --kv-budget-gib 60 --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
+serve=()
+for word in ${SERVE_ARGS:-}; do
+  serve+=("--serve-arg=$word")
+done
+timeout "${LIMIT_S:-590}" python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
+  --policies duty --max-batch 4 --kv-budget-gib 60 "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
