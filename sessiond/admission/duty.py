@@ -111,35 +111,35 @@ class DirectorPrior:
 
 class StreamStarts:
     """The share of directors' segments that start a stream (a session's first, the first after a
-    cut), over the last `keep` segments once `min_segments` were seen; `configured` until then (0:
-    every segment planned at the plain rate, as admission did before it measured this)."""
+    cut) over the last `keep` segments, the `configured` share counting as `prior_segments` of them
+    (0, worth 10: a fresh daemon plans every segment at the plain rate, as admission did before it
+    measured this, and each segment seen moves it; no threshold for one segment more to cross)."""
 
-    def __init__(self, configured: float = 0.0, *, min_segments: int = 20, keep: int = 200) -> None:
+    def __init__(self, configured: float = 0.0, *, prior_segments: int = 10, keep: int = 200) -> None:
         if not 0.0 <= configured <= 1.0:
             raise AdmissionConfigError("stream_start_share", f"must be in [0, 1], got {configured}")
-        if min_segments < 1 or keep < min_segments:
-            raise AdmissionConfigError("stream_start_segments", f"need 1 <= min_segments <= keep, got "
-                                       f"{min_segments}, {keep}")
+        if prior_segments < 0 or keep < 1:
+            raise AdmissionConfigError("stream_start_segments", f"need prior_segments >= 0 and keep >= 1, got "
+                                       f"{prior_segments}, {keep}")
         self.configured = configured
-        self.min_segments = min_segments
+        self.prior_segments = prior_segments
         self._segments: deque[bool] = deque(maxlen=keep)
 
     def add(self, starts_stream: bool) -> None:
         self._segments.append(bool(starts_stream))
 
     @property
-    def measured(self) -> bool:
-        return len(self._segments) >= self.min_segments
-
-    @property
     def value(self) -> float:
         """The chance that a director's segment starts a stream."""
-        return sum(self._segments) / len(self._segments) if self.measured else self.configured
+        n = len(self._segments)
+        if n + self.prior_segments == 0:
+            return self.configured
+        return (sum(self._segments) + self.configured * self.prior_segments) / (n + self.prior_segments)
 
     def to_json(self) -> dict[str, object]:
-        return {"value": round(self.value, 4), "source": "measured" if self.measured else "configured",
-                "configured": self.configured, "segments": len(self._segments),
-                "stream_starts": sum(self._segments), "min_segments": self.min_segments}
+        return {"value": round(self.value, 4), "configured": self.configured,
+                "prior_segments": self.prior_segments, "segments": len(self._segments),
+                "stream_starts": sum(self._segments)}
 
 
 def _quantile(ordered: list[float], q: float) -> float:

@@ -183,15 +183,20 @@ def test_bad_director_prior_settings_name_the_option() -> None:
 
 
 def test_the_share_of_segments_that_start_a_stream_is_measured_from_directors_segments() -> None:
-    tracker = DutyTracker(window_s=60, stream_starts=StreamStarts(0.0, min_segments=4))
+    tracker = DutyTracker(window_s=60)  # the configured share 0 counts as 10 segments
     tracker.add("d", "director", 0.0)
     tracker.add("w", "world", 0.0)
     tracker.begin("w", 0.0)  # a world session's play is no segment
+    assert tracker.stream_starts.value == 0.0
     tracker.begin("d", 0.0, media_s=5.0, starts_stream=True)  # its first segment: a lead-in chunk first
-    tracker.begin("d", 10.0, media_s=5.0)
-    tracker.begin("d", 20.0, media_s=5.0)
-    assert tracker.stream_starts.value == 0.0  # three seen: the configured share stands
-    tracker.begin("d", 30.0, media_s=5.0, starts_stream=True)  # after a cut
-    assert tracker.stream_starts.value == 0.5
-    assert tracker.stream_starts.to_json() == {"value": 0.5, "source": "measured", "configured": 0.0,
-                                               "segments": 4, "stream_starts": 2, "min_segments": 4}
+    assert tracker.stream_starts.value == pytest.approx(1 / 11)
+    for t in (10.0, 20.0, 30.0, 40.0, 50.0):
+        tracker.begin("d", t, media_s=5.0)
+    tracker.begin("d", 60.0, media_s=5.0, starts_stream=True)  # after a cut
+    assert tracker.stream_starts.value == pytest.approx(2 / 17)
+    assert tracker.stream_starts.to_json() == {"value": 0.1176, "configured": 0.0, "prior_segments": 10,
+                                               "segments": 7, "stream_starts": 2}
+    measured = StreamStarts(0.0, prior_segments=0, keep=4)  # no prior: the share of the last four
+    for starts in (True, True, False, True, False, False):
+        measured.add(starts)
+    assert measured.value == 0.25

@@ -485,10 +485,10 @@ def test_segments_that_start_a_stream_turn_a_third_director_away() -> None:
 
     plain, measured = policy(), policy()
     measured.tracker.add("seen", "director", 0.0)
-    for i in range(20):  # one segment in five starts a stream (a session's first, a cut)
-        measured.tracker.begin("seen", float(i), media_s=1.0, starts_stream=i % 5 == 0)
+    for i in range(40):  # one segment in four starts a stream (a session's first, a cut)
+        measured.tracker.begin("seen", float(i), media_s=1.0, starts_stream=i % 4 == 0)
     measured.tracker.remove("seen")
-    assert measured.tracker.stream_starts.value == 0.2
+    assert measured.tracker.stream_starts.value == 0.2  # 10 of 40, the configured 0 worth 10 more
     model = measured.group_model()
     assert model.director_rate_lead == pytest.approx(2 / 1.4)
     assert [model.served_share(0, k) for k in (1, 2, 3, 4)] == pytest.approx([1.0, 1 - 0.2**2, 0.8**3, 0.0])
