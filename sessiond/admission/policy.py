@@ -1,6 +1,6 @@
 """Duty-cycle admission: admit while every admitted session stays within its objective.
 
-With the newcomer at its prior, in order:
+With the newcomer at its prior (a director's as the daemon measured it, `duty.DirectorPrior`), in order:
 1. never: one session of its mode alone on the engine must meet its objective
    (`feasibility.GroupModel.alone`); otherwise the refusal says what it needs and what the engine
    has, with no Retry-After (waiting cannot help);
@@ -9,8 +9,9 @@ With the newcomer at its prior, in order:
    least 1, at most ``max_batch``) stays <= ``1 - margin``;
 3. risk: for every session, the probability that when it demands, the others demanding with it
    (a two-type Poisson-binomial over their duties) form a group the EDF schedule cannot serve
-   within objective (`feasibility.GroupModel.feasible`: world sessions in real time, directors at
-   the rate their start-delay objective needs) stays within its objective's tolerance (world: the
+   within objective (`feasibility.GroupModel.served_share`: world sessions in real time, directors at
+   the rate their start-delay objective needs, a segment that starts a stream at the faster rate its
+   lead-in chunk needs, as often as such segments come) stays within its objective's tolerance (world: the
    deadline-miss rate; director: the 5% beyond p95). The mean alone over-admits bursty
    directors;
 4. kv: the KV budget holds every session (demanding ones on device, idle ones possibly offloaded).
