@@ -25,7 +25,7 @@ class FifoPolicy(PolicyBase):
     scheduling = "fifo"
 
     def decide(self, request: AdmissionRequest) -> Decision:
-        load, _ = self.load(request.now, extra_duty=self.tracker.priors.prior(request.mode),
+        load, _ = self.load(request.now, extra_duty=self.tracker.prior_of(request.mode),
                             exclude=request.session_id)
         if (capped := self._at_max_sessions(request, load)) is not None:
             return capped
@@ -52,7 +52,7 @@ class OnePerGpuPolicy(PolicyBase):
         self._events: dict[str, asyncio.Event] = {}
 
     def decide(self, request: AdmissionRequest) -> Decision:
-        load, _ = self.load(request.now, extra_duty=self.tracker.priors.prior(request.mode),
+        load, _ = self.load(request.now, extra_duty=self.tracker.prior_of(request.mode),
                             exclude=request.session_id)
         if request.session_id in self.tracker:
             return self._decision(True, "ok", load)
@@ -67,7 +67,7 @@ class OnePerGpuPolicy(PolicyBase):
                               detail=f"all {self.gpus} GPU slot(s) are taken; place {position} in the wait list")
 
     def release(self, session_id: str, now: float) -> list[str]:
-        self.tracker.remove(session_id)
+        self.tracker.remove(session_id, now)
         self._waiting.pop(session_id, None)
         self._events.pop(session_id, None)
         admitted: list[str] = []

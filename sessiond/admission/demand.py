@@ -2,7 +2,8 @@
 
 World: demands while active (playing to a viewer); a pause switches its prior to the paused one.
 Director: each new segment demands its media duration from when it is first seen (a segment
-done early keeps its full media time: duty counts media seconds asked for, not wall time spent).
+done early keeps its full media time: duty counts media seconds asked for, not wall time spent);
+whether it starts a stream (a lead-in chunk first) goes to the tracker's share of such segments.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class DemandState:
     paused: bool = False
     segment: int | None = None  # director: the segment in progress
     segment_media_s: float | None = None  # its media duration
+    starts_stream: bool = False  # the segment generates a lead-in chunk first (a session's first, after a cut)
 
 
 class DemandSync:
@@ -56,6 +58,6 @@ class DemandSync:
 
     def _director(self, sid: str, prev: DemandState | None, state: DemandState, now: float) -> None:
         if state.segment is not None and (prev is None or prev.segment != state.segment):
-            self.tracker.begin(sid, now, media_s=state.segment_media_s or 0.0)
+            self.tracker.begin(sid, now, media_s=state.segment_media_s or 0.0, starts_stream=state.starts_stream)
         elif prev is None:
             self.tracker.end(sid, now)  # seen idle: measured from now on

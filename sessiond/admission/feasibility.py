@@ -17,6 +17,12 @@ directors, each costing c GPU seconds per media second at the batch they share, 
 
 EDF meets every deadline of a set whose demand fits the processor, so this is also the test of
 the schedule: the deadlines are the frames' playback times.
+
+A segment that starts a stream (a session's first, the first after a cut) generates a lead-in chunk
+before its own frames, so it needs the faster ``required_rate(..., lead_in_s=cm)``. Where the
+group fits at the plain rate but not with every member starting a stream, whether it is served
+depends on how many of its directors are starting one: with each demanding director's segment a
+stream start with probability `lead_share`, `GroupModel.served_share` is the chance that it is.
 """
 
 from __future__ import annotations
@@ -26,6 +32,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 __all__ = ["GroupModel", "director_rate", "joint_demand", "required_rate", "start_delay", "worst_group_risk"]
+
+
+def _binomial_cdf(n: int, p: float, k: int) -> float:
+    """P(X <= k) for X ~ Binomial(n, p)."""
+    if k < 0:
+        return 0.0
+    if k >= n:
+        return 1.0
+    return sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k + 1))
 
 
 def start_delay(segment_s: float, chunk_media_s: float, rate: float, jitter_s: float = 0.0,
@@ -40,13 +55,15 @@ def start_delay(segment_s: float, chunk_media_s: float, rate: float, jitter_s: f
     return max(first / rate, first + segment_s * (1.0 / rate - 1.0)) + lead_in_s / rate + jitter_s
 
 
-def required_rate(segment_s: float, chunk_media_s: float, delay_s: float, jitter_s: float = 0.0) -> float:
-    """The slowest generation rate (media s per wall s) whose start delay stays within `delay_s`."""
+def required_rate(segment_s: float, chunk_media_s: float, delay_s: float, jitter_s: float = 0.0,
+                  lead_in_s: float = 0.0) -> float:
+    """The slowest generation rate (media s per wall s) whose start delay (`start_delay`, with
+    `lead_in_s` of media generated first) stays within `delay_s`."""
     room = delay_s - jitter_s
     first = min(chunk_media_s, segment_s)
     if room <= 0 or segment_s + room - first <= 0:
         return math.inf
-    return max(first / room, segment_s / (segment_s + room - first))
+    return max((first + lead_in_s) / room, (segment_s + lead_in_s) / (segment_s + room - first))
 
 
 def director_rate(world: int, directors: int, cost_rate: float, capacity: float = 1.0) -> float:
@@ -70,6 +87,8 @@ class GroupModel:
     budget: float
     director_rate: float
     action_to_photon_s: float
+    director_rate_lead: float | None = None  # a segment that starts a stream (its lead-in chunk first)
+    lead_share: float = 0.0  # the chance that a demanding director's segment starts a stream
 
     def need(self, world: int, directors: int) -> float:
         """GPU seconds per wall second the group needs to stay within objective."""
@@ -83,6 +102,20 @@ class GroupModel:
         if self.need(world, directors) > self.budget + 1e-12:
             return False
         return world == 0 or self.chunk_media_s + self.chunk_seconds(k) <= self.action_to_photon_s + 1e-12
+
+    def served_share(self, world: int, directors: int) -> float:
+        """The chance that the group is served within objective: 0 when it is not `feasible`, else
+        the chance that no more of its directors are starting a stream (each with probability
+        `lead_share`, needing `director_rate_lead`) than the budget leaves room for."""
+        if not self.feasible(world, directors):
+            return 0.0
+        lead = self.director_rate_lead
+        if directors == 0 or lead is None or lead <= self.director_rate or self.lead_share <= 0.0:
+            return 1.0
+        extra = (lead - self.director_rate) * self.cost_rate(world + directors)
+        room = self.budget - self.need(world, directors)
+        most = min(directors, math.floor((room + 1e-12) / extra)) if extra > 0 else directors
+        return _binomial_cdf(directors, min(1.0, self.lead_share), most)
 
     def alone(self, mode: str) -> tuple[bool, float]:
         """(feasible, need) of one session of `mode` alone on the engine."""
@@ -105,12 +138,13 @@ def joint_demand(others: Sequence[tuple[str, float]]) -> dict[tuple[int, int], f
     return dist
 
 
-def worst_group_risk(sessions: Sequence[tuple[str, float, float]], feasible: Callable[[int, int], bool]
+def worst_group_risk(sessions: Sequence[tuple[str, float, float]], feasible: Callable[[int, int], bool | float]
                      ) -> tuple[int, float, float]:
     """For sessions (mode, duty, tolerance): the one whose chance of finding itself, when it
     demands, in an infeasible group most exceeds its tolerance, as (index, probability,
-    tolerance); (-1, 0.0, 1.0) with none. A session alone is never counted (whether one fits
-    alone is decided before admission)."""
+    tolerance); (-1, 0.0, 1.0) with none. `feasible(w, m)`: whether a group is served, or the
+    chance that it is (`GroupModel.served_share`). A session alone is never counted (whether one
+    fits alone is decided before admission)."""
     worst = (-1, 0.0, 1.0)
     cache: dict[tuple[str, tuple[tuple[str, float], ...]], float] = {}
     for i, (mode, _, tolerance) in enumerate(sessions):
@@ -118,8 +152,8 @@ def worst_group_risk(sessions: Sequence[tuple[str, float, float]], feasible: Cal
         key = (mode, others)
         if key not in cache:
             own = (1, 0) if mode == "world" else (0, 1)
-            cache[key] = sum(mass for (w, m), mass in joint_demand(others).items()
-                             if w + m > 0 and not feasible(w + own[0], m + own[1]))
+            cache[key] = sum(mass * (1.0 - float(feasible(w + own[0], m + own[1])))
+                             for (w, m), mass in joint_demand(others).items() if w + m > 0)
         p = cache[key]
         if worst[0] < 0 or p / max(tolerance, 1e-12) > worst[1] / max(worst[2], 1e-12):
             worst = (i, p, tolerance)

@@ -1,6 +1,6 @@
 """Duty-cycle admission: admit while every admitted session stays within its objective.
 
-With the newcomer at its prior, in order:
+With the newcomer at its prior (a director's as the daemon measured it, `duty.DirectorPrior`), in order:
 1. never: one session of its mode alone on the engine must meet its objective
    (`feasibility.GroupModel.alone`); otherwise the refusal says what it needs and what the engine
    has, with no Retry-After (waiting cannot help);
@@ -9,8 +9,9 @@ With the newcomer at its prior, in order:
    least 1, at most ``max_batch``) stays <= ``1 - margin``;
 3. risk: for every session, the probability that when it demands, the others demanding with it
    (a two-type Poisson-binomial over their duties) form a group the EDF schedule cannot serve
-   within objective (`feasibility.GroupModel.feasible`: world sessions in real time, directors at
-   the rate their start-delay objective needs) stays within its objective's tolerance (world: the
+   within objective (`feasibility.GroupModel.served_share`: world sessions in real time, directors at
+   the rate their start-delay objective needs, a segment that starts a stream at the faster rate its
+   lead-in chunk needs, as often as such segments come) stays within its objective's tolerance (world: the
    deadline-miss rate; director: the 5% beyond p95). The mean alone over-admits bursty
    directors;
 4. kv: the KV budget holds every session (demanding ones on device, idle ones possibly offloaded).
@@ -121,40 +122,48 @@ class PolicyBase(ABC):
         return self.objectives.playout_ms / 1000.0
 
     def group_model(self) -> GroupModel:
+        """The group test at this budget: directors at the rate their start delay needs, a segment
+        that starts a stream (its lead-in chunk first) at the faster one, as often as the tracker
+        measured such segments (`DutyTracker.stream_starts`)."""
         cm = self.cost.chunk_media_s
-        need = required_rate(self.segment_s, cm, self.objectives.director_start_delay_p95_s, self.jitter_s)
+        delay = self.objectives.director_start_delay_p95_s
+        need = required_rate(self.segment_s, cm, delay, self.jitter_s)
+        lead = required_rate(self.segment_s, cm, delay, self.jitter_s, lead_in_s=cm)
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
                           budget=self.load_budget, director_rate=need,
-                          action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0)
+                          action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0,
+                          director_rate_lead=lead, lead_share=self.tracker.stream_starts.value)
 
     def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
         """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves
         within objective by this model: the largest n whose group passes the never, load and risk
         checks (0 when one does not fit alone or the model is not calibrated). With identical
-        sessions the risk check is a binomial tail: P(at least g - 1 of the n - 1 others demand),
-        g the smallest infeasible group."""
+        sessions the risk check is a binomial sum: over k of the n - 1 others demanding, P(k) x the
+        chance a group of k + 1 is not served (`GroupModel.served_share`; with no stream starts to
+        plan for, P(at least g - 1 of the others demand), g the smallest infeasible group)."""
         if not self.cost.calibrated():
             return 0
         model = self.group_model()
         if not model.alone(mode)[0]:
             return 0
-        duty = min(1.0, max(0.0, self.tracker.priors.prior(mode) if duty is None else duty))
+        duty = min(1.0, max(0.0, self.tracker.prior_of(mode) if duty is None else duty))
         tolerance = self.objectives.tolerance(mode)
         own = (1, 0) if mode == "world" else (0, 1)
-        smallest_infeasible = next((g for g in range(2, limit + 1)
-                                    if not model.feasible(own[0] * g, own[1] * g)), limit + 1)
+        unserved = [0.0]  # by group size: the chance a group of that many is not served
         served = 0
         for n in range(1, limit + 1):
             total = n * duty
             if total * self.cost.cost_rate(self.expected_batch(total)) > self.load_budget + 1e-12:
                 break
-            if _binomial_tail(n - 1, duty, smallest_infeasible - 1) > tolerance + 1e-12:
+            unserved.append(1.0 - model.served_share(own[0] * n, own[1] * n))
+            risk = sum(_binomial_pmf(n - 1, duty, k) * unserved[k + 1] for k in range(1, n))
+            if risk > tolerance + 1e-12:
                 break
             served = n
         return served
 
     def release(self, session_id: str, now: float) -> list[str]:
-        self.tracker.remove(session_id)
+        self.tracker.remove(session_id, now)
         if not self.tracker.sessions():
             self.cost.settle()  # nothing open: plan the next session as the start-up profile measured
         return []
@@ -188,6 +197,8 @@ class PolicyBase(ABC):
                 "expected_batch": self.expected_batch(total), "sessions": len(self.tracker.sessions()),
                 "max_sessions": self.max_sessions, "demanding": demanding, "objectives": self.objectives.to_json(),
                 "kv": self.kv.to_json() if self.kv else None, "priors": self.tracker.priors.to_json(),
+                "director_prior": self.tracker.director_prior.to_json(),
+                "stream_starts": self.tracker.stream_starts.to_json(),
                 "segment_s": self.segment_s, "director_required_rate": self.group_model().director_rate,
                 "serves": {"world": self.mode_capacity("world"), "director": self.mode_capacity("director")},
                 "duty_window_s": self.tracker.window_s, "decisions": dict(self.decisions),
@@ -235,7 +246,7 @@ class DutyPolicy(PolicyBase):
             return self._decision(False, "uncalibrated", 0.0, retry_after_s=self._retry(self.retry_min_s),
                                   detail="the cost model is still calibrating; retry shortly")
         model = self.group_model()
-        prior = self.tracker.priors.prior(request.mode)
+        prior = self.tracker.prior_of(request.mode)
         others = [sid for sid in self.tracker.sessions() if sid != request.session_id]
         if not others:
             # nothing open: plan as the start-up profile measured, also when a closed session's
@@ -266,7 +277,7 @@ class DutyPolicy(PolicyBase):
             return self._refuse("load", load, wait, group, model,
                                 f"predicted engine load {load:.3f} would exceed {self.load_budget:.3f} "
                                 f"(1 - margin {self.margin}) with one more {request.mode} session")
-        index, p_over, tolerance = worst_group_risk(group, model.feasible)
+        index, p_over, tolerance = worst_group_risk(group, model.served_share)
         if p_over > tolerance + 1e-12:
             who = "the new session" if index == len(others) else f"session {others[index]}"
             miss = ("its frame deadlines" if group[index][0] == "world"
@@ -288,7 +299,7 @@ class DutyPolicy(PolicyBase):
         in a group the schedule cannot serve too often, only a close helps, and the refusal says so,
         as reason "full", with the longest Retry-After."""
         idle = [(mode, 0.0, tolerance) for mode, _, tolerance in group[:-1]] + group[-1:]
-        _, p_idle, tolerance = worst_group_risk(idle, model.feasible)
+        _, p_idle, tolerance = worst_group_risk(idle, model.served_share)
         if p_idle <= tolerance + 1e-12:
             return self._decision(False, reason, load, retry_after_s=self._retry(wait), detail=detail)
         n = len(group) - 1
@@ -313,10 +324,6 @@ def _close_hint(n: int, who: str) -> str:
     return f"; waiting will not help while {who} {'stays' if n == 1 else 'stay'} open: retry once one closes"
 
 
-def _binomial_tail(n: int, p: float, k: int) -> float:
-    """P(X >= k) for X ~ Binomial(n, p)."""
-    if k <= 0:
-        return 1.0
-    if k > n:
-        return 0.0
-    return sum(math.comb(n, i) * p**i * (1.0 - p) ** (n - i) for i in range(k, n + 1))
+def _binomial_pmf(n: int, p: float, k: int) -> float:
+    """P(X = k) for X ~ Binomial(n, p)."""
+    return math.comb(n, k) * p**k * (1.0 - p) ** (n - k)

@@ -30,7 +30,8 @@ def demand_states(sessions: Mapping[str, Any]) -> dict[str, DemandState]:
         segment = session.segment
         media = segment.frames_target / session.record.fps if segment is not None else None
         out[sid] = DemandState(active=session.state.label == "active", paused=bool(session.paused),
-                               segment=segment.id if segment is not None else None, segment_media_s=media)
+                               segment=segment.id if segment is not None else None, segment_media_s=media,
+                               starts_stream=bool(segment is not None and segment.starts_stream))
     return out
 
 

@@ -109,11 +109,11 @@ def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
     others = tracker.sessions()
     if others and not policy.group_model().alone(mode)[0]:
         return 0  # as the policy measures now, beside the open sessions: `full`
-    prior = tracker.priors.prior(mode)
+    prior = tracker.prior_of(mode)
     tolerance = policy.objectives.tolerance(mode)
     group = [(tracker.mode(s), tracker.duty(s, now), policy.objectives.tolerance(tracker.mode(s))) for s in others]
     demanding = sum(tracker.demanding(s, now) for s in others)
-    feasible = cache(policy.group_model().feasible)  # each group size is asked about many times
+    served = cache(policy.group_model().served_share)  # each group size is asked about many times
 
     def admits(n: int) -> bool:
         if policy.max_sessions is not None and len(others) + n > policy.max_sessions:
@@ -121,7 +121,7 @@ def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
         load, _ = policy.load(now, extra_duty=n * prior)
         if load > policy.load_budget + 1e-12:
             return False
-        _, p_over, tol = worst_group_risk([*group, *[(mode, prior, tolerance)] * n], feasible)
+        _, p_over, tol = worst_group_risk([*group, *[(mode, prior, tolerance)] * n], served)
         if p_over > tol + 1e-12:
             return False
         return policy.kv is None or policy.kv.fits(len(others) + n, demanding + n)

@@ -48,8 +48,8 @@ def capacity_of(snapshot: dict[str, Any], *, sessions: int, kv: KVStats | None, 
                 draining: bool) -> DaemonCapacity:
     """The capacity of a daemon whose admission policy reports `snapshot` (its `/v1/capacity`
     `admission` object). Cost-model policies (duty, fifo, one-per-gpu): headroom = load budget -
-    predicted load, cost = the mode's duty prior x the cost rate at the expected batch; one-per-gpu
-    also counts its GPU slots. The KV policy: headroom = share of `max_sessions` still free.
+    predicted load, cost = the mode's duty prior (a director's as measured, `director_prior`) x the
+    cost rate at the expected batch; one-per-gpu also counts its GPU slots. The KV policy: headroom = share of `max_sessions` still free.
     KV headroom: sessions that still fit the KV budget (the policy's, else the engine's free slabs)."""
     from fleet.daemon_port import DaemonCapacity
 
@@ -60,8 +60,9 @@ def capacity_of(snapshot: dict[str, Any], *, sessions: int, kv: KVStats | None, 
         batch = str(max(1, int(snapshot.get("expected_batch") or 1)))
         rate = float(rates.get(batch, rates.get("1", 1.0))) if rates else 1.0
         priors = snapshot.get("priors") or {}
-        cost = {"world": float(priors.get("world_playing", 1.0)) * rate,
-                "director": float(priors.get("director", 1.0)) * rate}
+        # a director counts at the prior the daemon has measured where it publishes one
+        director = (snapshot.get("director_prior") or {}).get("value", priors.get("director", 1.0))
+        cost = {"world": float(priors.get("world_playing", 1.0)) * rate, "director": float(director) * rate}
         headroom = dict.fromkeys(MODES, free)
         if "gpus" in snapshot:
             gpus = max(1, int(snapshot["gpus"]))

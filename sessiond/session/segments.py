@@ -31,6 +31,7 @@ class Segment:
     started_at: float
     delay_s: float = 1.0  # planned start delay: frame n plays at started_at + delay_s + n / fps
     planned: bool = False  # delay_s comes from admission's cost model
+    starts_stream: bool = False  # a lead-in chunk is generated first (a session's first segment, after a cut)
     frames_generated: int = 0  # frames of this segment put in the outbox
     start_sent: bool = False
 

@@ -575,7 +575,7 @@ class Session:
         planned = self.env.plan_start(self.id, frames / self.record.fps, lead_in)
         delay = self.env.director_ttff_s if planned is None else planned
         self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic(),
-                               delay_s=delay, planned=planned is not None)
+                               delay_s=delay, planned=planned is not None, starts_stream=self.fresh_stream)
         self.env.persist(self.id)
         return self.segment
 

@@ -55,3 +55,13 @@ def test_untracked_and_vanished_sessions_are_ignored() -> None:
     tracker.remove("w")
     sync.update({}, 1.0)
     assert tracker.sessions() == []
+
+
+def test_a_director_segment_that_starts_a_stream_is_counted_as_one() -> None:
+    tracker, sync = _sync()
+    tracker.add("d", "director", 0.0)
+    sync.update({"d": DemandState(active=True, segment=1, segment_media_s=5.0, starts_stream=True)}, 0.0)
+    sync.update({"d": DemandState(active=True, segment=1, segment_media_s=5.0, starts_stream=True)}, 1.0)  # same
+    sync.update({"d": DemandState(active=True, segment=2, segment_media_s=5.0)}, 6.0)
+    said = tracker.stream_starts.to_json()
+    assert (said["segments"], said["stream_starts"]) == (2, 1)

@@ -87,3 +87,30 @@ def test_world_groups_also_keep_action_to_photon_within_its_bound() -> None:
     assert model.feasible(2, 0)
     assert not model.feasible(3, 0)  # 1 + 0.75 > 1.5
     assert model.feasible(0, 3)  # directors are not bound by it
+
+
+def test_a_segment_that_starts_a_stream_needs_the_faster_rate() -> None:
+    # its lead-in chunk (0.5 s) comes first: (5 + 0.5) / (5 + 1.4 - 0.5)
+    lead = required_rate(5.0, 0.5, 1.5, jitter_s=0.1, lead_in_s=0.5)
+    assert lead == pytest.approx(5.5 / 5.9)
+    assert start_delay(5.0, 0.5, lead, jitter_s=0.1, lead_in_s=0.5) == pytest.approx(1.5)
+    # a long chunk: the lead-in and the first chunk both before playback, 2 x 0.75 / 1.4
+    assert required_rate(5.0, 0.75, 1.5, jitter_s=0.1, lead_in_s=0.75) == pytest.approx(1.5 / 1.4)
+
+
+def test_a_group_is_served_as_often_as_few_enough_of_its_directors_start_a_stream() -> None:
+    # three directors at 0.8 x 0.35 = 0.84 of the 0.85 budget: none may start a stream (0.9 x 0.35)
+    model = GroupModel(cost_rate=lambda k: 0.35, chunk_seconds=lambda k: 0.35 * k, chunk_media_s=1.0, budget=0.85,
+                       director_rate=0.8, action_to_photon_s=10.0, director_rate_lead=0.9, lead_share=0.25)
+    assert model.feasible(0, 3)
+    assert model.served_share(0, 3) == pytest.approx(0.75**3)
+    # two at 0.56: both may (0.63)
+    assert model.served_share(0, 2) == 1.0
+    assert model.served_share(0, 4) == 0.0  # not feasible at the plain rate
+    # no stream starts measured: served whenever feasible, as before
+    plain = GroupModel(cost_rate=lambda k: 0.35, chunk_seconds=lambda k: 0.35 * k, chunk_media_s=1.0, budget=0.85,
+                       director_rate=0.8, action_to_photon_s=10.0, director_rate_lead=0.9, lead_share=0.0)
+    assert plain.served_share(0, 3) == 1.0
+    # the risk of one of three directors at 0.5: both others demanding (25%) x the group not served
+    p = worst_group_risk([("director", 0.5, 0.05)] * 3, model.served_share)[1]
+    assert p == pytest.approx(0.25 * (1 - 0.75**3))

@@ -443,3 +443,60 @@ def test_every_refusal_reason_a_policy_or_the_daemon_gives_is_one_the_protocol_d
     assert {"never", "full", "load", "burst", "kv", "queued", "uncalibrated", "max_sessions", "not_ready",
             "draining"} <= given
     assert given <= set(CAPACITY_REASONS)
+
+
+def test_the_measured_director_prior_turns_a_fourth_director_away() -> None:
+    # a chunk costs 0.3 at any batch (no batching gain): three directors generating at once fit the
+    # 0.85 budget at the 0.926x real time their 1.5 s start delay needs, four do not
+    def policy() -> DutyPolicy:
+        return DutyPolicy(known_cost(0.3, per_extra_session=1.0), DutyTracker(DutyPriors(director=0.3), window_s=60),
+                          margin=0.15, max_batch=8)
+
+    configured, measured = policy(), policy()
+    # five directors served, watched 30 s each, demanding 3 .. 15 s: duties 0.1 .. 0.5, p90 0.46
+    for i, media in enumerate((3.0, 6.0, 9.0, 12.0, 15.0)):
+        measured.tracker.add(f"served{i}", "director", 100.0 * i)
+        measured.tracker.begin(f"served{i}", 100.0 * i, media_s=media)
+        measured.release(f"served{i}", 100.0 * i + 30.0)
+    assert measured.tracker.prior_of("director") == pytest.approx(0.46)
+    # at 0.3 the fourth is in a group of four (all three others demanding) 0.3^3 = 2.7% of the time
+    assert [_ask(configured, f"d{i}", now=500.0).admitted for i in range(4)] == [True] * 4
+    # at the measured 0.46, 0.46^3 = 9.7%, over the 5% risk
+    decisions = [_ask(measured, f"d{i}", now=500.0) for i in range(4)]
+    assert [d.admitted for d in decisions] == [True, True, True, False]
+    assert decisions[3].reason == "burst"
+    assert decisions[3].predicted_load == pytest.approx(4 * 0.46 * 0.3)
+    assert "9.7% of the time" in decisions[3].detail
+    assert configured.mode_capacity("director") == 4
+    assert measured.mode_capacity("director") == 3
+    said = measured.snapshot(500.0)
+    assert said["director_prior"]["value"] == 0.46
+    assert said["director_prior"]["source"] == "measured"
+    assert said["priors"]["director"] == 0.3  # the configured prior, as before
+
+
+def test_segments_that_start_a_stream_turn_a_third_director_away() -> None:
+    # as above: 1 s chunks at 0.3, directors at the plain 0.926x (three at once: 0.833 of 0.85). A
+    # segment that starts a stream makes its lead-in and first chunk within 1.4 s: 2 / 1.4 = 1.43x.
+    # Two at once are not served when both start one (0.857), three when any does (0.984)
+    def policy() -> DutyPolicy:
+        return DutyPolicy(known_cost(0.3, per_extra_session=1.0), DutyTracker(DutyPriors(director=0.3), window_s=60),
+                          margin=0.15, max_batch=8)
+
+    plain, measured = policy(), policy()
+    measured.tracker.add("seen", "director", 0.0)
+    for i in range(40):  # one segment in four starts a stream (a session's first, a cut)
+        measured.tracker.begin("seen", float(i), media_s=1.0, starts_stream=i % 4 == 0)
+    measured.tracker.remove("seen")
+    assert measured.tracker.stream_starts.value == 0.2  # 10 of 40, the configured 0 worth 10 more
+    model = measured.group_model()
+    assert model.director_rate_lead == pytest.approx(2 / 1.4)
+    assert [model.served_share(0, k) for k in (1, 2, 3, 4)] == pytest.approx([1.0, 1 - 0.2**2, 0.8**3, 0.0])
+    assert [_ask(plain, f"d{i}", now=100.0).admitted for i in range(4)] == [True] * 4
+    decisions = [_ask(measured, f"d{i}", now=100.0) for i in range(3)]
+    assert [d.admitted for d in decisions] == [True, True, False]
+    # the third: one other demanding (42%) x 4% not served, both (9%) x 48.8%: 6.1%
+    assert decisions[2].reason == "burst"
+    assert "6.1% of the time" in decisions[2].detail
+    assert measured.mode_capacity("director") == 2
+    assert measured.snapshot(100.0)["stream_starts"]["value"] == 0.2

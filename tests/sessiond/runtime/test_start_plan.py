@@ -66,14 +66,17 @@ def test_a_cut_starts_a_new_stream_so_the_next_segment_plans_a_lead_in_chunk_aga
     d.direct(Direct(id=1, prompt="a hill", seconds=1.0))
     assert d.fresh_stream and asked == [0.5]  # 16 frames: 2 chunks, and one of lead-in
     assert _owed(d) == 3
+    assert d.segment is not None and d.segment.starts_stream  # admission counts such segments
     job = d.begin_job(0.0, 0.0)
     d.on_frames(job, ChunkFrames(0, np.zeros((5, 4, 4, 3), np.uint8)))
     d.on_job_done(job)
     assert not d.fresh_stream
     d.direct(Direct(id=2, prompt="a lake", seconds=1.0))  # continues the stream: no lead-in
     assert asked == [0.5, 0.0] and _owed(d) == 2
+    assert d.segment is not None and not d.segment.starts_stream
     d.direct(Direct(id=3, prompt="a city", seconds=1.0, cut=True))  # a new scene: a new stream
     assert d.fresh_stream and asked == [0.5, 0.0, 0.5] and _owed(d) == 3
+    assert d.segment is not None and d.segment.starts_stream
 
 
 def _owed(session: Session) -> int:
