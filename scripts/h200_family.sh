@@ -51,4 +51,4 @@ for word in ${SERVE_ARGS:-}; do
   serve+=("--serve-arg=$word")
 done
 timeout "${LIMIT_S:-590}" python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
-  --policies duty --max-batch 4 --kv-budget-gib 60 "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
+  --policies duty --max-batch 4 --kv-budget-gib "${KV_GIB:-60}" "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
