@@ -90,7 +90,8 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
     """The chunks ready after `ready_by` when one engine serves them from `start` as the scheduler
     does: each step takes the released chunks with the earliest deadlines, at most one per session
     (a session's chunks are made in turn) and at most `max_batch`, adding the (b+1)-th only when
-    `step_s(b+1) < step_s(b) + step_s(1)` and the earliest deadline is not made late by it;
+    `step_s(b+1) < step_s(b) + step_s(1)` and the earliest deadline is not made late by it (when that
+    one is lost already, only a chunk lost as well joins it: `runtime.scheduler.Scheduler.batch_size`);
     `step_s(b)`: seconds of a step of b chunks."""
     queues: dict[str, list[PlanChunk]] = {}
     for chunk in sorted(chunks, key=lambda c: c.deadline):
@@ -104,10 +105,15 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
         if not ready:
             t = min(queues[o][i].release for o, i in heads.items())
             continue
-        size = 1
+        size, single = 1, step_s(1)
         while size < min(max_batch, len(ready)):
             now_s, more_s = step_s(size), step_s(size + 1)
-            if more_s >= now_s + step_s(1) or t + more_s > ready[0].ready_by >= t + now_s:
+            if more_s >= now_s + single:
+                break
+            if t + single > ready[0].ready_by:  # lost already: joined only by chunks lost as well
+                if t + single <= ready[size].ready_by:
+                    break
+            elif t + more_s > ready[0].ready_by:
                 break
             size += 1
         t += step_s(size)

@@ -12,8 +12,11 @@ next chunk or a new segment's first one.
 
 Batching (`chunk_cost`, seconds of a chunk at batch b, from the cost model): the (b+1)-th
 session-chunk joins a batch of b only when that is cheaper than running it after
-(chunk(b+1) < chunk(b) + chunk(1)) and the earliest deadline in the batch is still met (or was
-lost already); without a cost model every ready chunk up to `max_batch` is batched."""
+(chunk(b+1) < chunk(b) + chunk(1)) and the earliest deadline in the batch is still met; a
+chunk whose deadline is lost already is joined only by chunks lost as well (batching it with an
+on-time one would make it later still, and its owner's next chunks late behind it: the plan of
+`sessiond.admission.edf_plan` then advised a director a 10 s wait); without a cost model every
+ready chunk up to `max_batch` is batched."""
 
 from __future__ import annotations
 
@@ -184,7 +187,10 @@ class Scheduler:
             now_s, more_s = cost(size), cost(size + 1)
             if more_s >= now_s + single:
                 break  # no batching gain: the next chunk is better served after
-            if now + more_s > earliest >= now + now_s:
+            if now + single > earliest:  # the earliest is lost already: it goes at once, joined only
+                if now + single <= deadlines[size]:  # by chunks lost as well (an on-time one would
+                    break  # delay it, and its owner's next chunks behind it)
+            elif now + more_s > earliest:
                 break  # batching would make the earliest deadline late
             size += 1
         return size

@@ -5,6 +5,7 @@ absorbs what the model does not see)."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -14,6 +15,8 @@ from sessiond.session.lifecycle import SessionState
 from sessiond.session.session import Session
 
 __all__ = ["PlanInputs", "plan_segment_start", "plan_workload"]
+
+logger = logging.getLogger(__name__)
 
 _IDLE_STATES = (SessionState.OFFLOADED, SessionState.CLOSED, SessionState.FAILED)
 
@@ -77,4 +80,12 @@ def plan_segment_start(sessions: Mapping[str, Session], session_id: str, now: fl
                      jitter_s=inputs.jitter_s, lead_s=inputs.director_lead_s)
     delay = start_delay(session_id, ask, committed, start=now, step_s=inputs.step_s,
                         max_batch=inputs.max_batch, max_delay_s=inputs.max_delay_s, periodic=periodic)
+    if delay is None or delay > 2.0:
+        owed: dict[str, list[str]] = {}
+        for c in committed:
+            owed.setdefault(c.owner, []).append(f"{c.release - now:+.2f}/{c.deadline - now:+.2f}")
+        logger.info("plan: %s waits %s s for a %.2f s segment (lead-in %.2f s); owed (release/deadline from now): %s; "
+                    "world sessions %d; step_s 1..%d: %s", session_id, "max" if delay is None else f"{delay:.2f}",
+                    segment_s, lead_in_s, owed, len(periodic), inputs.max_batch,
+                    [round(inputs.step_s(b), 3) for b in range(1, inputs.max_batch + 1)])
     return inputs.max_delay_s if delay is None else delay

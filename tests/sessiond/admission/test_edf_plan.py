@@ -86,3 +86,22 @@ def test_a_world_session_keeps_real_time_and_a_plan_that_cannot_keep_it_says_non
     slow = start_delay("c", ASK, [], start=0.0, step_s=lambda n: 0.45 * n, max_batch=1, max_delay_s=6.0,
                        periodic=[world])
     assert slow is None
+
+
+def test_a_director_behind_by_one_chunk_does_not_push_the_next_one_out_by_ten_seconds() -> None:
+    """Seen on the H100 and in the paced rehearsal (directors-busy-4): b's plan was made as the
+    engine began a's segment, a's first chunk already a little late. Batching that lost chunk with
+    b's made a's next chunks late too, so every start of b short of a's whole segment (10 s) was
+    refused. A lost chunk now goes alone (as the scheduler serves it); b waits under a second."""
+    steps = [0.222, 0.413, 0.615, 0.816]  # the H100's profile on tiny's 0.5 s chunks, stretched
+
+    def step_s(b: int) -> float:
+        return steps[b - 1]
+
+    owed = [PlanChunk("a", d - 10.0, d, 0.1) for d in (0.21, 0.71, 1.21, 1.71, 2.21, 2.71, 3.21, 3.71, 4.21, 4.71)]
+    assert [c.deadline for c in late_chunks(owed, 0.0, step_s, 4)] == [0.21]  # lost whatever b does
+    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, jitter_s=0.1, lead_s=10.0)
+    delay = start_delay("b", ask, owed, start=0.0, step_s=step_s, max_batch=4, max_delay_s=60.0)
+    assert delay is not None and 0.76 <= delay <= 0.775
+    late = late_chunks([*owed, *segment_chunks("b", ask, delay)], 0.0, step_s, 4)
+    assert [(c.owner, c.deadline) for c in late] == [("a", 0.21)]

@@ -239,5 +239,7 @@ def test_a_chunk_joins_the_batch_only_where_batching_helps() -> None:
     assert sched(None).batch_size(0.0, far) == 6  # no cost model: as many as max_batch allows
     # with a gain, but the earliest deadline (0.75 s) holds only up to a batch of 3 (0.7 s)
     assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.75, *far]) == 3
-    # a deadline lost already: batching for throughput
-    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, *far]) == 7
+    # a deadline lost already goes at once: an on-time chunk would only make it later (and its
+    # owner's next chunks behind it); chunks lost as well join it, for throughput
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, *far]) == 1
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, 0.3, 0.45, 0.6, *far]) == 3
