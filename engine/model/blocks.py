@@ -10,6 +10,7 @@ from torch import nn
 
 from engine.attention import AttentionBackend
 from engine.attention_fa3 import Descale
+from engine.kv.pool import as_bits
 from engine.model._fused import QKV, BlockKernels, Fp8Linear, Fp8Pair, quantize_rows
 from engine.model.kv_fp8 import KVFp8
 from engine.model.layers import AffineLayerNorm, RMSNorm, layer_norm, modulate
@@ -55,10 +56,6 @@ class AttnContext:
     read_means: KVReadMeans | None = None
 
 
-def _as_bytes(x: torch.Tensor) -> torch.Tensor:
-    return x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x
-
-
 def fp8_attention_by_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, centre: torch.Tensor, layer: int,
                         ctx: AttnContext, attend: AttentionBackend, kernels: BlockKernels, descale: Descale,
                         dtype: torch.dtype) -> torch.Tensor:
@@ -83,13 +80,16 @@ def fp8_attention_by_chunks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, c
             raise ValueError("FP8 attention over context slabs needs AttnContext.read or read_packed")
         means = ctx.read_means(layer, ctx.contexts, centre)
     keys, values = keys.reshape(-1, tokens, *k.shape[2:]), values.reshape(-1, tokens, *v.shape[2:])
-    if len(set(counts)) == 1:
-        repeated = _as_bytes(q).repeat_interleave(counts[0], dim=0).view(q.dtype)
+    uniform = len(set(counts)) == 1
+    if max(counts) == 1:
+        repeated = q  # one chunk of keys per sample: q as it is
+    elif uniform:
+        repeated = as_bits(q).repeat_interleave(counts[0], dim=0).view(q.dtype)
     else:
-        repeated = torch.cat([_as_bytes(q[row : row + 1]).expand(c, *q.shape[1:]) for row, c in enumerate(counts)]
+        repeated = torch.cat([as_bits(q[row : row + 1]).expand(c, *q.shape[1:]) for row, c in enumerate(counts)]
                              ).view(q.dtype)
     out, lse = attend.with_lse(repeated, keys, values, descale)  # (chunks, T, heads, d), (chunks, heads, T)
-    if len(set(counts)) == 1:
+    if uniform:
         c = counts[0]
         return kernels.merge(out.view(-1, c, *out.shape[1:]), lse.view(-1, c, *lse.shape[1:]),
                              means.view(-1, c, *means.shape[1:]), dtype)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Periodic", "PlanChunk", "SegmentAsk", "late_chunks", "segment_chunks", "start_delay"]
+__all__ = ["Periodic", "PlanChunk", "SegmentAsk", "joins_batch", "late_chunks", "segment_chunks", "start_delay"]
 
 _EPS = 1e-9
 
@@ -85,13 +85,24 @@ def segment_chunks(owner: str, ask: SegmentAsk, delay_s: float) -> list[PlanChun
     return [PlanChunk(owner, max(ask.now, d - ask.lead_s), d, ask.jitter_s) for d in deadlines]
 
 
+def joins_batch(t: float, single_s: float, more_s: float, earliest_by: float, candidate_by: float) -> bool:
+    """Whether the next ready chunk (due by `candidate_by`) joins a step begun at `t`, where a step
+    of one more chunk is worth it (`more_s`: its seconds; `single_s`: one chunk's): while the earliest
+    (due by `earliest_by`) can still be met, only if the bigger step still meets it; once it is lost,
+    only if the candidate is lost as well (an on-time chunk would make the lost one later still, and
+    its owner's next chunks late behind it). The scheduler's rule (`runtime.scheduler`) and the
+    plan's (`late_chunks`), one definition."""
+    if t + single_s > earliest_by:
+        return t + single_s > candidate_by
+    return t + more_s <= earliest_by
+
+
 def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int], float],
                 max_batch: int = 1) -> list[PlanChunk]:
     """The chunks ready after `ready_by` when one engine serves them from `start` as the scheduler
     does: each step takes the released chunks with the earliest deadlines, at most one per session
     (a session's chunks are made in turn) and at most `max_batch`, adding the (b+1)-th only when
-    `step_s(b+1) < step_s(b) + step_s(1)` and the earliest deadline is not made late by it (when that
-    one is lost already, only a chunk lost as well joins it: `runtime.scheduler.Scheduler.batch_size`);
+    `step_s(b+1) < step_s(b) + step_s(1)` and `joins_batch` says so (the scheduler's rule);
     `step_s(b)`: seconds of a step of b chunks."""
     queues: dict[str, list[PlanChunk]] = {}
     for chunk in sorted(chunks, key=lambda c: c.deadline):
@@ -108,12 +119,7 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
         size, single = 1, step_s(1)
         while size < min(max_batch, len(ready)):
             now_s, more_s = step_s(size), step_s(size + 1)
-            if more_s >= now_s + single:
-                break
-            if t + single > ready[0].ready_by:  # lost already: joined only by chunks lost as well
-                if t + single <= ready[size].ready_by:
-                    break
-            elif t + more_s > ready[0].ready_by:
+            if more_s >= now_s + single or not joins_batch(t, single, more_s, ready[0].ready_by, ready[size].ready_by):
                 break
             size += 1
         t += step_s(size)

@@ -28,6 +28,7 @@ from typing import Any
 
 from engine.api import KVStats, StepResult
 from protocols.errors import ErrorCode
+from sessiond.admission.edf_plan import joins_batch
 from sessiond.runtime.engine_host import Entry, StepHost
 from sessiond.runtime.engine_worker import WorkerStopped
 from sessiond.session.jobs import ChunkJob, EngineOp
@@ -187,11 +188,8 @@ class Scheduler:
             now_s, more_s = cost(size), cost(size + 1)
             if more_s >= now_s + single:
                 break  # no batching gain: the next chunk is better served after
-            if now + single > earliest:  # the earliest is lost already: it goes at once, joined only
-                if now + single <= deadlines[size]:  # by chunks lost as well (an on-time one would
-                    break  # delay it, and its owner's next chunks behind it)
-            elif now + more_s > earliest:
-                break  # batching would make the earliest deadline late
+            if not joins_batch(now, single, more_s, earliest, deadlines[size]):
+                break  # it would make the earliest deadline late, or join a lost one while on time
             size += 1
         return size
 
