@@ -76,6 +76,16 @@ class Connection:
         except ConnectionClosed as exc:
             raise closed_error(exc) from None
 
+    async def send_if_open(self, msg: Message) -> bool:
+        """Send unless the connection has closed; False when it had (nothing is raised)."""
+        if self.closed:
+            return False
+        try:
+            await self._ws.send(encode(msg))
+        except ConnectionClosed:
+            return False
+        return True
+
     async def request(self, msg: Message, request_id: int, timeout_s: float) -> ServerMessage:
         if self.closed:
             raise ClientError("disconnected", "the connection is closed; connect() again")

@@ -182,8 +182,8 @@ class SessionClient:
                 async for msg in conn.messages():
                     if isinstance(msg, Moved):
                         moved = msg
-                    if self.auto_received and isinstance(msg, Frame | Media | FramesInfo) and not conn.closed:
-                        await conn.send(Received(msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0)))
+                    if self.auto_received and isinstance(msg, Frame | Media | FramesInfo):
+                        await _acknowledge(conn, msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0))
                     if isinstance(msg, SegmentStart):
                         self._play_at[msg.segment] = time.monotonic() + (msg.start_after_ms or 0) / 1000.0
                     yield msg
@@ -294,7 +294,10 @@ class SessionClient:
         return await self.request(Ping(self.next_id(), self.now_ms()))
 
     async def received(self, idx: int) -> None:
-        await self.send(Received(idx))
+        """Acknowledge frames up to `idx`. An acknowledgement that meets a connection already closed
+        by the server is dropped: it acknowledges nothing there, and the close itself (a `moved`
+        followed, or the error that ended it) comes through `messages()`."""
+        await _acknowledge(self._need_connection(), idx)
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
@@ -330,3 +333,10 @@ class SessionClient:
 
     def _auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._need_session().token}"}
+
+
+async def _acknowledge(conn: Connection, idx: int) -> None:
+    """Send `received` unless the server has closed the connection meanwhile (frames, a `moved` and
+    the close can all be on the wire before the first of those frames is acknowledged): how it
+    closed comes through `messages()`, and an acknowledgement there has nothing left to release."""
+    await conn.send_if_open(Received(idx))

@@ -59,12 +59,12 @@ class Player(LoopbackClient):
 
 
 async def _join(http: httpx.AsyncClient, webrtc_url: str, token: str) -> Player:
-    """A co-player's aiortc peer, answered and with its control channel open."""
+    """A co-player's aiortc peer, answered and with both its data channels open."""
     peer = Player()
     answer = await _post(http, webrtc_url, token, {"sdp": await peer.offer(), "type": "offer"})
     assert answer.status_code == 200, answer.text
     await peer.accept(answer.json()["sdp"], "answer")
-    await asyncio.wait_for(peer.control_open.wait(), 20)
+    await peer.channels_open(20)
     return peer
 
 

@@ -455,7 +455,7 @@ async def test_webrtc_spectators_share_one_encode_of_the_owners_frames_and_may_n
                 assert peer.rtp_timestamps[0] % pts_for(1, created.fps) == 0
             gateway = running.daemon.webrtc_gateway()
             assert len(gateway._audience) == 1 and gateway._audience[sid].viewers == 2  # one encode for both
-            await asyncio.wait_for(peers[0].control_open.wait(), 10)
+            await peers[0].channels_open(10)
             peers[0].send(Action(seq=1, ts=0.0, keys=("w",)), channel="actions")
             err = await peers[0].next_message(Error, 10)
             assert (err.code, err.fatal) == ("forbidden", False)

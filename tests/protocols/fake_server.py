@@ -166,6 +166,11 @@ async def _answer(ws: WebSocket, data: bytes, state: FakeState) -> None:
         await _send_frame(ws, state, 0, msg.seq)
     elif isinstance(msg, Direct) and msg.prompt == "garbage":
         await ws.send_bytes(b"\xc1")
+    elif isinstance(msg, Direct) and msg.prompt == "then close":
+        for _ in range(3):
+            await _send_frame(ws, state, 1, -1)
+        await ws.close(1000)
+        raise WebSocketDisconnect(1000)
     elif isinstance(msg, Direct):
         await ws.send_bytes(encode(SegmentStart(1, pts_for(state.frames_sent, 30), re=msg.id)))
         for _ in range(3):

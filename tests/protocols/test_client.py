@@ -173,6 +173,23 @@ async def test_auto_received_acknowledges_each_frame_as_it_is_handed_out(url: st
         assert state.received == [0, 1, 2]
 
 
+async def test_frames_acknowledged_after_the_server_closed_end_the_messages_cleanly(
+        client: SessionClient, url: str, state: FakeState) -> None:
+    await client.create(url, "director")
+    await client.connect()
+    await client.direct("then close")  # three frames, then a clean close (as a drained server's `moved`)
+    for _ in range(100):
+        if client._conn is not None and client._conn.closed:
+            break
+        await asyncio.sleep(0.02)
+    seen = []
+    async for msg in client.messages():  # each acknowledged as it is taken: all after the close
+        assert isinstance(msg, Frame)
+        await client.received(msg.idx)
+        seen.append(msg.idx)
+    assert (seen, state.received) == ([0, 1, 2], [])
+
+
 async def test_status_and_close_session_use_the_token(
         client: SessionClient, url: str, state: FakeState) -> None:
     await client.create(url, "world")

@@ -27,7 +27,9 @@ class LoopbackClient:
         self.frames: asyncio.Queue[av.VideoFrame] = asyncio.Queue()
         self.rtp_timestamps: list[int] = []
         self.control_open = asyncio.Event()
+        self.actions_open = asyncio.Event()
         self.control.on("open", self.control_open.set)
+        self.actions.on("open", self.actions_open.set)
         self.control.on("message", lambda data: self.messages.put_nowait(decode(data, expect="server")))
         self.pc.on("track", self._on_track)
         self._reader: asyncio.Task[None] | None = None
@@ -58,6 +60,11 @@ class LoopbackClient:
 
     async def accept(self, sdp: str, type_: str) -> None:
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=sdp, type=type_))
+
+    async def channels_open(self, timeout: float) -> None:
+        """Both data channels open: the two open one after the other, and a message sent on `actions`
+        before its own open raises (aiortc's InvalidStateError) even when `control` is already open."""
+        await asyncio.wait_for(asyncio.gather(self.control_open.wait(), self.actions_open.wait()), timeout)
 
     def send(self, message: Any, channel: str = "control") -> None:
         (self.control if channel == "control" else self.actions).send(encode(message))

@@ -148,7 +148,7 @@ async def test_a_malformed_message_gets_a_coded_error_and_the_peer_lives_on() ->
     client = LoopbackClient()
     try:
         await client.accept(*await gateway.answer(port, await client.offer(), "offer"))
-        await asyncio.wait_for(client.control_open.wait(), 10)
+        await client.channels_open(10)
         client.control.send(b"\xc1 not msgpack")
         error = await client.next_message(Error)
         assert (error.code, error.fatal) == ("bad_message", False)

@@ -26,14 +26,14 @@ class Connected:
 
 @pytest.fixture
 async def connected() -> AsyncIterator[Connected]:
-    """A gateway and a loopback client with a live peer connection and an open `control` channel."""
+    """A gateway and a loopback client with a live peer connection and both data channels open."""
     port = FakePort(fps=FPS)
     gateway = WebRTCGateway(WebRTCConfig(host_addresses=LOOPBACK))
     client = LoopbackClient()
     try:
         sdp, type_ = await gateway.answer(port, await client.offer(), "offer")
         await client.accept(sdp, type_)
-        await asyncio.wait_for(client.control_open.wait(), 10)
+        await client.channels_open(10)
         yield Connected(port, client, gateway)
     finally:
         await client.close()
