@@ -58,6 +58,7 @@ class ServeConfig:
     # a measured cost profile each engine step is paced to (sessiond/runtime/paced_engine.py): rehearsing a GPU's
     # admission and scheduling with a small model on another machine; None: the engine's own pace
     pace_profile: str | None = None
+    pace_scale: float = 1.0  # the pace profile's compute seconds times this (a GPU at a cost it does not reach yet)
     # this machine's earlier starts (sessiond/admission/start_verdict.py): the verdict stays the same from start
     # to start where it sits at its edge; None: no history (`sessiond serve` defaults to ~/.cache/sessiond/starts.jsonl)
     start_history: str | None = None
@@ -148,6 +149,10 @@ class ServeConfig:
                 PaceProfile.load(self.pace_profile)  # read now: a bad file stops the start before anything runs
             except PaceProfileError as exc:
                 raise ServeConfigError("pace_profile", str(exc)) from exc
+        if isinstance(self.pace_scale, bool) or not isinstance(self.pace_scale, int | float) or not self.pace_scale > 0:
+            raise ServeConfigError("pace_scale", f"must be a positive factor, got {self.pace_scale!r}")
+        if self.pace_scale != 1.0 and self.pace_profile is None:
+            raise ServeConfigError("pace_scale", "scales a pace profile: give --pace-profile FILE too")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> ServeConfig:
@@ -200,7 +205,8 @@ _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "lo
                  "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
                  "attention", "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
-                 "objective_director_start_delay_p95_s", "objective_director_risk", "pace_profile")
+                 "objective_director_start_delay_p95_s", "objective_director_risk", "pace_profile",
+                 "pace_scale")
 
 
 def config_from_args(args: argparse.Namespace) -> ServeConfig:

@@ -55,6 +55,9 @@ def add_parser(sub: Any, name: str) -> None:
                        help="rehearsal: pace every engine step to a measured cost profile (the calibration of a "
                             "replay-compare JSON, e.g. one made on a GPU), so admission and scheduling meet that "
                             "machine's costs while a small model (tiny) does the real work here")
+    serve.add_argument("--pace-scale", type=float, default=None, metavar="F",
+                       help="rehearsal: the pace profile's compute times F (transfers as measured), e.g. 0.62 for "
+                            "an engine at 0.62 of the profiled cost (default 1)")
     serve.add_argument("--strategy", default=None, metavar="FILE",
                        help="an execution-strategy file (TOML or JSON; examples in strategies/): where each stage "
                             "runs (decoder in line, on its own CUDA stream or another device) and how many engine "

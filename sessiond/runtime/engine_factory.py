@@ -135,13 +135,13 @@ def _own_stream(device: str) -> None:
 
 def build_engine(config: ServeConfig, plan: ReplicaPlan | None = None) -> BuiltEngine:
     """The configured engine; `plan` (a strategy's replica) sets its device, KV budget and decoder placement;
-    with `pace_profile`, each step paced to that profile (sessiond/runtime/paced_engine.py)."""
+    with `pace_profile`, each step paced to that profile times `pace_scale` (sessiond/runtime/paced_engine.py)."""
     built = _build_engine(config, plan)
     if config.pace_profile is None:
         return built
     from sessiond.runtime.paced_engine import PacedEngine, PaceProfile
 
-    profile = PaceProfile.load(config.pace_profile)
+    profile = PaceProfile.load(config.pace_profile).scaled(config.pace_scale)
     model = built.engine.config  # type: ignore[attr-defined]
     media_s = model.frames_per_chunk / model.fps
     scale = media_s / profile.chunk_media_s

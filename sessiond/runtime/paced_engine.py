@@ -10,7 +10,10 @@ context chunks. A step's target is the sum over its items' phases of the profile
 phase at its batch size and the deepest context among them, scaled by the ratio of this model's media
 per chunk to the profiled model's (offload and restore take the profiled seconds as they are: they
 move a session's KV, whose size is the profiled model's). Where the model itself is slower than the profile, the step takes
-its own time (the log says so once). This is a load-rehearsal tool: nothing a user meets runs on it.
+its own time (the log says so once). `--pace-scale F` multiplies the profile's compute (denoise, cache,
+decode; not offload or restore, which are transfers) by F: a GPU at a cost it does not reach yet, e.g.
+an engine target (0.62 turns the H100's 0.403 GPU s per media s at one session into 0.25).
+This is a load-rehearsal tool: nothing a user meets runs on it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from engine.api import FrameAction, StepPlan, StepResult
 __all__ = ["PaceProfile", "PaceProfileError", "PacedEngine"]
 
 logger = logging.getLogger(__name__)
+
+
+_TRANSFERS = ("offload", "restore")  # moves of a session's KV: what compute costs does not change them
 
 
 class PaceProfileError(ValueError):
@@ -72,6 +78,15 @@ class PaceProfile:
         if chunk_media_s <= 0 or any(s < 0 for s in seconds.values()):
             raise PaceProfileError(f"--pace-profile {source}: chunk_media_s and every item's seconds must be positive")
         return cls(seconds, chunk_media_s, str(calibration.get("model", "?")), source)
+
+    def scaled(self, factor: float) -> PaceProfile:
+        """The profile with every compute item's seconds times `factor` (transfers as they are)."""
+        if not factor > 0:
+            raise PaceProfileError(f"--pace-scale must be a positive factor, got {factor}")
+        if factor == 1.0:
+            return self
+        seconds = {key: s if key[0] in _TRANSFERS else s * factor for key, s in self.seconds.items()}
+        return replace(self, seconds=seconds, source=f"{self.source} x{factor:g}")
 
     def step_seconds(self, item: str, batch: int, context: int) -> float | None:
         """Profiled seconds of `item` at `batch` and `context`: the deepest profiled context not above

@@ -127,6 +127,34 @@ def test_offload_takes_the_profiled_seconds_and_a_slower_machine_sets_its_own_pa
     assert clock.slept == []
 
 
+def test_a_scaled_profile_scales_compute_but_not_the_moves_of_kv() -> None:
+    profile = PaceProfile.from_json(CALIBRATION, "h100.json").scaled(0.62)
+    assert profile.source == "h100.json x0.62"
+    assert profile.step_seconds("denoise", 2, 2) == pytest.approx(0.62 * 0.110)
+    assert profile.step_seconds("cache", 1, 2) == pytest.approx(0.62 * 0.045)
+    assert profile.step_seconds("decode", 1, 0) == pytest.approx(0.62 * 0.015)
+    assert profile.step_seconds("offload", 1, 0) == 0.300
+    clock = FakeClock()
+    engine = PacedEngine(make_engine(), profile, 1.0, clock, clock.sleep)
+    engine.open_session("s", seed=1, prompt="a hill")
+    phases = _chunk(engine, "s")
+    expected = {"denoise": 0.62 * 0.050, "cache": 0.62 * 0.040, "decode": 0.62 * 0.015}
+    assert clock.slept == [pytest.approx(expected[p]) for p in phases]
+    with pytest.raises(PaceProfileError, match="positive factor"):
+        profile.scaled(0.0)
+
+
+def test_serve_takes_a_pace_scale_only_as_a_positive_factor_of_a_profile(tmp_path: Path) -> None:
+    good = tmp_path / "profile.json"
+    good.write_text(json.dumps(CALIBRATION))
+    assert ServeConfig(model="tiny", pace_profile=str(good), pace_scale=0.5).pace_scale == 0.5
+    with pytest.raises(ServeConfigError, match="give --pace-profile FILE too"):
+        ServeConfig(model="tiny", pace_scale=0.5)
+    for bad in (0, -1.0, True, "0.5"):
+        with pytest.raises(ServeConfigError, match="pace_scale"):
+            ServeConfig(model="tiny", pace_profile=str(good), pace_scale=bad)  # type: ignore[arg-type]
+
+
 def test_serve_refuses_a_profile_it_cannot_read_before_anything_starts(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"items": [{"item": "denoise"}]}))
