@@ -17,6 +17,7 @@ from sessiond.admission.audience import SpectatorAdmission, SpectatorBudget
 from sessiond.admission.build import build_admission, objectives_of
 from sessiond.admission.costmodel import CostModel
 from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
+from sessiond.admission.errors import CostModelError
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.runtime import AdmissionRuntime
@@ -156,7 +157,8 @@ class Daemon:
             self.host, self.sessions, max_batch=self.config.max_batch, metrics=self.metrics,
             idle_offload_s=self.config.idle_offload_s, idle_close_s=self.config.idle_close_s,
             on_snapshot=self.writer.snapshot, on_close=self._close_soon, order=self.admission.scheduling,
-            on_tick=self._tick, chunk_cost=self._chunk_cost())
+            on_tick=self._tick, chunk_cost=self._chunk_cost(), session_kv_bytes=self.host.info.kv_bytes_per_session,
+            offload_cost=self._offload_cost())
         self.scheduler.step_listeners.append(self.admission.observe_step)
         self.scheduler.wall_listeners.append(self.admission.observe_wall)
         self.scheduler.ops_listeners.append(self.admission.observe_op)
@@ -319,6 +321,20 @@ class Daemon:
         return lambda b: (cost.predict_chunk(-(-b // replicas), cost.steady_context()) if cost.calibrated()
                           else 0.0)
 
+    def _offload_cost(self) -> Callable[[], float | None] | None:
+        """Seconds of one offload by the cost model (None until measured); None for a policy without a model."""
+        measured = self.admission.measured if self.admission is not None else None
+        if measured is None:
+            return None
+        cost = measured.cost
+
+        def seconds() -> float | None:
+            try:
+                return cost.predict("offload")
+            except CostModelError:  # not measured yet
+                return None
+        return seconds
+
     def strategy_report(self) -> dict[str, Any]:
         """For /v1/capacity: the strategy's name, file and per-stage placement, each replica's
         sessions, and whether admission's cost model was profiled with it in place."""
@@ -415,7 +431,8 @@ class Daemon:
         """Twice a second: admission's gauges, and its answer to sessions over their prior; created
         sessions no client connected within `unconnected_close_s` are released."""
         if self.admission is not None:
-            apply_overruns(self.sessions, self.admission.refresh(self.sessions))
+            cheap = self.scheduler is None or self.scheduler.idle_offload.cheap()
+            apply_overruns(self.sessions, self.admission.refresh(self.sessions), offload=cheap)
         for sid in self.unconnected.expired(self.sessions):
             self.metrics.unconnected_closed.inc()
             self._close_soon(sid, "unconnected")

@@ -58,6 +58,9 @@ class FakeEngine:
         self.progress[sid] = None
         return 0
 
+    def offload(self, sid: str) -> None:
+        self.calls.append(("offload", sid))
+
     def restore(self, sid: str) -> bool:
         self.calls.append(("restore", sid))
         return sid != "s_full"
