@@ -64,7 +64,7 @@ class ServeConfig:
     start_history: str | None = None
     # sessions
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
-    idle_offload_s: float = 30.0  # idle this long: KV goes to host memory
+    idle_offload_s: float = 30.0  # idle this long: KV goes to host memory (sessiond/runtime/idle_offload.py)
     idle_close_s: float = 600.0  # idle this long: the session is closed
     unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/runtime/unconnected.py)
     picture_check: bool = True  # the served model checks its own picture, one frame per second (sessiond/session/picture.py)

@@ -31,7 +31,8 @@ def add_parser(sub: Any, name: str) -> None:
                        help="level of every logger, the WebRTC/ICE libraries' included (default: the daemon's "
                        "own lines at info, aiortc, aioice and other libraries at warning)")
     serve.add_argument("--idle-offload-s", type=float, default=None,
-                       help="offload an idle session's KV to host memory after this many seconds (default 30)")
+                       help="offload an idle session's KV to host memory after this many seconds (default 30) where an "
+                            "offload is cheap (<= 50 ms); a dearer one waits until the KV pool needs the room")
     serve.add_argument("--idle-close-s", type=float, default=None,
                        help="close a session idle this many seconds (default 600)")
     serve.add_argument("--no-picture-check", action="store_true",
