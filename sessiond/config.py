@@ -20,7 +20,8 @@ __all__ = ["LOG_LEVELS", "ServeConfig", "config_from_args"]
 LOG_LEVELS = ("debug", "info", "warning")
 
 _POSITIVE = (
-    "window_s", "idle_offload_s", "idle_close_s", "unconnected_close_s", "default_segment_s", "hello_timeout_s",
+    "window_s", "idle_offload_s", "idle_close_s", "unconnected_close_s", "reclaim_after_s", "default_segment_s",
+    "hello_timeout_s",
     "director_ttff_s", "director_lead_s", "admission_wait_s", "calibration_budget_s", "viewer_ping_s",
     "viewer_silence_s", "objective_world_a2p_p95_ms", "objective_director_start_delay_p95_s",
     "spectator_cpu_cores", "spectator_cpu_each", "spectator_cpu_each_floor", "spectator_stall_s",
@@ -67,6 +68,9 @@ class ServeConfig:
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory (sessiond/runtime/idle_offload.py)
     idle_close_s: float = 600.0  # idle this long: the session is closed
     unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/runtime/unconnected.py)
+    # idle this long with nobody attached: closed when a newcomer would otherwise be refused for capacity
+    # (sessiond/runtime/abandoned.py)
+    reclaim_after_s: float = 60.0
     picture_check: bool = True  # the served model checks its own picture, one frame per second (sessiond/session/picture.py)
     default_segment_s: float = 5.0  # director: `direct` without `seconds`
     director_ttff_s: float = 1.0  # director: first frame objective (scheduling deadline)
@@ -202,7 +206,7 @@ class ServeConfig:
 
 
 _FLAG_OPTIONS = ("host", "port", "model", "device", "redis_url", "log_json", "log_level", "idle_offload_s", "idle_close_s",
-                 "unconnected_close_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
+                 "unconnected_close_s", "reclaim_after_s", "lead_chunks", "record", "policy", "max_sessions", "max_batch", "kv_budget_bytes",
                  "webrtc_hosts", "cors_origins", "web_dir", "api_keys", "cpu_threads", "admission_wait_s", "calibration_budget_s",
                  "attention", "strategy", "start_history", "admission_margin", "objective_world_miss_rate", "objective_world_a2p_p95_ms",
                  "objective_director_start_delay_p95_s", "objective_director_risk", "pace_profile",

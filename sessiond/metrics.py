@@ -51,6 +51,8 @@ class Metrics:
         self.unconnected_closed = Counter("sessiond_sessions_unconnected_closed",
                                           "Created sessions released because no client connected in time",
                                           registry=r)
+        self.reclaimed = Counter("sessiond_sessions_reclaimed",
+                                 "Sessions idle with nobody attached, closed to admit a new one", registry=r)
         self.store_errors = Counter("sessiond_store_errors", "Store operations that failed", registry=r)
         self.position_unguarded_frames = Counter(
             "sessiond_position_unguarded_frames",

@@ -40,6 +40,9 @@ def add_parser(sub: Any, name: str) -> None:
                             "the demo model tells a lost avatar and a collapsed picture, in a `picture` message)")
     serve.add_argument("--unconnected-close-s", type=float, default=None,
                        help="release a created session no client connects within this many seconds (default 30)")
+    serve.add_argument("--reclaim-after-s", type=float, default=None,
+                       help="a session idle this many seconds with nobody attached is closed when a new one would "
+                            "otherwise be refused for capacity (default 60)")
     serve.add_argument("--lead-chunks", type=float, default=None,
                        help="world mode: chunks generated ahead of playback (default: the model's; 2, the demo model 1: "
                        "its a2p p50 ~290 ms at 1 against 330-600 at 2 on a 2-core CPU)")

@@ -5,6 +5,7 @@ awaits them in `stop()`."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -16,7 +17,7 @@ from protocols.errors import ErrorCode, ProtocolError, Refused
 from sessiond.admission.audience import SpectatorAdmission, SpectatorBudget
 from sessiond.admission.build import build_admission, objectives_of
 from sessiond.admission.costmodel import CostModel
-from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest
+from sessiond.admission.decision import AdmissionPolicy, AdmissionRequest, Decision
 from sessiond.admission.errors import CostModelError
 from sessiond.admission.metrics import AdmissionMetrics
 from sessiond.admission.policy import PolicyBase
@@ -27,6 +28,7 @@ from sessiond.config import ServeConfig
 from sessiond.errors import StoreUnavailable
 from sessiond.logs import log_event
 from sessiond.metrics import Metrics
+from sessiond.runtime.abandoned import RECLAIMING_REASONS, abandoned
 from sessiond.runtime.engine_factory import picture_check
 from sessiond.runtime.engine_host import EngineHost
 from sessiond.runtime.replicas import ReplicaHost
@@ -362,6 +364,8 @@ class Daemon:
         policy = self.admission.policy
         request = AdmissionRequest(session_id, mode, kind, time.monotonic())
         decision = policy.decide(request)
+        if not decision.admitted and decision.reason in RECLAIMING_REASONS:
+            decision = await self._reclaim_for(request, decision)
         if not decision.admitted and decision.reason == "queued":
             log_event("waiting", session_id, mode=mode, place=decision.queue_position)
             if await policy.wait(request, self.config.admission_wait_s):
@@ -375,6 +379,23 @@ class Daemon:
                       retry_after_s=decision.retry_after_s, detail=repr(decision.detail))
             raise Refused(ErrorCode.CAPACITY, decision.detail or f"over capacity ({decision.reason})",
                           decision.retry_after_s, decision.reason)
+
+    async def _reclaim_for(self, request: AdmissionRequest, refused: Decision) -> Decision:
+        """Close sessions idle `reclaim_after_s` with nobody attached (`sessiond.runtime.abandoned`),
+        longest idle first, until `request` is admitted or none is left; the last decision."""
+        assert self.admission is not None
+        decision = refused
+        for session in abandoned(self.sessions, time.monotonic(), self.config.reclaim_after_s,
+                                 exclude=request.session_id):
+            log_event("reclaimed", session.id, mode=session.mode, idle_s=round(time.monotonic() - session.idle_since, 1),
+                      for_session=request.session_id, refused_for=decision.reason)
+            self.metrics.reclaimed.inc()
+            session.close()
+            await self.finish_close(session.id, "abandoned")
+            decision = self.admission.policy.decide(dataclasses.replace(request, now=time.monotonic()))
+            if decision.admitted:
+                break
+        return decision
 
     def resume_lock(self, session_id: str) -> asyncio.Lock:
         """The lock that lets one resume of the session run at a time (dropped on close)."""
