@@ -86,9 +86,12 @@ class Session:
         return self.life.state
 
     def set_state(self, to: SessionState, **fields: Any) -> None:
+        was = self.state
         if self.life.to(to):
             self.record.state = to.label
-            if to in (SessionState.IDLE, SessionState.OFFLOADED):
+            # idle since it went idle: an offload moves its KV, not the time it has been idle
+            if to in (SessionState.IDLE, SessionState.OFFLOADED) and not (
+                    was == SessionState.IDLE and to == SessionState.OFFLOADED):
                 self.idle_since = time.monotonic()
             log_event(to.label, self.id, mode=self.mode, **fields)
             self.env.persist(self.id)

@@ -1,6 +1,6 @@
 """A session nobody is attached to any more (a browser that crashed says nothing) gives its place to a
-newcomer the admission would otherwise refuse, once it has been idle `reclaim_after_s`; one with its
-owner attached, or idle for less, keeps it."""
+newcomer the admission would otherwise refuse, once it has been idle `reclaim_after_s` (offloaded or
+not); one with its owner attached, or idle for less, keeps it."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ async def _create(url: str) -> httpx.Response:
 
 
 async def test_an_abandoned_session_is_closed_for_a_newcomer_and_an_attached_one_is_not() -> None:
-    async with off_loop(running_daemon(max_sessions=1, reclaim_after_s=1.0)) as d:
+    async with off_loop(running_daemon(max_sessions=1, reclaim_after_s=3.0, idle_offload_s=0.5)) as d:
         first = await new_client(d.url, "world")
         sid, token = first.session.session_id, first.session.token  # type: ignore[union-attr]
         try:
@@ -40,17 +40,20 @@ async def test_an_abandoned_session_is_closed_for_a_newcomer_and_an_attached_one
             assert (attached.status_code, attached.json()["error"]["reason"]) == (503, "max_sessions")
             await first.disconnect()  # as a crashed browser: no DELETE
             began = time.monotonic()
-            while (await _state(d.url, sid, token)) != (200, "idle") and time.monotonic() - began < 10:
-                await asyncio.sleep(0.05)
+            states = [await _state(d.url, sid, token)]
+            while states[-1] != (200, "offloaded") and time.monotonic() - began < 10:
+                await asyncio.sleep(0.05)  # idle, then offloaded after idle_offload_s: still idle since it went idle
+                states.append(await _state(d.url, sid, token))
             early = await _create(d.url)  # idle, but for less than reclaim_after_s
             early_s = time.monotonic() - began
-            await asyncio.sleep(max(0.0, 1.2 - early_s))
+            await asyncio.sleep(max(0.0, 3.3 - early_s))
             late = await _create(d.url)
             gone = await _state(d.url, sid, token)
             count = await asyncio.to_thread(_reclaimed, d.url)
         finally:
             await first.aclose()
-    assert early_s < 1.0 and (early.status_code, early.json()["error"]["reason"]) == (503, "max_sessions")
+    assert (200, "idle") in states and states[-1] == (200, "offloaded")
+    assert early_s < 2.5 and (early.status_code, early.json()["error"]["reason"]) == (503, "max_sessions")
     assert late.status_code == 201, late.text
     assert late.json()["session_id"] != sid and gone == (404, None)
     assert count == 1.0

@@ -22,10 +22,10 @@ def test_idle_unattached_sessions_longest_idle_first_and_nothing_else() -> None:
     sessions = {s.id: s for s in (young, recent, attached, active, old)}
     assert [s.id for s in abandoned(sessions, now, 60.0)] == ["s_0", "s_1"]
     assert [s.id for s in abandoned(sessions, now, 60.0, exclude="s_0")] == ["s_1"]
-    old.set_state(SessionState.OFFLOADED)  # offloaded counts too; its idle clock restarts with the state
-    old.idle_since = now - 300
+    old.set_state(SessionState.OFFLOADED)  # offloaded counts too, idle since it went idle (not since the offload)
+    assert old.idle_since == now - 300
     assert [s.id for s in abandoned(sessions, now, 60.0)] == ["s_0", "s_1"]
 
 
 def test_only_refusals_a_close_can_lift_reclaim() -> None:
-    assert RECLAIMING_REASONS == {"full", "load", "burst", "kv", "max_sessions"}
+    assert {"full", "load", "burst", "kv", "max_sessions"} == RECLAIMING_REASONS
