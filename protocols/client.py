@@ -183,7 +183,8 @@ class SessionClient:
                     if isinstance(msg, Moved):
                         moved = msg
                     if self.auto_received and isinstance(msg, Frame | Media | FramesInfo):
-                        await _acknowledge(conn, msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0))
+                        last = msg.idx + (msg.n - 1 if isinstance(msg, Media | FramesInfo) else 0)
+                        await conn.send_if_open(Received(last))  # a closed connection: see received()
                     if isinstance(msg, SegmentStart):
                         self._play_at[msg.segment] = time.monotonic() + (msg.start_after_ms or 0) / 1000.0
                     yield msg
@@ -296,8 +297,9 @@ class SessionClient:
     async def received(self, idx: int) -> None:
         """Acknowledge frames up to `idx`. An acknowledgement that meets a connection already closed
         by the server is dropped: it acknowledges nothing there, and the close itself (a `moved`
-        followed, or the error that ended it) comes through `messages()`."""
-        await _acknowledge(self._need_connection(), idx)
+        followed, or the error that ended it) comes through `messages()`. Frames, a `moved` and the
+        close can all be on the wire before the first of those frames is acknowledged."""
+        await self._need_connection().send_if_open(Received(idx))
 
     # ---- lifecycle ----------------------------------------------------------------------------------
 
@@ -333,10 +335,3 @@ class SessionClient:
 
     def _auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._need_session().token}"}
-
-
-async def _acknowledge(conn: Connection, idx: int) -> None:
-    """Send `received` unless the server has closed the connection meanwhile (frames, a `moved` and
-    the close can all be on the wire before the first of those frames is acknowledged): how it
-    closed comes through `messages()`, and an acknowledgement there has nothing left to release."""
-    await conn.send_if_open(Received(idx))

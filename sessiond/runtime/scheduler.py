@@ -57,7 +57,6 @@ class Scheduler:
         self.sessions = sessions
         self.max_batch = max_batch
         self.metrics = metrics
-        self.idle_offload_s = idle_offload_s
         # seconds of one offload: the cost model's (offload_cost), else the last measured here
         self._offload_cost = offload_cost
         self._offload_measured: float | None = None
