@@ -160,6 +160,7 @@ class SessionDutyState:
     planned: tuple[float, float] | None = None  # demand with a planned end (director segment)
     fed: bool = False  # the daemon has reported demand for it; until then it counts at its prior
     sampled_at: float | None = None  # director: when its duty last went to the measured prior (None: added)
+    segments: int = 0  # director: segments begun so far
 
 
 class DutyTracker:
@@ -205,6 +206,7 @@ class DutyTracker:
         self._sample(state, now, self.window_s)  # a director watched for another whole window
         if state.mode == "director" and media_s is not None:
             self.stream_starts.add(starts_stream)
+            state.segments += 1
         state.fed = True
         if media_s is None:
             state.open_since = now
@@ -235,6 +237,21 @@ class DutyTracker:
     def demanding(self, session_id: str, now: float) -> bool:
         state = self._state(session_id)
         return state.open_since is not None or (state.planned is not None and state.planned[1] > now)
+
+    def first_segment_due(self, session_id: str, now: float, window_s: float) -> float | None:
+        """For a director whose first segment is still to come or under way: the seconds until that
+        stops being so (it was added `window_s` ago without directing, or its first segment ends);
+        None for any other session. Directors who opened together direct their first segments
+        together (an arrival burst), not independently at their duty: the admission plans for it."""
+        state = self._state(session_id)
+        if state.mode != "director" or state.paused:
+            return None
+        if state.segments == 0:
+            left = state.added_at + window_s - now
+            return left if left > 0 else None
+        if state.segments == 1 and state.planned is not None and state.planned[1] > now:
+            return state.planned[1] - now
+        return None
 
     def prior(self, session_id: str) -> float:
         state = self._state(session_id)

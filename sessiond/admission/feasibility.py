@@ -31,7 +31,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["GroupModel", "director_rate", "joint_demand", "required_rate", "start_delay", "worst_group_risk"]
+__all__ = ["GroupModel", "director_rate", "first_segments_risk", "joint_demand", "required_rate", "start_delay",
+           "worst_group_risk"]
 
 
 def _binomial_cdf(n: int, p: float, k: int) -> float:
@@ -103,19 +104,27 @@ class GroupModel:
             return False
         return world == 0 or self.chunk_media_s + self.chunk_seconds(k) <= self.action_to_photon_s + 1e-12
 
-    def served_share(self, world: int, directors: int) -> float:
+    def served_share(self, world: int, directors: int, starting: int = 0) -> float:
         """The chance that the group is served within objective: 0 when it is not `feasible`, else
         the chance that no more of its directors are starting a stream (each with probability
-        `lead_share`, needing `director_rate_lead`) than the budget leaves room for."""
+        `lead_share`, needing `director_rate_lead`) than the budget leaves room for. `starting` of
+        the directors start a stream for certain (first segments of directors who opened
+        together); the rest each with probability `lead_share`."""
         if not self.feasible(world, directors):
             return 0.0
         lead = self.director_rate_lead
-        if directors == 0 or lead is None or lead <= self.director_rate or self.lead_share <= 0.0:
+        if directors == 0 or lead is None or lead <= self.director_rate:
             return 1.0
+        starting = max(0, min(starting, directors))
         extra = (lead - self.director_rate) * self.cost_rate(world + directors)
-        room = self.budget - self.need(world, directors)
-        most = min(directors, math.floor((room + 1e-12) / extra)) if extra > 0 else directors
-        return _binomial_cdf(directors, min(1.0, self.lead_share), most)
+        room = self.budget - self.need(world, directors) - starting * extra
+        if room < -1e-12:
+            return 0.0
+        rest = directors - starting
+        if rest == 0 or self.lead_share <= 0.0:
+            return 1.0
+        most = min(rest, math.floor((room + 1e-12) / extra)) if extra > 0 else rest
+        return _binomial_cdf(rest, min(1.0, self.lead_share), most)
 
     def alone(self, mode: str) -> tuple[bool, float]:
         """(feasible, need) of one session of `mode` alone on the engine."""
@@ -136,6 +145,19 @@ def joint_demand(others: Sequence[tuple[str, float]]) -> dict[tuple[int, int], f
             nxt[on] = nxt.get(on, 0.0) + mass * p
         dist = nxt
     return dist
+
+
+def first_segments_risk(mode: str, together: int, others: Sequence[tuple[str, float]],
+                        served: Callable[[int, int, int], float]) -> float:
+    """The chance that a newcomer of `mode` and `together` directors whose first segments are due
+    with its own (they opened within the same window: an arrival burst) are not served when they
+    demand at once, the `others` (mode, duty) demanding independently beside them.
+    `served(w, m, starting)`: the chance a group of w world sessions and m directors, `starting` of
+    whom certainly start a stream, is served (`GroupModel.served_share`)."""
+    own_w, own_m = (1, 0) if mode == "world" else (0, 1)
+    starting = together + own_m
+    return sum(mass * (1.0 - served(w + own_w, m + starting, starting))
+               for (w, m), mass in joint_demand(others).items())
 
 
 def worst_group_risk(sessions: Sequence[tuple[str, float, float]], feasible: Callable[[int, int], bool | float]

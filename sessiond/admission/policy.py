@@ -32,6 +32,7 @@ from sessiond.admission.duty import DutyTracker
 from sessiond.admission.errors import AdmissionConfigError
 from sessiond.admission.feasibility import (
     GroupModel,
+    first_segments_risk,
     required_rate,
     worst_group_risk,
 )
@@ -50,7 +51,8 @@ class PolicyBase(ABC):
     def __init__(self, cost: CostModel, tracker: DutyTracker, *, objectives: Objectives | None = None,
                  kv: KvBudget | None = None, margin: float = 0.15, max_batch: int = 8,
                  retry_min_s: float = 1.0, retry_max_s: float = 60.0, kv_retry_s: float = 30.0,
-                 overrun_tolerance: float = 0.1, segment_s: float = 5.0, max_sessions: int | None = None) -> None:
+                 overrun_tolerance: float = 0.1, segment_s: float = 5.0, max_sessions: int | None = None,
+                 first_segment_window_s: float | None = None) -> None:
         if not 0.0 <= margin < 1.0:
             raise AdmissionConfigError("margin", f"must be in [0, 1), got {margin}")
         if segment_s <= 0:
@@ -59,6 +61,8 @@ class PolicyBase(ABC):
             raise AdmissionConfigError("max_batch", f"must be >= 1, got {max_batch}")
         if max_sessions is not None and max_sessions < 1:
             raise AdmissionConfigError("max_sessions", f"must be >= 1 when given, got {max_sessions}")
+        if first_segment_window_s is not None and first_segment_window_s < 0:
+            raise AdmissionConfigError("first_segment_window_s", f"must be >= 0 seconds, got {first_segment_window_s}")
         if not 0 < retry_min_s <= retry_max_s:
             raise AdmissionConfigError("retry_min_s", f"need 0 < retry_min_s <= retry_max_s, got {retry_min_s}, "
                                        f"{retry_max_s}")
@@ -75,6 +79,9 @@ class PolicyBase(ABC):
         self.overrun_tolerance = overrun_tolerance
         self.segment_s = segment_s  # a director's segment length when it does not say (the daemon's default)
         self.max_sessions = max_sessions  # open sessions at most (None: no limit)
+        # a director opened this recently and not yet directing, or in its first segment, is taken
+        # to direct its first segment with a newcomer's (`DutyTracker.first_segment_due`); 0: off
+        self.first_segment_window_s = 2.0 * segment_s if first_segment_window_s is None else first_segment_window_s
         self.decisions: dict[str, int] = {}  # reason -> count
         self.start_verdict: Verdict | None = None  # how the start settled its verdict (build.settle_start_verdict)
 
@@ -285,11 +292,41 @@ class DutyPolicy(PolicyBase):
             return self._refuse("burst", load, window * (p_over - tolerance) / p_over, group, model,
                                 f"{who} would miss {miss} with the others demanding at once {p_over:.1%} of the "
                                 f"time (objective allows {tolerance:.1%})")
+        if (together := self._first_segments(request, others, model, load)) is not None:
+            return together
         if not self._kv_fits(request):
             return self._decision(False, "kv", load, retry_after_s=self._retry(self.kv_retry_s),
                                   detail="the KV budget (device plus host offload) cannot hold another session")
         self._register(request)
         return self._decision(True, "ok", load)
+
+    def _first_segments(self, request: AdmissionRequest, others: list[str], model: GroupModel,
+                        load: float) -> Decision | None:
+        """The risk check for an arrival burst: directors who opened in the last
+        `first_segment_window_s` and have not finished their first segment direct it at about the
+        same time as the newcomer starts (its first segment, or a world session's play), not
+        independently at their duty. A refusal ("burst") when that group, the others demanding at
+        their duties beside it, is not served within the newcomer's tolerance; Retry-After: until
+        the first of them is no longer due. None when it passes (or the window is 0)."""
+        if self.first_segment_window_s <= 0:
+            return None
+        now = request.now
+        due = {sid: self.tracker.first_segment_due(sid, now, self.first_segment_window_s) for sid in others}
+        together = {sid: left for sid, left in due.items() if left is not None}
+        if not together:
+            return None
+        rest = [(self.tracker.mode(sid), self.tracker.duty(sid, now)) for sid in others if sid not in together]
+        p_over = first_segments_risk(request.mode, len(together), rest, model.served_share)
+        tolerance = self.objectives.tolerance(request.mode)
+        if p_over <= tolerance + 1e-12:
+            return None
+        n = len(together)
+        return self._decision(
+            False, "burst", load, retry_after_s=self._retry(min(together.values())),
+            detail=f"{n} director{'s' if n != 1 else ''} opened in the last {self.first_segment_window_s:g} s "
+            f"{'start their' if n != 1 else 'starts its'} first segment with this session's start; the engine "
+            f"cannot serve them all within the {self.objectives.director_start_delay_p95_s:g} s start delay "
+            f"{p_over:.1%} of the time (objective allows {tolerance:.1%}): retry once one of them has played its first segment")
 
     def _refuse(self, reason: str, load: float, wait: float, group: list[tuple[str, float, float]],
                 model: GroupModel, detail: str) -> Decision:

@@ -26,10 +26,16 @@ from tests.sessiond.admission.factories import known_cost, model_info
 
 
 def _duty(cost: CostModel, *, director: float = 0.25, margin: float = 0.25, kv: KvBudget | None = None,
-          kv_retry_s: float = 30.0, max_sessions: int | None = None) -> DutyPolicy:
+          kv_retry_s: float = 30.0, max_sessions: int | None = None,
+          first_segment_window_s: float | None = None) -> DutyPolicy:
     tracker = DutyTracker(DutyPriors(director=director), window_s=60)
     return DutyPolicy(cost, tracker, margin=margin, max_batch=8, kv=kv, kv_retry_s=kv_retry_s,
-                      max_sessions=max_sessions)
+                      max_sessions=max_sessions, first_segment_window_s=first_segment_window_s)
+
+
+# sessions asked for one after another at one instant open together: their first segments are
+# planned as one group (an arrival burst). The tests of the independent risk check turn that off.
+_APART = 0.0
 
 
 def _batched(chunk_seconds: float) -> CostModel:
@@ -161,7 +167,7 @@ def test_a_burst_refusal_that_waiting_can_lift_keeps_the_wait_from_the_model() -
 
 
 def test_rare_bursts_are_tolerated_up_to_the_objective() -> None:
-    policy = _duty(known_cost(0.5), director=0.04)
+    policy = _duty(known_cost(0.5), director=0.04, first_segment_window_s=_APART)
     assert _ask(policy, "d1").admitted
     assert _ask(policy, "d2").admitted  # the other demands 4% of the time <= 5%
     assert _ask(policy, "d3").reason == "burst"  # one of two others: 1 - 0.96^2 = 7.8% > 5%
@@ -367,7 +373,7 @@ def test_the_capacity_snapshot_says_what_admission_sees() -> None:
 
 def test_the_capacity_of_one_mode_is_what_the_checks_admit_one_by_one() -> None:
     for cost, director in ((known_cost(0.5), 0.04), (_batched(0.5), 0.25), (known_cost(0.3), 0.3)):
-        policy = _duty(cost, director=director)
+        policy = _duty(cost, director=director, first_segment_window_s=_APART)
         admitted = 0
         while admitted < 64 and _ask(policy, f"d{admitted}").admitted:
             admitted += 1
@@ -450,7 +456,7 @@ def test_the_measured_director_prior_turns_a_fourth_director_away() -> None:
     # 0.85 budget at the 0.926x real time their 1.5 s start delay needs, four do not
     def policy() -> DutyPolicy:
         return DutyPolicy(known_cost(0.3, per_extra_session=1.0), DutyTracker(DutyPriors(director=0.3), window_s=60),
-                          margin=0.15, max_batch=8)
+                          margin=0.15, max_batch=8, first_segment_window_s=_APART)
 
     configured, measured = policy(), policy()
     # five directors served, watched 30 s each, demanding 3 .. 15 s: duties 0.1 .. 0.5, p90 0.46
@@ -481,7 +487,7 @@ def test_segments_that_start_a_stream_turn_a_third_director_away() -> None:
     # Two at once are not served when both start one (0.857), three when any does (0.984)
     def policy() -> DutyPolicy:
         return DutyPolicy(known_cost(0.3, per_extra_session=1.0), DutyTracker(DutyPriors(director=0.3), window_s=60),
-                          margin=0.15, max_batch=8)
+                          margin=0.15, max_batch=8, first_segment_window_s=_APART)
 
     plain, measured = policy(), policy()
     measured.tracker.add("seen", "director", 0.0)
