@@ -1,7 +1,7 @@
 """What a person asks of admission first: which modes this start serves, for how many sessions,
 and whether a session of each mode can be had now. Said once at start-up (the log), on the index
 page and at the top of `/v1/capacity` (`serves_now`, `statement`), from the same checks the
-policy admits by (`DutyPolicy.decide`: never, max_sessions, load, risk, kv)."""
+policy admits by (`DutyPolicy.decide`: never, max_sessions, load, risk, first segments, kv)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sessiond.admission.feasibility import worst_group_risk
+from sessiond.admission.feasibility import first_segments_risk, worst_group_risk
 from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.start_verdict import Verdict
@@ -104,7 +104,8 @@ def _why(policy: PolicyBase, mode: str, need: float) -> str:
 
 def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
     """The most newcomers of `mode` (each at its prior) the duty policy's checks admit beside the
-    sessions open now: max_sessions, load, risk and KV, as `DutyPolicy.decide` applies them."""
+    sessions open now: max_sessions, load, risk, first segments and KV, as `DutyPolicy.decide`
+    applies them (newcomers arriving now arrive together: an arrival burst)."""
     tracker = policy.tracker
     others = tracker.sessions()
     if others and not policy.group_model().alone(mode)[0]:
@@ -114,6 +115,18 @@ def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
     group = [(tracker.mode(s), tracker.duty(s, now), policy.objectives.tolerance(tracker.mode(s))) for s in others]
     demanding = sum(tracker.demanding(s, now) for s in others)
     served = cache(policy.group_model().served_share)  # each group size is asked about many times
+    # newcomers arriving now arrive together: with the directors whose first segment is due they
+    # direct their first segments at once (`DutyPolicy._first_segments`)
+    window = policy.first_segment_window_s
+    due = [s for s in others if window > 0 and tracker.first_segment_due(s, now, window) is not None]
+    rest = [(tracker.mode(s), tracker.duty(s, now)) for s in others if s not in due]
+
+    def together_served(n: int) -> bool:
+        if window <= 0 or (not due and (n == 1 or mode == "world")):
+            return True
+        fresh = len(due) + (n - 1 if mode == "director" else 0)
+        beside = rest + ([(mode, prior)] * (n - 1) if mode == "world" else [])
+        return first_segments_risk(mode, fresh, beside, served) <= tolerance + 1e-12
 
     def admits(n: int) -> bool:
         if policy.max_sessions is not None and len(others) + n > policy.max_sessions:
@@ -122,7 +135,7 @@ def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
         if load > policy.load_budget + 1e-12:
             return False
         _, p_over, tol = worst_group_risk([*group, *[(mode, prior, tolerance)] * n], served)
-        if p_over > tol + 1e-12:
+        if p_over > tol + 1e-12 or not together_served(n):
             return False
         return policy.kv is None or policy.kv.fits(len(others) + n, demanding + n)
 

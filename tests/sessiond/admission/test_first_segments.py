@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sessiond.admission import AdmissionRequest, Decision, DutyPolicy, DutyPriors, DutyTracker
+from sessiond.admission.summary import summarize
 from tests.sessiond.admission.factories import known_cost
 
 # 1 s chunks at 0.3 engine s per media s, no batching gain, budget 0.85, a 1.5 s start delay
@@ -100,3 +101,12 @@ def test_the_group_model_counts_directors_certain_to_start_a_stream() -> None:
     # certain: the other must not start one, 0.8; both certain: 0
     assert [model.served_share(0, 2, starting=s) for s in (0, 1, 2)] == pytest.approx([0.96, 0.8, 0.0])
     assert model.served_share(0, 1, starting=1) == 1.0
+
+
+def test_serves_now_counts_newcomers_arriving_together() -> None:
+    policy = _policy()
+    assert summarize(policy, 0.0).serves == {"world": 1, "director": 4}  # opened apart
+    assert summarize(policy, 0.0).serves_now["director"] == 1  # two arriving now start together
+    assert _ask(policy, "d1", now=0.0).admitted
+    assert summarize(policy, 0.5).serves_now["director"] == 0  # d1's first segment is due
+    assert summarize(policy, 10.5).serves_now["director"] == 1  # one more now; two more only apart
