@@ -321,12 +321,15 @@ class DutyPolicy(PolicyBase):
         if p_over <= tolerance + 1e-12:
             return None
         n = len(together)
+        often = "" if p_over >= 1.0 - 1e-9 else f" {p_over:.1%} of the time (objective allows {tolerance:.1%})"
         return self._decision(
             False, "burst", load, retry_after_s=self._retry(min(together.values())),
-            detail=f"{n} director{'s' if n != 1 else ''} opened in the last {self.first_segment_window_s:g} s "
-            f"{'start their' if n != 1 else 'starts its'} first segment with this session's start; the engine "
-            f"cannot serve them all within the {self.objectives.director_start_delay_p95_s:g} s start delay "
-            f"{p_over:.1%} of the time (objective allows {tolerance:.1%}): retry once one of them has played its first segment")
+            detail=(f"1 director opened in the last {self.first_segment_window_s:g} s is starting its first segment"
+                    if n == 1 else f"{n} directors opened in the last {self.first_segment_window_s:g} s are starting "
+                    "their first segments")
+            + f" and the engine cannot start {'both' if n == 1 else f'all {n + 1}'} within the "
+            f"{self.objectives.director_start_delay_p95_s:g} s start delay{often}: retry in a few seconds, once "
+            f"{'it has' if n == 1 else 'one of them has'} played its first segment")
 
     def _refuse(self, reason: str, load: float, wait: float, group: list[tuple[str, float, float]],
                 model: GroupModel, detail: str) -> Decision:
