@@ -227,6 +227,15 @@ class PolicyBase(ABC):
                               detail=f"{open_now} sessions are open (max_sessions); raise --max-sessions or "
                               "close one")
 
+    def first_segments_due(self, sessions: list[str], now: float) -> tuple[dict[str, float], list[tuple[str, float]]]:
+        """`sessions` split for the first-segment check: the directors whose first segment is due
+        (`DutyTracker.first_segment_due`), with the seconds until it is not, and the others as
+        (mode, duty). None due while the window is 0."""
+        window = self.first_segment_window_s
+        due = {} if window <= 0 else {sid: left for sid in sessions
+                                      if (left := self.tracker.first_segment_due(sid, now, window)) is not None}
+        return due, [(self.tracker.mode(sid), self.tracker.duty(sid, now)) for sid in sessions if sid not in due]
+
     def _kv_fits(self, request: AdmissionRequest) -> bool:
         if self.kv is None:
             return True
@@ -308,14 +317,9 @@ class DutyPolicy(PolicyBase):
         independently at their duty. A refusal ("burst") when that group, the others demanding at
         their duties beside it, is not served within the newcomer's tolerance; Retry-After: until
         the first of them is no longer due. None when it passes (or the window is 0)."""
-        if self.first_segment_window_s <= 0:
-            return None
-        now = request.now
-        due = {sid: self.tracker.first_segment_due(sid, now, self.first_segment_window_s) for sid in others}
-        together = {sid: left for sid, left in due.items() if left is not None}
+        together, rest = self.first_segments_due(others, request.now)
         if not together:
             return None
-        rest = [(self.tracker.mode(sid), self.tracker.duty(sid, now)) for sid in others if sid not in together]
         p_over = first_segments_risk(request.mode, len(together), rest, model.served_share)
         tolerance = self.objectives.tolerance(request.mode)
         if p_over <= tolerance + 1e-12:

@@ -117,12 +117,10 @@ def _headroom(policy: PolicyBase, mode: str, now: float) -> int:
     served = cache(policy.group_model().served_share)  # each group size is asked about many times
     # newcomers arriving now arrive together: with the directors whose first segment is due they
     # direct their first segments at once (`DutyPolicy._first_segments`)
-    window = policy.first_segment_window_s
-    due = [s for s in others if window > 0 and tracker.first_segment_due(s, now, window) is not None]
-    rest = [(tracker.mode(s), tracker.duty(s, now)) for s in others if s not in due]
+    due, rest = policy.first_segments_due(others, now)
 
     def together_served(n: int) -> bool:
-        if window <= 0 or (not due and (n == 1 or mode == "world")):
+        if policy.first_segment_window_s <= 0 or (not due and (n == 1 or mode == "world")):
             return True
         fresh = len(due) + (n - 1 if mode == "director" else 0)
         beside = rest + ([(mode, prior)] * (n - 1) if mode == "world" else [])
