@@ -68,6 +68,10 @@ export function describeError(err) {
       whenText: (s) => (s > 0 ? `Another session has to close first: try again in ${s} s.`
         : "Another session has to close first: you can try again now.") };
   }
+  if (code === "capacity" && err.reason === "burst") {  // sessions that may all be busy at once: a wait helps
+    return { code, title: "Other sessions could need the engine at the same moment", detail, canRetry: true, retryAfterS,
+      whenText: (s) => (s > 0 ? `That should ease within ${s} s: try again then.` : "You can try again now.") };
+  }
   return { code, title: known.title, detail, canRetry: known.retry, retryAfterS, whenText: known.whenText,
     retryLabel: known.retryLabel };
 }

@@ -216,18 +216,26 @@ def test_a_refusal_reads_its_reason_from_the_error_body_not_from_the_message(pag
       const starting = refusal({ code: "capacity", message: "the engine is warming up", reason: "not_ready" });
       const load = refusal({ code: "capacity", message: "not ready-made for this", reason: "load", retry_after_s: 9 });
       const full = refusal({ code: "capacity", message: "retry once one closes", reason: "full", retry_after_s: 60 });
+      const burst = refusal({ code: "capacity", message: "3 directors are starting", reason: "burst", retry_after_s: 4 });
       const box = document.createElement("div");
       box.id = "box";
       document.body.appendChild(box);
       s.showError(box, s.describeError(full), () => {});
-      return { reason: starting.reason, starting: s.describeError(starting).title, load: s.describeError(load).title,
+      const burstBox = document.createElement("div");
+      document.body.appendChild(burstBox);
+      s.showError(burstBox, s.describeError(burst), () => {});
+      return { burst: s.describeError(burst).title, burstWhen: burstBox.querySelector(".when").textContent,
+               burstDetail: s.describeError(burst).detail, reason: starting.reason, starting: s.describeError(starting).title, load: s.describeError(load).title,
                retry: s.describeError(load).retryAfterS, full: s.describeError(full).title,
                when: box.querySelector(".when").textContent, buttons: box.querySelectorAll("button").length };
     }""")
     assert titles == {"reason": "not_ready", "starting": "The server is still starting",
                       "load": "The server is full right now", "retry": 9,
                       "full": "The server is busy with other sessions",
-                      "when": "Another session has to close first: try again in 60 s.", "buttons": 1}
+                      "when": "Another session has to close first: try again in 60 s.", "buttons": 1,
+                      "burst": "Other sessions could need the engine at the same moment",
+                      "burstWhen": "That should ease within 4 s: try again then.",
+                      "burstDetail": "3 directors are starting"}
 
 
 def test_playback_slower_than_real_time_is_said_in_numbers_and_cleared_when_it_recovers(
