@@ -46,9 +46,15 @@ fi
   printf '%s\n' "${traces[@]}"
 } 2>&1 | tee "$OUT/env.txt"
 # 6 x ~65 s of replay + ~85 s start + drains: inside 590 s
-serve=()
+# refusals and their reasons in the daemon's log (family/daemon-duty.log); SERVE_ARGS may say otherwise
+serve=(--serve-arg=--log-level=info)
 for word in ${SERVE_ARGS:-}; do
   serve+=("--serve-arg=$word")
 done
 timeout "${LIMIT_S:-590}" python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
   --policies duty --max-batch 4 --kv-budget-gib "${KV_GIB:-60}" "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
+rc=$?
+# the per-trace reports (each session's refusal reason, timeline, plots) lie three folders down, deeper
+# than a device call returns: one archive beside the table
+[ -d "$OUT/family/duty" ] && tar czf "$OUT/reports.tgz" -C "$OUT/family" duty
+exit $rc
