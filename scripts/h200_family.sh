@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 family=${1:?usage: h200_family.sh FAMILY_DIR [TRACE_NAME ...]}
 shift
 OUT=${OUT:-out}
-MODEL=${MODEL:-wan-1.3b-world-preview}  # MODEL=demo DEVICE=cpu rehearses the call here
+MODEL=${MODEL:-wan-1.3b-world-preview}  # MODEL=demo DEVICE=cpu KV_GIB=1 (and .whl/ set aside) rehearses the call here
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -45,6 +45,14 @@ fi
   python3 -c "import fa3_fwd_interface as m; print('fa3_fwd_interface', m.__file__)" 2>&1 | tail -1
   printf '%s\n' "${traces[@]}"
 } 2>&1 | tee "$OUT/env.txt"
+# the KV budget: 60 GiB on an H200 (139 GiB), 40 on an H100 (78 GiB; 60 does not fit beside the
+# decoder there), which the device may lend for an H200 call; KV_GIB says otherwise
+if [ -z "${KV_GIB:-}" ]; then
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" in
+    *H200*) KV_GIB=60 ;;
+    *) KV_GIB=40 ;;
+  esac
+fi
 # 6 x ~65 s of replay + ~85 s start + drains: inside 590 s
 # refusals and their reasons in the daemon's log (family/daemon-duty.log); SERVE_ARGS may say otherwise
 serve=(--serve-arg=--log-level=info)
@@ -52,7 +60,7 @@ for word in ${SERVE_ARGS:-}; do
   serve+=("--serve-arg=$word")
 done
 timeout "${LIMIT_S:-590}" python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
-  --policies duty --max-batch 4 --kv-budget-gib "${KV_GIB:-60}" "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
+  --policies duty --max-batch 4 --kv-budget-gib "$KV_GIB" "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
 rc=$?
 # the per-trace reports (each session's refusal reason, timeline, plots) lie three folders down, deeper
 # than a device call returns: one archive beside the table
