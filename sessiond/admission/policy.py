@@ -295,7 +295,8 @@ class DutyPolicy(PolicyBase):
                                 f"(1 - margin {self.margin}) with one more {request.mode} session")
         index, p_over, tolerance = worst_group_risk(group, model.served_share)
         if p_over > tolerance + 1e-12:
-            who = "the new session" if index == len(others) else f"session {others[index]}"
+            # a person reads this on the page: an open session by its mode, not by an id that means nothing to them
+            who = "the new session" if index == len(others) else f"an open {group[index][0]} session"
             miss = ("its frame deadlines" if group[index][0] == "world"
                     else f"its {self.objectives.director_start_delay_p95_s:g} s start delay or play with a stall")
             return self._refuse("burst", load, window * (p_over - tolerance) / p_over, group, model,

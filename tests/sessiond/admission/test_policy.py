@@ -132,7 +132,7 @@ _CLOSE_HINT = "; waiting will not help while the other 1 session stays open: ret
 @pytest.mark.parametrize(("margin", "generating", "now", "reason", "detail"), [
     # idle a whole window, the director's duty is 0, yet the world newcomer is still refused: the
     # director would share with it every time it directs
-    (0.0, False, 120.0, "full", "session d would miss its 1.5 s start delay or play with a stall with the others "
+    (0.0, False, 120.0, "full", "an open director session would miss its 1.5 s start delay or play with a stall with the others "
                                  "demanding at once 100.0% of the time (objective allows 5.0%)" + _CLOSE_HINT),
     # on a 0.9 budget while the director generates, load refuses first: once its duty has fallen the
     # risk check would still refuse (found by hand: "Try again in 14 s", then refused again). Load: the
@@ -278,7 +278,7 @@ def test_a_director_is_refused_when_its_start_delay_would_miss_the_objective_too
     assert _ask(policy, "w", "world").admitted
     refused = _ask(policy, "d", "director")
     assert (refused.admitted, refused.reason) == (False, "full")
-    assert refused.detail == ("session w would miss its frame deadlines with the others demanding at once 30.0% of "
+    assert refused.detail == ("an open world session would miss its frame deadlines with the others demanding at once 30.0% of "
                               "the time (objective allows 1.0%); waiting will not help while the other 1 session "
                               "stays open: retry once one closes")
     relaxed = DutyPolicy(known_cost(0.6), DutyTracker(DutyPriors(world_playing=0.1, director=0.3), window_s=60),
