@@ -59,9 +59,14 @@ serve=(--serve-arg=--log-level=info)
 for word in ${SERVE_ARGS:-}; do
   serve+=("--serve-arg=$word")
 done
+# /v1/capacity each second (margin, prior duties, cost corrections: why a session was refused)
+: > "$OUT/compare_log.txt"
+python3 scripts/capacity_poll.py "$OUT/compare_log.txt" "$OUT/capacity.jsonl" 2> "$OUT/capacity_poll_err.txt" &
+poller=$!
 timeout "${LIMIT_S:-590}" python3 -m sessiond.cli replay-compare "${traces[@]}" --model "$MODEL" --device "$DEVICE" \
   --policies duty --max-batch 4 --kv-budget-gib "$KV_GIB" "${serve[@]}" --out "$OUT/family" 2>&1 | tee "$OUT/compare_log.txt"
 rc=$?
+kill "$poller" 2>/dev/null
 # the per-trace reports (each session's refusal reason, timeline, plots) lie three folders down, deeper
 # than a device call returns: one archive beside the table
 [ -d "$OUT/family/duty" ] && tar czf "$OUT/reports.tgz" -C "$OUT/family" duty
