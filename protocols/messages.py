@@ -235,6 +235,7 @@ class Stats:
     queue: int | None = None
     gen_ms: float | None = None
     rtf: float | None = None
+    lead_ms: float | None = None  # extension, world: how long before its first frame plays a chunk is begun now
 
 
 @dataclass(frozen=True)

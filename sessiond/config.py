@@ -65,6 +65,9 @@ class ServeConfig:
     start_history: str | None = None
     # sessions
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
+    # world: lead_chunks is the most; each session begins chunks as late as its own chunks measured they may
+    # (sessiond/session/lead.py). True: always lead_chunks
+    fixed_lead: bool = False
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory (sessiond/runtime/idle_offload.py)
     idle_close_s: float = 600.0  # idle this long: the session is closed
     unconnected_close_s: float = 30.0  # created and never connected this long: released (sessiond/runtime/unconnected.py)
@@ -222,6 +225,8 @@ def config_from_args(args: argparse.Namespace) -> ServeConfig:
             given[name] = value
     if getattr(args, "no_picture_check", False):
         given["picture_check"] = False
+    if getattr(args, "fixed_lead", False):
+        given["fixed_lead"] = True
     if given.get("start_history") == "off":
         del given["start_history"]
     if getattr(args, "config", None):

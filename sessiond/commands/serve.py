@@ -44,8 +44,11 @@ def add_parser(sub: Any, name: str) -> None:
                        help="a session idle this many seconds with nobody attached is closed when a new one would "
                             "otherwise be refused for capacity (default 60)")
     serve.add_argument("--lead-chunks", type=float, default=None,
-                       help="world mode: chunks generated ahead of playback (default: the model's; 2, the demo model 1: "
-                       "its a2p p50 ~290 ms at 1 against 330-600 at 2 on a 2-core CPU)")
+                       help="world mode: the most chunks begun ahead of playback (default: the model's; 2, the demo model 1); "
+                       "each session begins its chunks as late as its own chunks measured they may, within this "
+                       "(action-to-photon falls with it), unless --fixed-lead")
+    serve.add_argument("--fixed-lead", action="store_true",
+                       help="world mode: always begin chunks --lead-chunks ahead, not as late as measured")
     serve.add_argument("--max-sessions", type=int, default=None, help="most sessions open at once (default 64)")
     serve.add_argument("--max-batch", type=int, default=None, help="most session-chunks per engine step (default 8)")
     serve.add_argument("--kv-budget-bytes", type=int, default=None, help="device bytes for the KV pool")

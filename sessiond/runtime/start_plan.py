@@ -54,9 +54,8 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
         if session.mode == "world":
             if session.paused:
                 continue
-            lead = session.env.lead_chunks if session.lead_override is None else session.lead_override
             first = max(now, session.clock.dry_at(session.out.total))
-            periodic.append(Periodic(sid, first, cm, lead * cm))
+            periodic.append(Periodic(sid, first, cm, session.world_lead_s()))
             continue
         seg = session.segment
         if seg is None or seg.complete:

@@ -14,6 +14,7 @@ class PlaybackClock:
         self.fps = fps
         self.anchor_t = now
         self.anchor_i = total
+        self.anchors = 0  # re-anchors so far: a deadline computed before one does not follow the ones after
 
     def position(self, now: float) -> float:
         return self.anchor_i + (now - self.anchor_t) * self.fps
@@ -21,6 +22,7 @@ class PlaybackClock:
     def reanchor(self, now: float, total: int) -> None:
         self.anchor_t = now
         self.anchor_i = total
+        self.anchors += 1
 
     def buffered(self, now: float, total: int) -> float:
         """Frames ahead of playback (negative: the viewer starved)."""

@@ -14,7 +14,7 @@ __all__ = ["SessionEnv"]
 @dataclass
 class SessionEnv:
     frames_per_chunk: int
-    lead_chunks: float
+    lead_chunks: float  # world: the most chunks begun ahead of playback (the lead's ceiling)
     outbox_chunks: int
     window_frames: int
     max_actions_per_s: int
@@ -36,3 +36,6 @@ class SessionEnv:
     # the served model's check of one decoded frame (uint8 (H, W, 3)), run off the event loop; None:
     # the model cannot check its picture (sessiond.session.picture)
     check_picture: Callable[[Any], Awaitable[Any]] | None = None
+    # world: the lead follows what the session's chunks measured, under `lead_chunks`
+    # (sessiond.session.lead); False: always `lead_chunks`
+    adaptive_lead: bool = True

@@ -44,3 +44,5 @@ class ChunkJob:
     deadline: float
     arrival: float = 0.0  # when the request it serves arrived (request-level FIFO orders by it)
     players: tuple[int, ...] | None = None  # co-play: each player's newest action merged in (index = player)
+    start_by: float | None = None  # world: when the lead said to begin it; None: not a steady chunk (the
+    # session's first, or the first after its clock re-anchored), whose need says nothing of the lead

@@ -9,6 +9,7 @@ overrun answer, the fleet's hand-off and the client's requests (dispatched by
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from sessiond.session.connection import Connection
 from sessiond.session.coplay import CoPlay
 from sessiond.session.env import SessionEnv
 from sessiond.session.jobs import ChunkJob, EngineOp, Op
+from sessiond.session.lead import WorldLead
 from sessiond.session.lifecycle import Lifecycle, SessionState
 from sessiond.session.output import OutputStream
 from sessiond.session.picture import PictureMonitor
@@ -74,6 +76,9 @@ class Session:
         # causal decoder makes fewer frames of it (Wan: 9 of 12, tiny 5 of 8), so plans add a lead-in chunk
         self.fresh_stream = True
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
+        chunk_s = env.frames_per_chunk / record.fps
+        self.lead = WorldLead(env.lead_chunks * chunk_s, chunk_s, adaptive=env.adaptive_lead)
+        self._lead_anchors = -1  # the clock's re-anchor count when the last world chunk began
         self.audience = Audience(self.id, env.metrics)  # spectators: fed the frames the owner got
         self.picture = PictureMonitor(record.fps) if env.check_picture is not None else None
         self._picture_task: asyncio.Task[None] | None = None
@@ -338,7 +343,10 @@ class Session:
 
     def stats(self, now: float) -> Stats | None:
         """The periodic `stats` message, at most once a second."""
-        return self.meter.report(now, self.out.sent, self.out.media_frames)
+        stats = self.meter.report(now, self.out.sent, self.out.media_frames)
+        if stats is None or self.mode != "world":
+            return stats
+        return dataclasses.replace(stats, lead_ms=round(1000 * self.world_lead_s(), 1))
 
     # ---- what the scheduler sees -------------------------------------------------------------
     def has_room(self) -> bool:
@@ -353,7 +361,6 @@ class Session:
             return None
         if not self.steering or not self.has_room() or self.ops_pending_restore():
             return None
-        f = self.env.frames_per_chunk
         if self.mode == "world":
             if self.paused:
                 return None
@@ -361,13 +368,18 @@ class Session:
             if self.clock.buffered(now, total) < 0:
                 self.clock.reanchor(now, total)
             deadline = self.clock.dry_at(total)
-            lead = self.env.lead_chunks if self.lead_override is None else self.lead_override
-            return deadline, deadline - lead * f / self.record.fps
+            return deadline, deadline - self.world_lead_s()
         seg = self.segment
         if seg is None or seg.complete:
             return None
         deadline = seg.started_at + seg.delay_s + seg.frames_generated / self.record.fps  # its playback time
         return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
+
+    def world_lead_s(self) -> float:
+        """Seconds before its deadline a world chunk begins: the measured lead (`WorldLead`), at most
+        the one chunk admission leaves a session it names over its prior."""
+        cap = None if self.lead_override is None else self.lead_override * self.lead.chunk_s
+        return self.lead.lead_s(cap)
 
     def ops_pending_restore(self) -> bool:
         return any(op.kind == Op.RESTORE for op in self.ops)
@@ -386,6 +398,10 @@ class Session:
         self.job = ChunkJob(action=action, action_seq=self.actions.last_seq,
                             segment=self.record.segment, started_at=now, deadline=deadline,
                             arrival=now if arrival is None else arrival, players=players)
+        if self.mode == "world":  # measured for the lead only where its deadline follows its predecessor's
+            steady = self.chunks_done > 0 and self.clock.anchors == self._lead_anchors
+            self.job.start_by = arrival if steady else None
+            self._lead_anchors = self.clock.anchors
         return self.job
 
     def on_frames(self, job: ChunkJob, chunk: ChunkFrames) -> None:
@@ -396,8 +412,12 @@ class Session:
             return
         self.env.metrics.frames_generated.inc(len(frames))
         now = time.monotonic()
-        if self.mode == "world" and self.clock.arrive(now, self.out.total) and self.chunks_done > 0:
-            self.env.metrics.deadline_misses.inc()
+        if self.mode == "world":
+            missed = self.clock.arrive(now, self.out.total) and self.chunks_done > 0
+            if missed:
+                self.env.metrics.deadline_misses.inc()
+            if job.start_by is not None:
+                self.lead.observe(now - job.start_by, missed)
         seg = self.segment
         if seg is not None:
             keep = seg.take(len(frames))
