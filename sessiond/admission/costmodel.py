@@ -287,10 +287,11 @@ class CostModel:
             rates.append(chunk / (batch * self.chunk_media_s))
         return rates[0], rates[1]
 
-    def cost_rate(self, batch: int = 1, context_chunks: int | None = None) -> float:
-        """GPU seconds per media second for one session when `batch` sessions are generated together."""
+    def cost_rate(self, batch: int = 1, context_chunks: int | None = None, *, profile: bool = False) -> float:
+        """GPU seconds per media second for one session when `batch` sessions are generated together
+        (`profile`: by the start-up profile, as admission plans: its margin is measured against it)."""
         ctx = self.steady_context() if context_chunks is None else context_chunks
-        return self.predict_chunk(batch, ctx) / (batch * self.chunk_media_s)
+        return self.predict_chunk(batch, ctx, profile=profile) / (batch * self.chunk_media_s)
 
     def error(self, item: str) -> float | None:
         """Running relative error of predictions of `item` against measurements (None: none yet)."""

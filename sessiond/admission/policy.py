@@ -107,22 +107,30 @@ class PolicyBase(ABC):
         total = extra_duty + sum(self.tracker.duty(s, now) for s in self.tracker.sessions() if s != exclude)
         if total <= 0 or not self.cost.calibrated():
             return 0.0, total
-        return total * self.cost.cost_rate(self.expected_batch(total)), total
+        return total * self.rate(self.expected_batch(total)), total
+
+    def rate(self, batch: int) -> float:
+        """Engine seconds per media second of one session at this batch, by the start-up profile: the
+        margin is the measured overrun over that profile (`CostModel.margin`), so planning with the
+        online-corrected costs under it would count a machine running slow twice (on an H100 the
+        steps' median overrun of the profile was +10% and its p95 +32%: a margin of 0.25 on costs
+        already 10% up refused a second world player that fits)."""
+        return self.cost.cost_rate(batch, profile=True)
 
     def best_batch(self, group: int) -> int:
         """The batch a group of `group` sessions is served at: the cheapest per session up to
         `max_batch` (the scheduler batches only where the cost model says batching helps)."""
         top = max(1, min(group, self.max_batch))
-        return min(range(1, top + 1), key=lambda b: (self.cost.cost_rate(b) - 1e-12 * b, b))
+        return min(range(1, top + 1), key=lambda b: (self.rate(b) - 1e-12 * b, b))
 
     def group_cost_rate(self, group: int) -> float:
         """Engine seconds per media second of one session in a group of `group` generating together."""
-        return self.cost.cost_rate(self.best_batch(group))
+        return self.rate(self.best_batch(group))
 
     def group_step_s(self, group: int) -> float:
         """Wall seconds until every session of the group has its next chunk (steps of the best batch)."""
         b = self.best_batch(group)
-        return self.cost.predict_chunk(b, self.cost.steady_context()) * math.ceil(group / b)
+        return self.cost.predict_chunk(b, self.cost.steady_context(), profile=True) * math.ceil(group / b)
 
     @property
     def jitter_s(self) -> float:
@@ -160,7 +168,7 @@ class PolicyBase(ABC):
         served = 0
         for n in range(1, limit + 1):
             total = n * duty
-            if total * self.cost.cost_rate(self.expected_batch(total)) > self.load_budget + 1e-12:
+            if total * self.rate(self.expected_batch(total)) > self.load_budget + 1e-12:
                 break
             unserved.append(1.0 - model.served_share(own[0] * n, own[1] * n))
             risk = sum(_binomial_pmf(n - 1, duty, k) * unserved[k + 1] for k in range(1, n))
@@ -271,13 +279,14 @@ class DutyPolicy(PolicyBase):
             self.cost.settle()
         fits, need = model.alone(request.mode)
         if not fits and others:
-            # the cost model follows the engine's measured steps, and those ran beside the open
+            # the margin follows the engine's measured steps, and those ran beside the open
             # sessions (and whatever else shares the machine): not a verdict on one session alone
             n = len(others)
             return self._decision(False, "full", need, retry_after_s=self._retry(self.retry_max_s),
                                   detail=f"a {request.mode} session needs {need:.2f} s of engine time per media "
-                                  f"second as the engine measures now, with {n} other session{'s' if n != 1 else ''} "
-                                  f"open (budget {model.budget:.2f}){_close_hint(n, 'it' if n == 1 else 'they')}")
+                                  f"second, more than the {model.budget:.2f} the engine's steps leave as measured "
+                                  f"with {n} other session{'s' if n != 1 else ''} open"
+                                  f"{_close_hint(n, 'it' if n == 1 else 'they')}")
         if not fits:
             return self._decision(False, "never", need, detail=self._never_detail(request.mode, model, need))
         others_load, _ = self.load(now, exclude=request.session_id)
