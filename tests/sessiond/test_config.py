@@ -106,3 +106,10 @@ def test_cors_origins_come_from_a_comma_list_and_must_be_bare_origins() -> None:
     with pytest.raises(ServeConfigError) as err:
         ServeConfig.from_mapping({"cors_origins": "http://gw:8000/path"})
     assert err.value.option == "cors_origins"
+
+
+def test_the_world_lead_follows_the_measured_chunks_unless_fixed() -> None:
+    assert ServeConfig().fixed_lead is False
+    c = config_from_args(build_parser().parse_args(["serve", "--fixed-lead", "--lead-chunks", "1.5"]))
+    assert (c.fixed_lead, c.lead_chunks) == (True, 1.5)
+    assert config_from_args(build_parser().parse_args(["serve"])).fixed_lead is False
