@@ -30,6 +30,7 @@ const world = {
   session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
+  leadMs: null, // how long before its frames play the server begins a chunk now (the `stats` message's lead_ms)
 };
 window.world = world;
 
@@ -77,7 +78,13 @@ function onMessage(message) {
       break;
     }
     case "moved": world.moved = message; log(`moved to ${message.webrtc_url}`); follow(attempt); break;
-    case "stats": if (message.queue !== undefined) $("queue").textContent = String(message.queue); break;
+    case "stats":
+      if (message.queue !== undefined) $("queue").textContent = String(message.queue);
+      if (message.lead_ms !== undefined && message.lead_ms !== null) {
+        world.leadMs = message.lead_ms;
+        $("lead").textContent = `${Math.round(message.lead_ms)} ms`;
+      }
+      break;
     case "presence": {
       world.presence = message;
       $("presence").textContent = presenceText(message, world.player === undefined ? 0 : world.player);

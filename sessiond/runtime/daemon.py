@@ -275,7 +275,7 @@ class Daemon:
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
             wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, reserve=self.positions.reserve,
             metrics=self.metrics, plan_start=self._plan_start, check_picture=self._picture_checker(),
-            adaptive_lead=not c.fixed_lead)
+            adaptive_lead=not c.fixed_lead, open_sessions=lambda: len(self.sessions))
 
     def _picture_checker(self) -> Callable[[Any], Awaitable[Any]] | None:
         """The served model's frame check run in the pack executor, or None (sessiond.session.picture)."""

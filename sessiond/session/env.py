@@ -39,3 +39,6 @@ class SessionEnv:
     # world: the lead follows what the session's chunks measured, under `lead_chunks`
     # (sessiond.session.lead); False: always `lead_chunks`
     adaptive_lead: bool = True
+    # how many sessions the daemon holds open (this one included): a world session measures its lead
+    # only while it has the engine to itself (sessiond.session.lead says why)
+    open_sessions: Callable[[], int] = lambda: 1

@@ -10,7 +10,12 @@ machine and load it may run on; this one follows what the session's own chunks m
 A chunk's *need* is the seconds from its start-by (deadline - lead) to its frames arriving: the
 wait behind other sessions' chunks, the engine's time and the hand-over, everything that decides
 whether the frames come in time. The ceiling is the configured lead (`--lead-chunks`, else the
-model's advice): never more than before. Until `min_samples` chunks were measured the lead is the
+model's advice): never more than before. The measured lead holds only while the session has the
+engine to itself: beside other sessions a chunk waits behind steps whose size changes with every
+segment a director starts, which the needs measured before cannot foresee, and the start plan of a
+new segment (`sessiond.runtime.start_plan`) must be able to move a world chunk earlier; there the
+lead is the ceiling (replayed at the engine issue's target costs, world sessions at a measured
+~0.3 s lead beside directors made the plan advise those directors start delays of 8-16 s). Until `min_samples` chunks were measured the lead is the
 ceiling. A miss (frames after their deadline) adds half a chunk to `extra` (up to the ceiling),
 which halves after every `calm_chunks` chunks without a miss: one slow moment costs latency for a
 while, not a stream of stalls.
@@ -45,11 +50,11 @@ class WorldLead:
             raise ValueError(f"lead and chunk must be positive seconds, got {self.ceiling_s}, {self.chunk_s}")
         self._needs = deque(maxlen=self.window)
 
-    def lead_s(self, cap_s: float | None = None) -> float:
+    def lead_s(self, cap_s: float | None = None, *, shared: bool = False) -> float:
         """Seconds before a chunk's deadline to begin it; `cap_s` (admission cut this session's
-        lead) lowers the ceiling."""
+        lead) lowers the ceiling; `shared` (other sessions are open beside it): the ceiling."""
         ceiling = self.ceiling_s if cap_s is None else min(self.ceiling_s, cap_s)
-        if not self.adaptive or len(self._needs) < self.min_samples:
+        if shared or not self.adaptive or len(self._needs) < self.min_samples:
             return ceiling
         wanted = self.headroom * max(self._needs) + self.pad_s + self._extra_s
         return min(ceiling, max(self.floor_frac * self.chunk_s, wanted))

@@ -376,10 +376,11 @@ class Session:
         return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
 
     def world_lead_s(self) -> float:
-        """Seconds before its deadline a world chunk begins: the measured lead (`WorldLead`), at most
-        the one chunk admission leaves a session it names over its prior."""
+        """Seconds before its deadline a world chunk begins: the measured lead (`WorldLead`) while the
+        session has the engine to itself, else the configured one; at most the one chunk admission
+        leaves a session it names over its prior."""
         cap = None if self.lead_override is None else self.lead_override * self.lead.chunk_s
-        return self.lead.lead_s(cap)
+        return self.lead.lead_s(cap, shared=self.env.open_sessions() > 1)
 
     def ops_pending_restore(self) -> bool:
         return any(op.kind == Op.RESTORE for op in self.ops)

@@ -49,6 +49,13 @@ def test_the_lead_keeps_a_quarter_chunk_however_fast_the_chunks() -> None:
     assert lead.lead_s() == 0.0625
 
 
+def test_beside_other_sessions_the_lead_is_the_configured_one() -> None:
+    lead = _fed(WorldLead(ceiling_s=0.5, chunk_s=0.25), [0.1] * 8)
+    assert lead.lead_s(shared=True) == 0.5
+    assert lead.lead_s(cap_s=0.25, shared=True) == 0.25
+    assert lead.lead_s() == pytest.approx(0.14)  # alone again: the measured lead, the needs kept
+
+
 def test_a_fixed_lead_ignores_the_measurements() -> None:
     lead = _fed(WorldLead(ceiling_s=0.5, chunk_s=0.25, adaptive=False), [0.05] * 20)
     assert lead.lead_s() == 0.5
@@ -119,6 +126,17 @@ def test_a_session_with_a_fixed_lead_keeps_it(monkeypatch) -> None:
     session = make_session(env=make_env(lead_chunks=2.0, adaptive_lead=False))
     session.attach(Connection("raw"))
     assert _play(session, monkeypatch, chunks=12, gen_s=0.2) == [1.0] * 12
+
+
+def test_a_session_beside_another_begins_its_chunks_at_the_configured_lead(monkeypatch) -> None:
+    open_now = [1]
+    session = make_session(env=make_env(lead_chunks=2.0, open_sessions=lambda: open_now[0]))
+    session.attach(Connection("raw"))
+    assert _play(session, monkeypatch, chunks=11, gen_s=0.2)[-1] == pytest.approx(0.25)
+    open_now[0] = 2  # a director opens beside it: its next chunk begins a whole configured lead ahead
+    assert _play(session, monkeypatch, chunks=2, gen_s=0.2, first_t=200.0) == [1.0, 1.0]
+    open_now[0] = 1
+    assert _play(session, monkeypatch, chunks=1, gen_s=0.2, first_t=300.0) == [pytest.approx(0.25)]
 
 
 def test_the_chunk_after_a_pause_is_not_taken_for_a_slow_one(monkeypatch) -> None:
