@@ -45,8 +45,8 @@ def add_parser(sub: Any, name: str) -> None:
                             "otherwise be refused for capacity (default 60)")
     serve.add_argument("--lead-chunks", type=float, default=None,
                        help="world mode: the most chunks begun ahead of playback (default: the model's; 2, the demo model 1); "
-                       "each session begins its chunks as late as its own chunks measured they may, within this "
-                       "(action-to-photon falls with it), unless --fixed-lead")
+                       "a session alone on the engine begins its chunks as late as its own chunks measured they may, "
+                       "within this (action-to-photon falls with it), unless --fixed-lead")
     serve.add_argument("--fixed-lead", action="store_true",
                        help="world mode: always begin chunks --lead-chunks ahead, not as late as measured")
     serve.add_argument("--max-sessions", type=int, default=None, help="most sessions open at once (default 64)")
