@@ -65,8 +65,8 @@ class ServeConfig:
     start_history: str | None = None
     # sessions
     lead_chunks: float | None = None  # world: chunks generated ahead of the playback clock; None: the model's (2; demo 1)
-    # world: lead_chunks is the most; each session begins chunks as late as its own chunks measured they may
-    # (sessiond/session/lead.py). True: always lead_chunks
+    # world: lead_chunks is the most; a session alone on the engine begins chunks as late as its own chunks
+    # measured they may (sessiond/session/lead.py). True: always lead_chunks
     fixed_lead: bool = False
     idle_offload_s: float = 30.0  # idle this long: KV goes to host memory (sessiond/runtime/idle_offload.py)
     idle_close_s: float = 600.0  # idle this long: the session is closed

@@ -15,8 +15,8 @@ engine to itself: beside other sessions a chunk waits behind steps whose size ch
 segment a director starts, which the needs measured before cannot foresee, and the start plan of a
 new segment (`sessiond.runtime.start_plan`) must be able to move a world chunk earlier; there the
 lead is the ceiling (replayed at the engine issue's target costs, world sessions at a measured
-~0.3 s lead beside directors made the plan advise those directors start delays of 8-16 s). Until `min_samples` chunks were measured the lead is the
-ceiling. A miss (frames after their deadline) adds half a chunk to `extra` (up to the ceiling),
+~0.3 s lead beside directors made the plan advise those directors start delays of 8-16 s). Until
+`min_samples` chunks were measured the lead is the ceiling. A miss (frames after their deadline) adds half a chunk to `extra` (up to the ceiling),
 which halves after every `calm_chunks` chunks without a miss: one slow moment costs latency for a
 while, not a stream of stalls.
 """
@@ -42,6 +42,7 @@ class WorldLead:
     calm_chunks: int = 128
     misses: int = 0
     _needs: deque[float] = field(default_factory=deque, repr=False)
+    _need_max: float = 0.0  # the largest of `_needs`, kept as they change (the scheduler asks often)
     _extra_s: float = 0.0
     _calm: int = 0
 
@@ -56,13 +57,14 @@ class WorldLead:
         ceiling = self.ceiling_s if cap_s is None else min(self.ceiling_s, cap_s)
         if shared or not self.adaptive or len(self._needs) < self.min_samples:
             return ceiling
-        wanted = self.headroom * max(self._needs) + self.pad_s + self._extra_s
+        wanted = self.headroom * self._need_max + self.pad_s + self._extra_s
         return min(ceiling, max(self.floor_frac * self.chunk_s, wanted))
 
     def observe(self, need_s: float, missed: bool) -> None:
         """One chunk's need (seconds from its start-by until its frames arrived) and whether its
         frames came after their deadline."""
         self._needs.append(max(0.0, need_s))
+        self._need_max = max(self._needs)
         if missed:
             self.misses += 1
             self._extra_s = min(self.ceiling_s, self._extra_s + 0.5 * self.chunk_s)
@@ -76,5 +78,5 @@ class WorldLead:
     def snapshot(self) -> dict[str, float | int | None]:
         """For the session's stats: the lead now, the largest need measured, the misses counted."""
         return {"lead_ms": round(1000 * self.lead_s(), 1),
-                "need_max_ms": round(1000 * max(self._needs), 1) if self._needs else None,
+                "need_max_ms": round(1000 * self._need_max, 1) if self._needs else None,
                 "misses": self.misses}
