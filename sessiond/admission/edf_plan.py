@@ -85,16 +85,25 @@ def segment_chunks(owner: str, ask: SegmentAsk, delay_s: float) -> list[PlanChun
     return [PlanChunk(owner, max(ask.now, d - ask.lead_s), d, ask.jitter_s) for d in deadlines]
 
 
-def joins_batch(t: float, single_s: float, more_s: float, earliest_by: float, candidate_by: float) -> bool:
+def joins_batch(t: float, single_s: float, more_s: float, earliest_by: float, candidate_by: float, *,
+                now_s: float | None = None, next_by: float = math.inf) -> bool:
     """Whether the next ready chunk (due by `candidate_by`) joins a step begun at `t`, where a step
-    of one more chunk is worth it (`more_s`: its seconds; `single_s`: one chunk's): while the earliest
-    (due by `earliest_by`) can still be met, only if the bigger step still meets it; once it is lost,
-    only if the candidate is lost as well (an on-time chunk would make the lost one later still, and
-    its owner's next chunks late behind it). The scheduler's rule (`runtime.scheduler`) and the
-    plan's (`late_chunks`), one definition."""
+    of one more chunk is worth it (`more_s`: its seconds; `now_s`: the step's without it, default
+    `single_s`: one chunk's): while the earliest (due by `earliest_by`) can still be met, only if the
+    bigger step still meets it and makes no chunk late that is due before the candidate and would be
+    on time without it (`next_by`: the earliest due of the chunks that follow this step, the batch's
+    owners' next ones and the ready ones left out: a step bigger by a chunk due in ten seconds must
+    not push a session's next chunk, due in one, past its time); once the earliest is lost, only if
+    the candidate is lost as well (an on-time chunk would make the lost one later still, and its
+    owner's next chunks late behind it). The scheduler's rule (`runtime.scheduler`) and the plan's
+    (`late_chunks`), one definition."""
     if t + single_s > earliest_by:
         return t + single_s > candidate_by
-    return t + more_s <= earliest_by
+    if t + more_s > earliest_by:
+        return False
+    before = single_s if now_s is None else now_s
+    # served after this step, one chunk at least: on time if the candidate waits, late if it joins
+    return not (next_by < candidate_by and t + before + single_s <= next_by < t + more_s + single_s)
 
 
 def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int], float],
@@ -102,7 +111,8 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
     """The chunks ready after `ready_by` when one engine serves them from `start` as the scheduler
     does: each step takes the released chunks with the earliest deadlines, at most one per session
     (a session's chunks are made in turn) and at most `max_batch`, adding the (b+1)-th only when
-    `step_s(b+1) < step_s(b) + step_s(1)` and `joins_batch` says so (the scheduler's rule);
+    `step_s(b+1) < step_s(b) + step_s(1)` and `joins_batch` says so (the scheduler's rule; the
+    chunks that follow the step: the batch's owners' next ones and the ready ones left out);
     `step_s(b)`: seconds of a step of b chunks."""
     queues: dict[str, list[PlanChunk]] = {}
     for chunk in sorted(chunks, key=lambda c: c.deadline):
@@ -119,7 +129,14 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
         size, single = 1, step_s(1)
         while size < min(max_batch, len(ready)):
             now_s, more_s = step_s(size), step_s(size + 1)
-            if more_s >= now_s + single or not joins_batch(t, single, more_s, ready[0].ready_by, ready[size].ready_by):
+            if more_s >= now_s + single:
+                break
+            after = [queues[c.owner][heads[c.owner] + 1] for c in ready[:size + 1]
+                     if heads[c.owner] + 1 < len(queues[c.owner])]
+            next_by = min((c.ready_by for c in [*after, *ready[size + 1:]] if c.release <= t + more_s + _EPS),
+                          default=math.inf)
+            if not joins_batch(t, single, more_s, ready[0].ready_by, ready[size].ready_by, now_s=now_s,
+                               next_by=next_by):
                 break
             size += 1
         t += step_s(size)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -180,27 +181,30 @@ class Scheduler:
                 next_at = start_by
         ready.sort(key=lambda r: (r[0], r[1]))
         chosen = []
-        for _, _, session, begin, deadline, arrival in ready[: self.batch_size(now, [r[4] for r in ready])]:
+        size = self.batch_size(now, [r[4] for r in ready], [r[2].following_deadline(r[4]) for r in ready])
+        for _, _, session, begin, deadline, arrival in ready[:size]:
             job = session.begin_job(now, deadline, arrival) if begin else session.job
             assert job is not None
             chosen.append((session, job, begin))
         return chosen, next_at
 
-    def batch_size(self, now: float, deadlines: list[float]) -> int:
-        """How many of the ready chunks (in the order they are served, with these deadlines) go
-        into this step."""
+    def batch_size(self, now: float, deadlines: list[float], following: list[float | None] | None = None) -> int:
+        """How many of the ready chunks (in the order they are served, with these deadlines; their
+        owners' next chunks due at `following`, None where an owner has none) go into this step."""
         top = min(self.max_batch, len(deadlines))
         cost = self.chunk_cost
         if cost is None or top <= 1:
             return top
+        nexts = [math.inf if d is None else d for d in (following or [None] * len(deadlines))]
         single, size = cost(1), 1
         earliest = deadlines[0]
         while size < top:
             now_s, more_s = cost(size), cost(size + 1)
             if more_s >= now_s + single:
                 break  # no batching gain: the next chunk is better served after
-            if not joins_batch(now, single, more_s, earliest, deadlines[size]):
-                break  # it would make the earliest deadline late, or join a lost one while on time
+            next_by = min([*nexts[:size + 1], *deadlines[size + 1:]], default=math.inf)
+            if not joins_batch(now, single, more_s, earliest, deadlines[size], now_s=now_s, next_by=next_by):
+                break  # it would make the earliest deadline (or a chunk due before it) late, or join a lost one
             size += 1
         return size
 

@@ -375,6 +375,16 @@ class Session:
         deadline = seg.started_at + seg.delay_s + seg.frames_generated / self.record.fps  # its playback time
         return deadline, deadline - self.env.director_lead_s  # lossless, but never far ahead of playback
 
+    def following_deadline(self, deadline: float) -> float | None:
+        """When the chunk after the one due at `deadline` is due (its playback time), None when this
+        session will want none after it (a director's segment ends with it)."""
+        f = self.env.frames_per_chunk
+        if self.mode == "director":
+            seg = self.segment
+            if seg is None or seg.frames_target - seg.frames_generated <= f:
+                return None
+        return deadline + f / self.record.fps
+
     def world_lead_s(self) -> float:
         """Seconds before its deadline a world chunk begins: the measured lead (`WorldLead`) while the
         session has the engine to itself, else the configured one; at most the one chunk admission

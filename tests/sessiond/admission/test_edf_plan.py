@@ -7,6 +7,7 @@ from sessiond.admission.edf_plan import (
     Periodic,
     PlanChunk,
     SegmentAsk,
+    joins_batch,
     late_chunks,
     segment_chunks,
     start_delay,
@@ -105,3 +106,37 @@ def test_a_director_behind_by_one_chunk_does_not_push_the_next_one_out_by_ten_se
     assert delay is not None and 0.76 <= delay <= 0.775
     late = late_chunks([*owed, *segment_chunks("b", ask, delay)], 0.0, step_s, 4)
     assert [(c.owner, c.deadline) for c in late] == [("a", 0.21)]
+
+
+def test_a_far_chunk_joins_a_step_only_if_no_chunk_due_before_it_turns_late() -> None:
+    # a step of one chunk 0.355 s, of two 0.664 s; the earliest is due by 0.97 either way
+    def joins(candidate_by: float, next_by: float) -> bool:
+        return joins_batch(0.0, 0.355, 0.664, 0.97, candidate_by, now_s=0.355, next_by=next_by)
+
+    assert not joins(5.0, 0.97)  # the earliest's owner's next chunk: 0.71 alone, 1.019 behind the pair
+    assert joins(5.0, 1.72)  # due later than the pair and one chunk take: on time either way
+    assert joins(0.9, 0.97)  # the candidate itself is due first: it goes now, batching only helps
+    assert joins(5.0, 0.5)  # lost either way (0.71 > 0.5): the pair does not make it lost
+    assert joins_batch(0.0, 0.355, 0.664, 0.97, 5.0)  # without a next chunk known: the earliest alone decides
+
+
+def test_a_newcomer_waits_for_the_chunks_due_before_its_own_not_for_the_whole_segment() -> None:
+    """Seen on the H100 (family f40389019, directors-idle-16): b's `direct` came 0.3 s after a's,
+    while a still owed its lead-in and first chunk, both due at 1.07 s. b's chunks, released at once
+    (a director may be made 10 s ahead), joined a's first in a step of two, so a's second came 1.02 s
+    in, late; every start of b was refused that way, and b was told to wait the plan's limit (10 s)
+    though a's segment ends in 5. A far chunk now waits where it would make a nearer one late: b
+    starts in under 2 s, both on time."""
+    steps = [0.355, 0.664, 0.987, 1.309]  # the H100's profile at the world geometry, stretched
+
+    def step_s(b: int) -> float:
+        return steps[b - 1]
+
+    owed = [PlanChunk("a", d - 10.0, d, 0.1) for d in (1.07, 1.07, 1.82, 2.57, 3.32, 4.07, 4.82)]
+    assert late_chunks(owed, 0.0, step_s, 4) == []
+    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.75, lead_chunks=1, jitter_s=0.1, lead_s=10.0)
+    delay = start_delay("b", ask, owed, start=0.0, step_s=step_s, max_batch=4, max_delay_s=10.0)
+    assert delay is not None and 1.82 <= delay <= 1.84
+    assert late_chunks([*owed, *segment_chunks("b", ask, delay)], 0.0, step_s, 4) == []
+    assert [(c.owner, c.deadline) for c in late_chunks([*owed, *segment_chunks("b", ask, 1.5)], 0.0, step_s, 4)] \
+        == [("b", 1.5)]

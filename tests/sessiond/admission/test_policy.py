@@ -211,7 +211,7 @@ def test_a_session_that_does_not_fit_alone_beside_open_ones_is_not_refused_for_g
 def test_online_corrections_do_not_move_what_admission_plans_with() -> None:
     # admission plans with the start-up profile, and its margin is the steps' measured overrun over
     # that profile: the corrected costs under that margin would count a slow machine twice
-    cost = known_cost(0.5)
+    cost = known_cost(0.5, clock=lambda: 100.0)  # no time passes: the corrections do not fade
     policy = _duty(cost)
     assert _ask(policy, "w1", "world").admitted
     for _ in range(100):  # the online correction, as the engine's steps report 0.9 s per 1 s chunk

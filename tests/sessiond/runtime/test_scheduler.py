@@ -243,3 +243,22 @@ def test_a_chunk_joins_the_batch_only_where_batching_helps() -> None:
     # owner's next chunks behind it); chunks lost as well join it, for throughput
     assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, *far]) == 1
     assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.2, 0.3, 0.45, 0.6, *far]) == 3
+    # a far chunk does not join where it would make the earliest owner's next chunk late: alone
+    # 0.5 + 0.5 <= 1.05, behind a pair 0.6 + 0.5 > 1.05 (its owner has none after: no matter)
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.75, 100.0], [1.05, None]) == 1
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.75, 100.0], [1.2, None]) == 2
+    assert sched(lambda b: 0.5 + 0.1 * (b - 1)).batch_size(0.0, [0.75, 100.0], [None, None]) == 2
+
+
+def test_a_chunks_successor_is_due_a_chunk_later_and_a_segments_last_chunk_has_none() -> None:
+    # the scheduler's batching looks one chunk ahead of each owner (`Session.following_deadline`)
+    director = _attached("s_d", "director", env=make_env(plan_start=lambda sid, seconds, lead_in: 0.2))
+    world = _attached("s_w")
+    chunk_s = director.env.frames_per_chunk / director.record.fps
+    director.start_segment(re=1, seconds=5.0)
+    seg = director.segment
+    assert world.following_deadline(10.0) == pytest.approx(10.0 + chunk_s)
+    seg.frames_generated = seg.frames_target - 2 * director.env.frames_per_chunk
+    assert director.following_deadline(10.0) == pytest.approx(10.0 + chunk_s)
+    seg.frames_generated = seg.frames_target - director.env.frames_per_chunk  # the chunk due at 10 s ends it
+    assert director.following_deadline(10.0) is None
