@@ -124,8 +124,8 @@ def test_a_newcomer_waits_for_the_chunks_due_before_its_own_not_for_the_whole_se
     """Seen on the H100 (family f40389019, directors-idle-16): b's `direct` came 0.3 s after a's,
     while a still owed its lead-in and first chunk, both due at 1.07 s. b's chunks, released at once
     (a director may be made 10 s ahead), joined a's first in a step of two, so a's second came 1.02 s
-    in, late; every start of b was refused that way, and b was told to wait the plan's limit (10 s)
-    though a's segment ends in 5. A far chunk now waits where it would make a nearer one late: b
+    in, late; every start of b was refused that way until b's chunks were no longer released at once
+    (10 s: a director's chunk is begun at most 10 s before it plays), though a's segment ends in 5. A far chunk now waits where it would make a nearer one late: b
     starts in under 2 s, both on time."""
     steps = [0.355, 0.664, 0.987, 1.309]  # the H100's profile at the world geometry, stretched
 
