@@ -61,6 +61,9 @@ class SessionResult:
     # each stall: when (seconds from the replay start, to line up with the daemon's log), how late,
     # in which segment (None for a world session) and at which of its frames
     stall_events: list[dict[str, Any]] = field(default_factory=list)
+    # each director segment that started playing: when its `direct` went (seconds from the replay
+    # start), which segment, and its start delay (to line a late start up with the daemon's log)
+    start_events: list[dict[str, Any]] = field(default_factory=list)
     directs_unanswered: int = 0
     actions_unresolved: int = 0
     events_sent: int = 0
@@ -102,7 +105,7 @@ class SessionResult:
             "ttff_ms": summarize(self.ttff_ms), "segment_ms": summarize(self.segment_ms),
             "start_delay_ms": summarize(self.start_delay_ms),
             "stalls": {"count": self.stalls, "seconds": round(self.stall_s, 3)},
-            "stall_events": self.stall_events,
+            "stall_events": self.stall_events, "start_events": self.start_events,
             "action_to_photon_ms": summarize(self.action_to_photon_ms),
             "interrupt_ms": summarize(self.interrupt_ms, ("p50", "p95")),
             "stale_frames_after_ack": self.stale_frames_after_ack, "pts_errors": self.pts_errors,
@@ -316,6 +319,8 @@ class SessionMeter:
             start = t if direct.play_at is None else max(t, direct.play_at)
             direct.start_delay_ms = (start - direct.sent) * 1000.0
             self.result.start_delay_ms.append(direct.start_delay_ms)
+            self.result.start_events.append({"at_s": round(direct.sent - self.origin, 3), "segment": segment,
+                                             "start_delay_ms": round(direct.start_delay_ms, 1)})
             direct.playing = (start, pts if direct.start_pts is None else direct.start_pts)
         elif direct.playing is not None:
             anchor_t, anchor_pts = direct.playing

@@ -174,6 +174,9 @@ def test_a_player_starting_at_once_stalls_where_one_honouring_the_advice_does_no
     assert patient.within_objective(Objectives(director_start_delay_p95_s=0.8)) is False
     assert patient.to_json(Objectives())["stalls"] == {"count": 0, "seconds": 0.0}
     assert patient.to_json(Objectives())["stall_events"] == []
+    # each start on record: the direct at 0 s, segment 1, started 0.95 s later (0.3 s + the advice)
+    assert patient.to_json(Objectives())["start_events"] == [{"at_s": 0.0, "segment": 1, "start_delay_ms": 950.0}]
+    assert eager.start_events == [{"at_s": 0.0, "segment": 1, "start_delay_ms": 300.0}]
 
 
 def test_a_world_deadline_miss_is_a_stall_of_the_player() -> None:
