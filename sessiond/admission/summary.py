@@ -32,6 +32,7 @@ class AdmissionSummary:
     policy: str = "duty"
     margin: dict[str, Any] | None = None  # the margin (1 - budget) and where it came from (CostModel.margin_snapshot)
     verdict: Verdict | None = None  # how the start settled its verdict against this machine's earlier starts
+    cpu: tuple[int, int] | None = None  # a CPU engine's (torch threads, the machine's cores)
 
     @property
     def statement(self) -> str:
@@ -52,6 +53,10 @@ class AdmissionSummary:
         for mode, why in self.cannot.items():
             text += (f" It cannot serve a {_LABEL[mode]} session within objective on this machine ({why}); "
                      f"to look anyway, start it with {LOOK_ANYWAY}.")
+        if self.cannot and self.cpu is not None and self.cpu[0] < self.cpu[1]:
+            threads, cores = self.cpu
+            text += (f" The engine runs on {threads} of this machine's {cores} cores (the rest encode and send "
+                     f"frames): --cpu-threads {cores} gives it more, at the cost of the streams' share.")
         return text
 
     def to_json(self) -> dict[str, Any]:
@@ -67,8 +72,9 @@ def serves_of(policy: PolicyBase) -> dict[str, int]:
     return {m: min(cap, policy.mode_capacity(m)) for m in MODES}
 
 
-def summarize(policy: Any, now: float) -> AdmissionSummary | None:
-    """The summary of a built policy (None for a policy handed in from outside)."""
+def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> AdmissionSummary | None:
+    """The summary of a built policy (None for a policy handed in from outside); `cpu`: a CPU engine's
+    (threads, the machine's cores), for the hint when a mode does not fit."""
     if isinstance(policy, KVPoolAdmission):
         open_now, room = policy.room()
         return AdmissionSummary(serves=dict.fromkeys(MODES, open_now + room), serves_now=dict.fromkeys(MODES, room),
@@ -91,7 +97,7 @@ def summarize(policy: Any, now: float) -> AdmissionSummary | None:
     spread = policy.cost.spread(1) if policy.cost.calibrated() else None
     margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
     return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin,
-                            policy.start_verdict)
+                            policy.start_verdict, cpu)
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

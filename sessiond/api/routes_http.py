@@ -189,7 +189,7 @@ async def capacity(request: Request) -> Response:
     daemon = _daemon(request)
     now = time.monotonic()
     body: dict[str, Any] = {}
-    summary = summarize(daemon.admission.policy, now) if daemon.admission is not None else None
+    summary = summarize(daemon.admission.policy, now, daemon.cpu_share()) if daemon.admission is not None else None
     if summary is not None:  # first, the answer a person wants: can I get a session of each mode now?
         body.update(summary.to_json())
     body |= {

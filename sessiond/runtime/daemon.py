@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -179,7 +180,7 @@ class Daemon:
                     time.monotonic() - started, info.attention or "not reported",
                     ", chosen by measurement: " + ", ".join(f"{n} {ms:g} ms" for n, ms in info.attention_timings_ms)
                     if info.attention_timings_ms else "")
-        summary = summarize(self.admission.policy, time.monotonic())
+        summary = summarize(self.admission.policy, time.monotonic(), self.cpu_share())
         if summary is not None:
             logger.info("%s", summary.statement)
 
@@ -238,6 +239,13 @@ class Daemon:
                 return
 
     # ---- helpers -----------------------------------------------------------------------------
+    def cpu_share(self) -> tuple[int, int] | None:
+        """(the engine's torch threads, the machine's cores) for an engine on the CPU, else None."""
+        if not self.host.loaded or self.host.info.device != "cpu":
+            return None
+        threads = self.config.engine_threads("cpu")
+        return None if threads is None else (threads, os.cpu_count() or 1)
+
     @property
     def info(self) -> ModelInfo:
         if not self.host.loaded:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from typing import Any
 
@@ -121,8 +122,14 @@ def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is
     assert cap["serves_now"]["director"] >= 1
     why = cap["cannot"]["world"]
     assert why.startswith("an input would show after ") and why.endswith(" s, the objective is 0.05 s")
-    assert cap["statement"].endswith(f" It cannot serve a World session within objective on this machine ({why}); "
-                                     "to look anyway, start it with --policy kv.")
+    said_why = (f" It cannot serve a World session within objective on this machine ({why}); "
+                "to look anyway, start it with --policy kv.")
+    cores = os.cpu_count() or 1
+    threads = max(1, min(4, cores // 2))  # the CPU engine's default: half the cores
+    if threads < cores:  # and where the engine has fewer threads than the machine has cores, how to give it more
+        said_why += (f" The engine runs on {threads} of this machine's {cores} cores (the rest encode and send "
+                     f"frames): --cpu-threads {cores} gives it more, at the cost of the streams' share.")
+    assert cap["statement"].endswith(said_why)
     said = [r.getMessage() for r in caplog.records if r.name == "sessiond.runtime.daemon"]
     assert said[-1] == cap["statement"]  # the start-up line after "engine ready"
     assert refused.status_code == 503
