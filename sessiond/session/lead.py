@@ -16,9 +16,9 @@ segment a director starts, which the needs measured before cannot foresee, and t
 new segment (`sessiond.runtime.start_plan`) must be able to move a world chunk earlier; there the
 lead is the ceiling (replayed at the engine issue's target costs, world sessions at a measured
 ~0.3 s lead beside directors made the plan advise those directors start delays of 8-16 s). Until
-`min_samples` chunks were measured the lead is the ceiling. A miss (frames after their deadline) adds half a chunk to `extra` (up to the ceiling),
-which halves after every `calm_chunks` chunks without a miss: one slow moment costs latency for a
-while, not a stream of stalls.
+`min_samples` chunks were measured the lead is the ceiling. A miss (frames after their deadline)
+adds half a chunk to `extra` (up to the ceiling), which halves after every `calm_chunks` chunks
+without a miss: one slow moment costs latency for a while, not a stream of stalls.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from engine.api import StepPlan, StepResult
 from loadtest.replay.report import build_report
 from loadtest.replay.runner import run_replay
 from sessiond.admission.decision import Objectives
+from sessiond.config import ServeConfig
 from sessiond.traces import Trace, TraceEvent, TraceHeader
 from tests.conftest import off_loop, running_daemon, tiny_engine
 
@@ -125,7 +126,8 @@ def test_a_mode_this_start_cannot_serve_is_said_with_the_flag_and_its_refusal_is
     said_why = (f" It cannot serve a World session within objective on this machine ({why}); "
                 "to look anyway, start it with --policy kv.")
     cores = os.cpu_count() or 1
-    threads = max(1, min(4, cores // 2))  # the CPU engine's default: half the cores
+    threads = ServeConfig().engine_threads("cpu")  # the CPU engine's default
+    assert threads is not None
     if threads < cores:  # and where the engine has fewer threads than the machine has cores, how to give it more
         said_why += (f" The engine runs on {threads} of this machine's {cores} cores (the rest encode and send "
                      f"frames): --cpu-threads {cores} gives it more, at the cost of the streams' share.")
