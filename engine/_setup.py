@@ -205,6 +205,7 @@ def build_parts(
         height=config.height,
         fps=config.fps,
         frames_per_chunk=decoder.frames_for(config.latent_frames_per_chunk, first=False),
+        first_chunk_frames=decoder.frames_for(config.latent_frames_per_chunk, first=True),
         latent_frames_per_chunk=config.latent_frames_per_chunk,
         denoise_steps=len(config.denoise_timesteps),
         action_space=config.action_space,

@@ -84,6 +84,17 @@ class ModelInfo:
     # say) and, when "auto" chose it at warm-up, each exact backend's measured milliseconds per call
     attention: str = ""
     attention_timings_ms: tuple[tuple[str, float], ...] = ()
+    # video frames the first chunk of a decoder stream yields (a causal decoder's first latent frame
+    # decodes to one frame: Wan 9 of 12, tiny 5 of 8; 0: a chunk of warm-up that shows nothing);
+    # None: as many as the others (`frames_per_chunk`)
+    first_chunk_frames: int | None = None
+
+    @property
+    def lead_in_frames(self) -> int:
+        """Frames a stream's first chunk yields fewer than the others: a director segment that starts a
+        stream plays its later chunks' frames that much sooner (the plan's lead-in)."""
+        first = self.frames_per_chunk if self.first_chunk_frames is None else self.first_chunk_frames
+        return min(self.frames_per_chunk, max(0, self.frames_per_chunk - first))
 
 
 class Phase(enum.Enum):

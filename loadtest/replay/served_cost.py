@@ -31,7 +31,9 @@ def cost_model_of(capacity: dict[str, Any]) -> CostModel:
                      fps=int(engine["fps"]), frames_per_chunk=int(engine["frames_per_chunk"]),
                      latent_frames_per_chunk=0, denoise_steps=int(cost["denoise_steps"]),
                      action_space=ActionSpace(keys=()), kv_bytes_per_session=int(engine["kv_bytes_per_session"]),
-                     device=str(engine["device"]), dtype=str(engine["dtype"]))
+                     device=str(engine["device"]), dtype=str(engine["dtype"]),
+                     # a daemon before 2026-12-06 planned a whole chunk of lead-in and did not say this
+                     first_chunk_frames=int(engine.get("first_chunk_frames", 0)))
     model = CostModel(info, alpha=float(cost["alpha"]))
     for item in cost["items"]:
         model.record(str(item["item"]), int(item["batch"]), int(item["context"]), float(item["seconds"]))

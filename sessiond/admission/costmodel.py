@@ -118,6 +118,12 @@ class CostModel:
         """Media seconds one chunk plays for."""
         return self.info.frames_per_chunk / self.info.fps
 
+    @property
+    def lead_in_s(self) -> float:
+        """Media seconds a decoder stream's first chunk plays for fewer than the others
+        (`ModelInfo.lead_in_frames`): a director segment that starts a stream needs that much more."""
+        return self.info.lead_in_frames / self.info.fps
+
     def calibrated(self) -> bool:
         return all(self._has(item) for item in CHUNK_ITEMS)
 

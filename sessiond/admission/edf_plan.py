@@ -9,8 +9,9 @@ the moment the scheduler may begin it (`release`) and the moment it must be read
 served in deadline order and batched as the scheduler batches (a step in flight finishes first).
 
 A new segment of L media seconds in chunks of cm, asked for at `now`, whose playback starts
-`now + d`, has chunk k ready by `now + d - jitter + max(0, k - lead) x cm` (`lead`: the chunks of
-lead-in a stream's first segment generates before its own frames). Its start delay is the least
+`now + d`, has chunk k ready by `now + d - jitter + max(0, k x cm - lead)` (`lead`: the media a
+stream's first chunk yields fewer than the others, a causal decoder's: Wan's first chunk decodes to
+9 frames, its others to 12, so every chunk after the first plays 3 frames sooner). Its start delay is the least
 d such that, in that schedule, every one of its chunks is ready in time and no chunk of another
 session that was on time without it becomes late: the earliest start that keeps every admitted
 session within its deadlines. Making d larger only moves the new segment's deadlines later, so
@@ -48,40 +49,52 @@ class PlanChunk:
 @dataclass(frozen=True)
 class Periodic:
     """A playing world session: a chunk every `period_s`, the first due (its buffer runs dry) at
-    `first_deadline`, each begun at most `lead_s` before it is due."""
+    `first_deadline`, each begun at most `lead_s` before it is due. `restart_s`: a session whose
+    buffer is dry (it just attached, or starved) plays its next chunk when it arrives, the
+    viewer's clock following it, so the chunks after the first are due `period_s` apart from that
+    arrival, at least `restart_s` (a chunk's least making time) after `first_deadline`."""
 
     owner: str
     first_deadline: float
     period_s: float
     lead_s: float
+    restart_s: float = 0.0
 
     def until(self, horizon: float) -> list[PlanChunk]:
-        n = max(0, math.ceil((horizon - self.first_deadline) / self.period_s)) + 1
-        return [PlanChunk(self.owner, self.first_deadline + k * self.period_s - self.lead_s,
-                          self.first_deadline + k * self.period_s) for k in range(n)]
+        n = max(0, math.ceil((horizon - self.first_deadline - self.restart_s) / self.period_s)) + 1
+        due = [self.first_deadline + (self.restart_s if k else 0.0) + k * self.period_s for k in range(n)]
+        return [PlanChunk(self.owner, d - self.lead_s, d) for d in due]
 
 
 @dataclass(frozen=True)
 class SegmentAsk:
-    """A new segment: `segment_s` media seconds in chunks of `chunk_media_s`, `lead_chunks` chunks of
-    lead-in first, asked for at `now`; ready `jitter_s` before each chunk plays."""
+    """A new segment: `segment_s` media seconds in chunks of `chunk_media_s`, asked for at `now`;
+    ready `jitter_s` before each chunk plays. `lead_in_s`: the media its first chunk yields fewer
+    than `chunk_media_s` (a segment that starts a decoder stream; 0 otherwise): the chunks after the
+    first play that much sooner, and one more chunk may be needed."""
 
     now: float
     segment_s: float
     chunk_media_s: float
-    lead_chunks: int = 0
+    lead_in_s: float = 0.0
     jitter_s: float = 0.0
     lead_s: float = math.inf  # a chunk is begun at most this long before it plays (director_lead_s)
 
     @property
     def chunks(self) -> int:
-        return max(1, math.ceil(self.segment_s / self.chunk_media_s - _EPS)) + self.lead_chunks
+        return max(1, math.ceil((self.segment_s + self.lead_in_s) / self.chunk_media_s - _EPS))
+
+    @property
+    def due_at_start(self) -> int:
+        """Chunks that must be ready when playback starts: the first, and any whose frames the
+        first one's shortfall pulls to the start (a whole chunk of lead-in: two)."""
+        return 1 + math.floor(self.lead_in_s / self.chunk_media_s + _EPS)
 
 
 def segment_chunks(owner: str, ask: SegmentAsk, delay_s: float) -> list[PlanChunk]:
     """The new segment's chunks when its playback starts `delay_s` after `ask.now` (all released at once)."""
     start = ask.now + delay_s
-    deadlines = [start + max(0, k - ask.lead_chunks) * ask.chunk_media_s for k in range(ask.chunks)]
+    deadlines = [start + max(0.0, k * ask.chunk_media_s - ask.lead_in_s) for k in range(ask.chunks)]
     return [PlanChunk(owner, max(ask.now, d - ask.lead_s), d, ask.jitter_s) for d in deadlines]
 
 
@@ -165,8 +178,8 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
         late = late_chunks([*others, *segment_chunks(owner, ask, delay)], start, step_s, max_batch)
         return all(c.owner != owner and id(c) in already for c in late)
 
-    # its first chunk (after any lead-in) cannot be ready before the engine is free and has made it
-    lo = max(0.0, start + step_s(1) * (1 + ask.lead_chunks) - ask.now + ask.jitter_s)
+    # the chunks due at its start cannot be ready before the engine is free and has made them
+    lo = max(0.0, start + step_s(1) * ask.due_at_start - ask.now + ask.jitter_s)
     if keeps(lo):
         return lo
     if lo >= max_delay_s or not keeps(max_delay_s):

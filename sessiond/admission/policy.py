@@ -143,7 +143,7 @@ class PolicyBase(ABC):
         cm = self.cost.chunk_media_s
         delay = self.objectives.director_start_delay_p95_s
         need = required_rate(self.segment_s, cm, delay, self.jitter_s)
-        lead = required_rate(self.segment_s, cm, delay, self.jitter_s, lead_in_s=cm)
+        lead = required_rate(self.segment_s, cm, delay, self.jitter_s, lead_in_s=self.cost.lead_in_s)
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
                           budget=self.load_budget, director_rate=need,
                           action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0,

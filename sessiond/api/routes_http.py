@@ -202,6 +202,8 @@ async def capacity(request: Request) -> Response:
         info = daemon.host.info
         body["engine"] = {"device": info.device, "dtype": info.dtype, "width": info.width, "height": info.height,
                           "fps": info.fps, "frames_per_chunk": info.frames_per_chunk,
+                          # a decoder stream's first chunk: fewer frames (a director's lead-in)
+                          "first_chunk_frames": info.frames_per_chunk - info.lead_in_frames,
                           "kv_bytes_per_session": info.kv_bytes_per_session, "lead_chunks": daemon.lead_chunks,
                           # which attention kernel runs, and what warm-up measured when "auto" chose it
                           "attention": info.attention, "attention_timings_ms": dict(info.attention_timings_ms)}

@@ -283,7 +283,8 @@ class Daemon:
             director_ttff_s=c.director_ttff_s, director_lead_s=c.director_lead_s, action_space=info.action_space,
             wake=self._wake, record_event=self.writer.log, persist=self.writer.persist, reserve=self.positions.reserve,
             metrics=self.metrics, plan_start=self._plan_start, check_picture=self._picture_checker(),
-            adaptive_lead=not c.fixed_lead, open_sessions=lambda: len(self.sessions))
+            adaptive_lead=not c.fixed_lead, open_sessions=lambda: len(self.sessions),
+            lead_in_frames=info.lead_in_frames)
 
     def _picture_checker(self) -> Callable[[Any], Awaitable[Any]] | None:
         """The served model's frame check run in the pack executor, or None (sessiond.session.picture)."""
@@ -317,6 +318,7 @@ class Daemon:
         # the steps' wall time over the profile's prediction): 95% of chunks fit the plan
         inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context(), profile=profile) / budget,
                             max_batch=self.config.max_batch, frames_per_chunk=info.frames_per_chunk, fps=info.fps,
+                            lead_in_frames=info.lead_in_frames,
                             director_lead_s=self.config.director_lead_s, jitter_s=jitter,
                             max_delay_s=_PLAN_MAX_DELAY_S)
         return plan_segment_start(self.sessions, session_id, time.monotonic(), segment_s, lead_in_s, inputs)

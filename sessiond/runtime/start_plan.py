@@ -30,6 +30,7 @@ class PlanInputs:
     max_batch: int
     frames_per_chunk: int
     fps: int
+    lead_in_frames: int  # frames a decoder stream's first chunk yields fewer than the others (Wan: 3)
     director_lead_s: float
     jitter_s: float
     max_delay_s: float
@@ -40,7 +41,10 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
     """(what directors still owe, playing world sessions) for every open session but `exclude`
     (whose chunk in progress, if any, the engine finishes before its new segment's first). A
     chunk in progress is owed whole (the scheduler makes a chunk in phase steps, deadline first
-    at every step, so a chunk begun is planned as if nothing of it were made yet: on the safe side)."""
+    at every step, so a chunk begun is planned as if nothing of it were made yet: on the safe side).
+    A world session whose buffer is dry (it just attached, came back, or starved) has its next
+    chunk due now and the ones after it due from that chunk's arrival, as its viewer's clock follows
+    the arrival (`Periodic.restart_s`: a step of one at least)."""
     cm = inputs.frames_per_chunk / inputs.fps
     committed: list[PlanChunk] = []
     periodic: list[Periodic] = []
@@ -54,16 +58,17 @@ def plan_workload(sessions: Mapping[str, Session], exclude: str, now: float, inp
         if session.mode == "world":
             if session.paused:
                 continue
-            first = max(now, session.clock.dry_at(session.out.total))
-            periodic.append(Periodic(sid, first, cm, session.world_lead_s()))
+            due = session.clock.dry_at(session.out.total)
+            restart = inputs.step_s(1) if due <= now else 0.0
+            periodic.append(Periodic(sid, max(now, due), cm, session.world_lead_s(), restart))
             continue
         seg = session.segment
         if seg is None or seg.complete:
             continue
         made = seg.frames_generated
-        lead_in = 1 if session.fresh_stream else 0
-        for k in range(math.ceil(max(0, seg.frames_target - made) / f) + lead_in):
-            deadline = seg.started_at + seg.delay_s + (made + max(0, k - lead_in) * f) / inputs.fps
+        short = inputs.lead_in_frames if session.fresh_stream else 0  # its next chunk starts a stream
+        for k in range(math.ceil((max(0, seg.frames_target - made) + short) / f)):
+            deadline = seg.started_at + seg.delay_s + (made + max(0, k * f - short)) / inputs.fps
             committed.append(PlanChunk(sid, deadline - inputs.director_lead_s, deadline, inputs.jitter_s))
     return committed, periodic
 
@@ -75,8 +80,8 @@ def plan_segment_start(sessions: Mapping[str, Session], session_id: str, now: fl
     plan cannot promise that sooner (the direction waits)."""
     committed, periodic = plan_workload(sessions, session_id, now, inputs)
     cm = inputs.frames_per_chunk / inputs.fps
-    ask = SegmentAsk(now=now, segment_s=segment_s, chunk_media_s=cm, lead_chunks=math.ceil(lead_in_s / cm - 1e-9),
-                     jitter_s=inputs.jitter_s, lead_s=inputs.director_lead_s)
+    ask = SegmentAsk(now=now, segment_s=segment_s, chunk_media_s=cm, lead_in_s=lead_in_s, jitter_s=inputs.jitter_s,
+                     lead_s=inputs.director_lead_s)
     delay = start_delay(session_id, ask, committed, start=now, step_s=inputs.step_s,
                         max_batch=inputs.max_batch, max_delay_s=inputs.max_delay_s, periodic=periodic)
     if delay is None or delay > 2.0:

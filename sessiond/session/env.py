@@ -30,7 +30,7 @@ class SessionEnv:
     metrics: Any
     # director: (session id, segment seconds, lead-in seconds) -> seconds from `direct` until its
     # playback may start without a stall, by admission's cost model; None: no model (then
-    # `director_ttff_s`). Lead-in: media generated before the segment's own frames
+    # `director_ttff_s`). Lead-in: the media its first chunk yields fewer (a segment that starts a stream)
     plan_start: Callable[[str, float, float], float | None] = lambda sid, seconds, lead_in: None
     start_jitter_s: float = 0.1  # added to a start delay measured without a model
     # the served model's check of one decoded frame (uint8 (H, W, 3)), run off the event loop; None:
@@ -42,3 +42,6 @@ class SessionEnv:
     # how many sessions the daemon holds open (this one included): a world session measures its lead
     # only while it has the engine to itself (sessiond.session.lead says why)
     open_sessions: Callable[[], int] = lambda: 1
+    # frames a decoder stream's first chunk yields fewer than the others (`ModelInfo.lead_in_frames`):
+    # a director segment that starts a stream is planned with that much lead-in
+    lead_in_frames: int = 0

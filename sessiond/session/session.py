@@ -73,7 +73,7 @@ class Session:
         self.fault: str | None = None
         self.chunks_done = 0
         # the next chunk starts a decoder stream (the session's first, or the first after a cut): a
-        # causal decoder makes fewer frames of it (Wan: 9 of 12, tiny 5 of 8), so plans add a lead-in chunk
+        # causal decoder makes fewer frames of it (Wan: 9 of 12, tiny 5 of 8), so plans add the lead-in
         self.fresh_stream = True
         self.lead_override: float | None = None  # admission's overrun handling may cut the world lead
         chunk_s = env.frames_per_chunk / record.fps
@@ -602,10 +602,11 @@ class Session:
     def start_segment(self, re: int | None, seconds: float) -> Segment:
         self.record.segment += 1
         frames = max(1, round(seconds * self.record.fps))
-        # a stream's first chunk may yield fewer frames (a causal decoder): plan a chunk of lead-in,
-        # after a cut too (until 2026-12-05 only for a session's first chunk: a director's segment
-        # after a cut then played 3 frames ahead of its plan, and stalled on the H100 at 2x)
-        lead_in = self.env.frames_per_chunk / self.record.fps if self.fresh_stream else 0.0
+        # a stream's first chunk yields fewer frames (a causal decoder): the plan's lead-in, after a cut
+        # too (until 2026-12-05 only for a session's first chunk: a director's segment after a cut
+        # then played 3 frames ahead of its plan, and stalled on the H100 at 2x); until 2026-12-06 a
+        # whole chunk, 9 frames more than Wan's first chunk lacks
+        lead_in = self.env.lead_in_frames / self.record.fps if self.fresh_stream else 0.0
         planned = self.env.plan_start(self.id, frames / self.record.fps, lead_in)
         delay = self.env.director_ttff_s if planned is None else planned
         self.segment = Segment(id=self.record.segment, re=re, frames_target=frames, started_at=time.monotonic(),

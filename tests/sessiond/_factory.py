@@ -22,7 +22,7 @@ def make_env(**kw: Any) -> SessionEnv:
         max_pending_messages=256, default_segment_s=5.0, director_ttff_s=1.0, director_lead_s=10.0,
         action_space=ActionSpace(keys=("w", "a", "s", "d"), mouse=True, buttons=2, axes=2), wake=lambda: None,
         record_event=lambda sid, ev, fields: None, persist=lambda sid: None, reserve=_reserve,
-        metrics=Metrics())
+        metrics=Metrics(), lead_in_frames=3)  # tiny's decoder: a stream's first chunk yields 5 frames of 8
     base.update(kw)
     return SessionEnv(**base)
 

@@ -9,10 +9,12 @@ from sessiond.admission import CostModel
 
 
 def model_info(*, fps: int = 16, frames_per_chunk: int = 16, denoise_steps: int = 4,
-               kv_bytes: int = 1000) -> ModelInfo:
+               kv_bytes: int = 1000, first_chunk_frames: int | None = 0) -> ModelInfo:
+    """A model shape; by default a stream's first chunk shows nothing (a whole chunk of lead-in)."""
     return ModelInfo(name="known", width=64, height=64, fps=fps, frames_per_chunk=frames_per_chunk,
                      latent_frames_per_chunk=4, denoise_steps=denoise_steps, action_space=ActionSpace(keys=("w",)),
-                     kv_bytes_per_session=kv_bytes, device="cpu", dtype="float32")
+                     kv_bytes_per_session=kv_bytes, device="cpu", dtype="float32",
+                     first_chunk_frames=first_chunk_frames)
 
 
 def known_cost(chunk_seconds_b1: float, *, per_extra_session: float | None = None,

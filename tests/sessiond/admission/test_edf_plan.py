@@ -26,12 +26,23 @@ ASK = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, jitter_s=0.1)
 
 
 def test_segment_chunks_are_due_as_they_play_after_the_delay_and_lead_in() -> None:
-    ask = SegmentAsk(now=2.0, segment_s=1.2, chunk_media_s=0.5, lead_chunks=1, jitter_s=0.1, lead_s=2.5)
+    ask = SegmentAsk(now=2.0, segment_s=1.2, chunk_media_s=0.5, lead_in_s=0.5, jitter_s=0.1, lead_s=2.5)
     chunks = segment_chunks("c", ask, 1.0)
-    assert ask.chunks == 4  # 3 chunks of its own (the last one cut) and one of lead-in
+    assert ask.chunks == 4 and ask.due_at_start == 2  # 3 chunks of its own (the last one cut), one of lead-in
     assert [(c.release, c.deadline, c.ready_by) for c in chunks] == [
         (2.0, 3.0, 2.9), (2.0, 3.0, 2.9), (2.0, 3.5, 3.4), (2.0, 4.0, 3.9)]
     assert segment_chunks("c", ask, 4.0)[-1].release == 7.0 - 2.5  # begun at most lead_s before it plays
+
+
+def test_a_first_chunk_short_of_frames_pulls_the_later_chunks_sooner_by_what_it_lacks() -> None:
+    # Wan's causal decoder: a stream's first chunk decodes to 9 frames, the others to 12 (16 fps:
+    # 0.75 media s a chunk, 0.1875 s lacking). 2 media s need 3 chunks (9 + 12 + 12 frames >= 32),
+    # the second playing 0.5625 s after the start, the third 1.3125 s
+    ask = SegmentAsk(now=0.0, segment_s=2.0, chunk_media_s=0.75, lead_in_s=0.1875)
+    assert ask.chunks == 3 and ask.due_at_start == 1
+    assert [c.deadline for c in segment_chunks("c", ask, 1.0)] == [1.0, 1.5625, 2.3125]
+    assert SegmentAsk(now=0.0, segment_s=2.0, chunk_media_s=0.75).chunks == 3  # 2 / 0.75 = 2.67
+    assert SegmentAsk(now=0.0, segment_s=2.2, chunk_media_s=0.75, lead_in_s=0.1875).chunks == 4
 
 
 def test_edf_interleaves_chunk_by_chunk_and_batches_only_where_it_pays() -> None:
@@ -60,7 +71,7 @@ def test_a_third_director_starts_when_the_demand_bound_allows_not_at_an_equal_sh
 def test_alone_it_starts_once_the_engine_is_free_and_has_made_its_first_chunk() -> None:
     delay = start_delay("c", ASK, [], start=0.4, step_s=_serial, max_batch=1, max_delay_s=60.0)
     assert delay == 0.4 + 0.25 + 0.1
-    lead = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, lead_chunks=1, jitter_s=0.1)
+    lead = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, lead_in_s=0.5, jitter_s=0.1)
     assert start_delay("c", lead, [], start=0.0, step_s=_serial, max_batch=1, max_delay_s=60.0) == 0.6
 
 
@@ -134,9 +145,35 @@ def test_a_newcomer_waits_for_the_chunks_due_before_its_own_not_for_the_whole_se
 
     owed = [PlanChunk("a", d - 10.0, d, 0.1) for d in (1.07, 1.07, 1.82, 2.57, 3.32, 4.07, 4.82)]
     assert late_chunks(owed, 0.0, step_s, 4) == []
-    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.75, lead_chunks=1, jitter_s=0.1, lead_s=10.0)
+    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.75, lead_in_s=0.75, jitter_s=0.1, lead_s=10.0)
     delay = start_delay("b", ask, owed, start=0.0, step_s=step_s, max_batch=4, max_delay_s=10.0)
     assert delay is not None and 1.82 <= delay <= 1.84
     assert late_chunks([*owed, *segment_chunks("b", ask, delay)], 0.0, step_s, 4) == []
     assert [(c.owner, c.deadline) for c in late_chunks([*owed, *segment_chunks("b", ask, 1.5)], 0.0, step_s, 4)] \
         == [("b", 1.5)]
+
+
+def test_a_director_starting_beside_a_world_player_who_just_attached_starts_within_the_objective() -> None:
+    """Seen on the H100 (family f40389019, burst-mixed-8): a world player attached and a director's
+    first `direct` came 27 ms later; the plan advised 2.30 s (objective 1.5). It planned a whole chunk
+    of lead-in where Wan's first chunk lacks 3 of 12 frames, and the world's chunks due every 0.75 s
+    from the attach, where its viewer's clock follows its first chunk's arrival. Now: w0 alone
+    (lost already: due at the attach) done 0.387; w1 (due 1.137) with d0 in a step of two, done
+    1.101; d1 with w2 (due 1.887), done 1.815, which d1 meets when it plays at d + 0.5625 - 0.1:
+    d = 1.3525; every later pair takes 0.714 s of 0.75."""
+    steps = [0.387, 0.714, 1.055, 1.395]  # the H100's profile at the world geometry, stretched (9b3abb3)
+
+    def step_s(b: int) -> float:
+        return steps[b - 1]
+
+    world = Periodic("w", 0.0, 0.75, 1.5, restart_s=step_s(1))
+    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.75, lead_in_s=3 / 16, jitter_s=0.1, lead_s=10.0)
+    delay = start_delay("d", ask, [], start=0.0, step_s=step_s, max_batch=4, max_delay_s=10.0, periodic=[world])
+    assert delay is not None and 1.3525 <= delay <= 1.3575
+    chunks = [*world.until(delay + 6.0), *segment_chunks("d", ask, delay)]
+    assert [(c.owner, c.deadline) for c in late_chunks(chunks, 0.0, step_s, 4)] == [("w", 0.0)]
+    # as planned before: a whole chunk of lead-in, the world's chunks due from its attach
+    whole = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.75, lead_in_s=0.75, jitter_s=0.1, lead_s=10.0)
+    before = start_delay("d", whole, [], start=0.0, step_s=step_s, max_batch=4, max_delay_s=10.0,
+                         periodic=[Periodic("w", 0.0, 0.75, 1.5)])
+    assert before is not None and 2.30 <= before <= 2.31
