@@ -43,6 +43,10 @@ fi
   date -u
   cat /proc/loadavg
   python3 -c "import fa3_fwd_interface as m; print('fa3_fwd_interface', m.__file__)" 2>&1 | tail -1
+  # anything of a call before still running (a warm machine), and the GPU's state as this call starts
+  ps -eo pid,pcpu,rss,etime,args --sort=-pcpu | head -8 | cut -c1-200
+  nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu,power.draw,utilization.gpu --format=csv
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv
   printf '%s\n' "${traces[@]}"
 } 2>&1 | tee "$OUT/env.txt"
 # the KV budget: 60 GiB on an H200 (139 GiB), 40 on an H100 (78 GiB; 60 does not fit beside the
