@@ -111,11 +111,15 @@ async def build_admission(config: ServeConfig, host: Calibrator, registry: Any,
     # thread's CPU time, so other load on the machine does not move the verdict from start to start;
     # a paced engine's steps are mostly waiting (sessiond/runtime/paced_engine.py): wall time, as on a GPU
     cpu_time = host.info.device == "cpu" and config.engine_threads("cpu") == 1 and config.pace_profile is None
+    # the world lead's ceiling, which a world session plays with while others are open (session.lead)
+    lead_chunks = config.lead_chunks if config.lead_chunks is not None else host.info.lead_chunks
+    world_lead_s = lead_chunks * host.info.frames_per_chunk / host.info.fps
+
     def policy_of(cost: CostModel) -> PolicyBase:
         return make_policy(config.policy, cost, DutyTracker(), kv=kv_budget_from_pool(kv, per_session),
                            max_batch=config.max_batch, margin=config.admission_margin,
                            objectives=objectives_of(config), segment_s=config.default_segment_s,
-                           max_sessions=config.max_sessions)
+                           max_sessions=config.max_sessions, world_lead_s=world_lead_s)
 
     def hopeless(batch: int, cost: CostModel) -> bool:
         """After batch 1: one session of either mode alone needs more than HOPELESS times the engine

@@ -52,7 +52,7 @@ class PolicyBase(ABC):
                  kv: KvBudget | None = None, margin: float = 0.15, max_batch: int = 8,
                  retry_min_s: float = 1.0, retry_max_s: float = 60.0, kv_retry_s: float = 30.0,
                  overrun_tolerance: float = 0.1, segment_s: float = 5.0, max_sessions: int | None = None,
-                 first_segment_window_s: float | None = None) -> None:
+                 first_segment_window_s: float | None = None, world_lead_s: float | None = None) -> None:
         if not 0.0 <= margin < 1.0:
             raise AdmissionConfigError("margin", f"must be in [0, 1), got {margin}")
         if segment_s <= 0:
@@ -61,6 +61,8 @@ class PolicyBase(ABC):
             raise AdmissionConfigError("max_batch", f"must be >= 1, got {max_batch}")
         if max_sessions is not None and max_sessions < 1:
             raise AdmissionConfigError("max_sessions", f"must be >= 1 when given, got {max_sessions}")
+        if world_lead_s is not None and world_lead_s <= 0:
+            raise AdmissionConfigError("world_lead_s", f"must be > 0 seconds when given, got {world_lead_s}")
         if first_segment_window_s is not None and first_segment_window_s < 0:
             raise AdmissionConfigError("first_segment_window_s", f"must be >= 0 seconds, got {first_segment_window_s}")
         if not 0 < retry_min_s <= retry_max_s:
@@ -79,6 +81,9 @@ class PolicyBase(ABC):
         self.overrun_tolerance = overrun_tolerance
         self.segment_s = segment_s  # a director's segment length when it does not say (the daemon's default)
         self.max_sessions = max_sessions  # open sessions at most (None: no limit)
+        # a world chunk is begun at most this long before it is due while others are open (None: not
+        # checked): a group whose steps can hold a world chunk past it is not served (`GroupModel.world_blocked`)
+        self.world_lead_s = world_lead_s
         # a director opened this recently and not yet directing, or in its first segment, is taken
         # to direct its first segment with a newcomer's (`DutyTracker.first_segment_due`); 0: off
         self.first_segment_window_s = 2.0 * segment_s if first_segment_window_s is None else first_segment_window_s
@@ -144,10 +149,17 @@ class PolicyBase(ABC):
         delay = self.objectives.director_start_delay_p95_s
         need = required_rate(self.segment_s, cm, delay, self.jitter_s)
         lead = required_rate(self.segment_s, cm, delay, self.jitter_s, lead_in_s=self.cost.lead_in_s)
+        budget, steady, top = self.load_budget, self.cost.steady_context(), self.max_batch
+
+        def step_s(b: int) -> float:  # as the scheduler's plan times a step (runtime.start_plan)
+            return self.cost.predict_chunk(max(1, min(b, top)), steady, profile=True) / budget
+
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
-                          budget=self.load_budget, director_rate=need,
+                          budget=budget, director_rate=need,
                           action_to_photon_s=self.objectives.world_action_to_photon_p95_ms / 1000.0,
-                          director_rate_lead=lead, lead_share=self.tracker.stream_starts.value)
+                          director_rate_lead=lead, lead_share=self.tracker.stream_starts.value,
+                          world_lead_s=math.inf if self.world_lead_s is None else self.world_lead_s,
+                          step_s=None if self.world_lead_s is None else step_s)
 
     def mode_capacity(self, mode: str, duty: float | None = None, limit: int = 64) -> int:
         """How many sessions of `mode` alone (each at `duty`, default its prior) the engine serves

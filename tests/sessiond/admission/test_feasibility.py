@@ -89,6 +89,34 @@ def test_world_groups_also_keep_action_to_photon_within_its_bound() -> None:
     assert model.feasible(0, 3)  # directors are not bound by it
 
 
+def test_a_world_chunk_must_fit_behind_a_step_of_the_others_within_its_lead() -> None:
+    # the demo on the 2-core AMD box: 0.25 s chunks, a world lead of one chunk, steps of 0.137 s
+    # (one chunk) and 0.259 s (two) as planned. By rates a world player and a director fit (0.441 x
+    # (1 + 0.813) = 0.80 of 0.85), chunk by chunk they do not: a director's step begun just before a
+    # world chunk is ready holds it 0.137 s, and the chunk's own step ends 0.274 s after it was
+    # ready, 0.024 s after it is due
+    steps = {1: 0.137, 2: 0.259}
+    model = GroupModel(cost_rate=lambda k: 0.441, chunk_seconds=lambda k: 0.116 * k, chunk_media_s=0.25,
+                       budget=0.85, director_rate=0.813, action_to_photon_s=1.5, world_lead_s=0.25,
+                       step_s=lambda b: steps[min(b, 2)])
+    assert model.need(1, 1) == pytest.approx(0.441 * 1.813)
+    assert model.world_blocked(1, 1) and not model.feasible(1, 1)
+    assert model.feasible(1, 0) and not model.world_blocked(1, 0)  # alone: nothing holds it
+    assert model.feasible(0, 2) and not model.world_blocked(0, 2)  # a director's chunks may be made 10 s ahead
+    assert model.served_share(1, 1) == 0.0
+    # a lead of two chunks (0.5 s) holds it: 0.137 + 0.137 <= 0.5
+    longer = GroupModel(cost_rate=lambda k: 0.441, chunk_seconds=lambda k: 0.116 * k, chunk_media_s=0.25,
+                        budget=0.85, director_rate=0.813, action_to_photon_s=1.5, world_lead_s=0.5,
+                        step_s=lambda b: steps[min(b, 2)])
+    assert longer.feasible(1, 1)
+    # Wan on the H100 (0.75 s chunks, a lead of two, steps 0.387 / 0.714 / 1.055 s): a world player
+    # beside one, two or three directors fits within its 1.5 s lead (1.055 + 0.387 = 1.442)
+    wan = {1: 0.387, 2: 0.714, 3: 1.055, 4: 1.395}
+    h100 = GroupModel(cost_rate=lambda k: 0.2, chunk_seconds=lambda k: 0.3 * k, chunk_media_s=0.75, budget=0.79,
+                      director_rate=0.885, action_to_photon_s=10.0, world_lead_s=1.5, step_s=lambda b: wan[min(b, 4)])
+    assert [h100.world_blocked(1, m) for m in (1, 2, 3, 4)] == [False, False, False, True]
+
+
 def test_a_segment_that_starts_a_stream_needs_the_faster_rate() -> None:
     # its lead-in chunk (0.5 s) comes first: (5 + 0.5) / (5 + 1.4 - 0.5)
     lead = required_rate(5.0, 0.5, 1.5, jitter_s=0.1, lead_in_s=0.5)

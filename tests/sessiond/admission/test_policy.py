@@ -295,6 +295,27 @@ def test_a_director_is_refused_when_its_start_delay_would_miss_the_objective_too
     assert _ask(relaxed, "d", "director").admitted
 
 
+def test_a_director_is_refused_beside_a_world_player_whose_chunks_its_steps_would_hold_past_their_lead() -> None:
+    # 1 s chunks at 0.3 s (no batching gain), budget 0.85: by rates a world player and a director fit
+    # (0.3 x (1 + 0.926) = 0.58). With a world lead of 0.6 s a director's step begun just before a
+    # world chunk is ready (0.3 / 0.85 = 0.353 s as planned) and the chunk's own (0.353 s) end after
+    # it is due: a director is refused while a world player plays, in words; with a 1 s lead both fit
+    def policy(lead: float) -> DutyPolicy:
+        return DutyPolicy(known_cost(0.3), DutyTracker(DutyPriors(director=0.3), window_s=60), margin=0.15,
+                          max_batch=8, objectives=_LOOSE_A2P, world_lead_s=lead)
+
+    tight = policy(0.6)
+    assert _ask(tight, "w", "world").admitted
+    refused = _ask(tight, "d", "director")
+    assert (refused.admitted, refused.reason) == (False, "full")
+    assert refused.detail.startswith("an open world session would miss its frame deadlines with the others demanding "
+                                     "at once 30.0% of the time (objective allows 1.0%)")
+    roomy = policy(1.0)
+    assert [_ask(roomy, sid, mode).admitted for sid, mode in (("w", "world"), ("d", "director"))] == [True, True]
+    with pytest.raises(AdmissionConfigError, match="world_lead_s"):
+        policy(0.0)
+
+
 def test_world_action_to_photon_bounds_a_world_group() -> None:
     # 1 s chunks at 0.2 s each (batch gain 0: a batch of k costs 0.2): an input waits up to a
     # chunk, then a step: 1.2 s alone. Objective 1.1 s: not even one; 1.3 s: one and more
