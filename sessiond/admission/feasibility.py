@@ -116,13 +116,17 @@ class GroupModel:
         """Whether a world session's chunk, begun its lead (`world_lead_s`) before it is due, can miss
         it behind a step of the others already under way (a step is not preempted: the chunk was not
         ready when it began) and then a step of its own with the other world sessions' chunks:
-        ``step(k - 1) + step(w) > lead``. The rates of `need` are met on average, chunk by chunk they
-        are not: the demo on a 2-core AMD box, 0.25 s chunks, a world lead of one chunk and steps of
-        0.137 s as planned, served a world player and a director at 0.95 of the budget by rates while
-        the plan found no start for the director's segments (a director's chunk beside each world
-        chunk takes 0.274 s per 0.25 s)."""
+        ``step(k - 1) + step(w) > lead``, with directors in the group. A director's chunks are ready
+        long before they play (`director_lead_s`), so the engine is making one whenever no world chunk
+        is ready; world sessions alone have chunks ready only their lead ahead, and fall into step
+        with each other (the scheduler batches chunks due together), which the rates already test
+        (``w c(w) <= budget`` is a step of all of them within a chunk's media). The rates of `need`
+        are met on average, chunk by chunk they are not: the demo on a 2-core AMD box, 0.25 s chunks,
+        a world lead of one chunk and steps of 0.137 s as planned, served a world player and a
+        director at 0.95 of the budget by rates while the plan found no start for the director's
+        segments (a director's chunk beside each world chunk takes 0.274 s per 0.25 s)."""
         k = world + directors
-        if self.step_s is None or world == 0 or k < 2:
+        if self.step_s is None or world == 0 or directors == 0:
             return False
         return self.step_s(k - 1) + self.step_s(world) > self.world_lead_s + 1e-12
 

@@ -103,6 +103,9 @@ def test_a_world_chunk_must_fit_behind_a_step_of_the_others_within_its_lead() ->
     assert model.world_blocked(1, 1) and not model.feasible(1, 1)
     assert model.feasible(1, 0) and not model.world_blocked(1, 0)  # alone: nothing holds it
     assert model.feasible(0, 2) and not model.world_blocked(0, 2)  # a director's chunks may be made 10 s ahead
+    # world sessions alone fall into step (their chunks are ready only their lead ahead and batch):
+    # the rates decide, here 2 x 0.441 = 0.88 > 0.85
+    assert not model.world_blocked(2, 0) and not model.feasible(2, 0)
     assert model.served_share(1, 1) == 0.0
     # a lead of two chunks (0.5 s) holds it: 0.137 + 0.137 <= 0.5
     longer = GroupModel(cost_rate=lambda k: 0.441, chunk_seconds=lambda k: 0.116 * k, chunk_media_s=0.25,
