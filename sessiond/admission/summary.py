@@ -33,6 +33,9 @@ class AdmissionSummary:
     margin: dict[str, Any] | None = None  # the margin (1 - budget) and where it came from (CostModel.margin_snapshot)
     verdict: Verdict | None = None  # how the start settled its verdict against this machine's earlier starts
     cpu: tuple[int, int] | None = None  # a CPU engine's (torch threads, the machine's cores)
+    # whether a World session and a Director session are served at the same time (None: not known, or
+    # a mode is not served at all); False where a director's steps would hold a world chunk past its lead
+    one_of_each: bool | None = None
 
     @property
     def statement(self) -> str:
@@ -50,6 +53,9 @@ class AdmissionSummary:
         if self.verdict is not None and not self.verdict.certain:
             head += f"; this verdict is {self.verdict.phrase()}"
         text = head + "."
+        if self.one_of_each is False:
+            text += (" A World session and a Director session are not served at the same time here (a director's "
+                     "steps would hold the world's frames past their time): one waits for the other to close.")
         for mode, why in self.cannot.items():
             text += (f" It cannot serve a {_LABEL[mode]} session within objective on this machine ({why}); "
                      f"to look anyway, start it with {LOOK_ANYWAY}.")
@@ -63,6 +69,7 @@ class AdmissionSummary:
         return {"serves": dict(self.serves), "serves_now": dict(self.serves_now), "cannot": dict(self.cannot),
                 "world_cost_spread": list(self.spread) if self.spread is not None else None,
                 "budget": self.budget, "statement": self.statement, "margin": self.margin,
+                "one_of_each": self.one_of_each,
                 "start_verdict": self.verdict.to_json() if self.verdict is not None else None}
 
 
@@ -83,12 +90,15 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
         return None
     serves = serves_of(policy)
     cannot = {}
+    one_of_each = None
     if policy.cost.calibrated():
         model = policy.group_model()
         for mode in MODES:
             fits, need = model.alone(mode)
             if not fits:
                 cannot[mode] = _why(policy, mode, need)
+        if all(serves[m] > 0 for m in MODES):
+            one_of_each = model.feasible(1, 1)
     if policy.name == "duty":
         serves_now = {m: 0 if m in cannot else _headroom(policy, m, now) for m in MODES}
     else:  # the comparison policies admit by their own rule: what is left of their capacity
@@ -97,7 +107,7 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
     spread = policy.cost.spread(1) if policy.cost.calibrated() else None
     margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
     return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin,
-                            policy.start_verdict, cpu)
+                            policy.start_verdict, cpu, one_of_each)
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sessiond.admission.summary import AdmissionSummary
+from sessiond.admission import DutyPolicy, DutyPriors, DutyTracker, Objectives
+from sessiond.admission.summary import AdmissionSummary, summarize
+from tests.sessiond.admission.factories import known_cost
 
 _WHY = "needs 1.44 s of engine time per media second, has 0.85"
 
@@ -30,3 +32,21 @@ def test_no_thread_hint_where_the_engine_has_every_core_or_is_not_on_a_cpu_or_ev
                             spread=(0.5, 0.52), budget=0.85, cpu=(1, 2))
     assert fits.statement == ("This start serves World for 1 session and Director for 2 sessions (a World session "
                               "costs 0.50-0.52 s of engine time per media second here, budget 0.85).")
+
+
+def test_a_start_that_serves_each_mode_but_not_one_of_each_at_once_says_so() -> None:
+    # 1 s chunks at 0.3 s, budget 0.85: one world player, two directors, and by rates one of each
+    # (0.3 x 1.93 = 0.58). With a world lead of 0.6 s a director's step (0.353 s as planned) and the
+    # world chunk's own end after it is due: one of each is not served together; with 1 s it is
+    def policy(lead: float) -> DutyPolicy:
+        return DutyPolicy(known_cost(0.3), DutyTracker(DutyPriors(director=0.3), window_s=60), margin=0.15,
+                          max_batch=8, objectives=Objectives(world_action_to_photon_p95_ms=10_000.0),
+                          world_lead_s=lead)
+
+    tight = summarize(policy(0.6), 0.0)
+    assert tight is not None and tight.one_of_each is False and tight.to_json()["one_of_each"] is False
+    assert tight.statement.endswith(
+        "). A World session and a Director session are not served at the same time here (a director's steps would "
+        "hold the world's frames past their time): one waits for the other to close.")
+    roomy = summarize(policy(1.0), 0.0)
+    assert roomy is not None and roomy.one_of_each is True and "same time" not in roomy.statement
