@@ -34,8 +34,9 @@ class AdmissionSummary:
     verdict: Verdict | None = None  # how the start settled its verdict against this machine's earlier starts
     cpu: tuple[int, int] | None = None  # a CPU engine's (torch threads, the machine's cores)
     # whether a World session and a Director session are served at the same time (None: not known, or
-    # a mode is not served at all); False where a director's steps would hold a world chunk past its lead
+    # a mode is not served at all), and when not, why in words
     one_of_each: bool | None = None
+    one_of_each_why: str = ""
 
     @property
     def statement(self) -> str:
@@ -54,8 +55,8 @@ class AdmissionSummary:
             head += f"; this verdict is {self.verdict.phrase()}"
         text = head + "."
         if self.one_of_each is False:
-            text += (" A World session and a Director session are not served at the same time here (a director's "
-                     "steps would hold the world's frames past their time): one waits for the other to close.")
+            text += (" A World session and a Director session are not served at the same time here "
+                     f"({self.one_of_each_why}): one waits for the other to close.")
         for mode, why in self.cannot.items():
             text += (f" It cannot serve a {_LABEL[mode]} session within objective on this machine ({why}); "
                      f"to look anyway, start it with {LOOK_ANYWAY}.")
@@ -90,7 +91,7 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
         return None
     serves = serves_of(policy)
     cannot = {}
-    one_of_each = None
+    one_of_each, one_of_each_why = None, ""
     if policy.cost.calibrated():
         model = policy.group_model()
         for mode in MODES:
@@ -99,6 +100,10 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
                 cannot[mode] = _why(policy, mode, need)
         if all(serves[m] > 0 for m in MODES):
             one_of_each = model.feasible(1, 1)
+            if not one_of_each:
+                one_of_each_why = ("a director's steps would hold the world's frames past their time"
+                                   if model.need(1, 1) <= model.budget + 1e-12 and model.world_blocked(1, 1)
+                                   else "together they need more engine time than it has")
     if policy.name == "duty":
         serves_now = {m: 0 if m in cannot else _headroom(policy, m, now) for m in MODES}
     else:  # the comparison policies admit by their own rule: what is left of their capacity
@@ -107,7 +112,7 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
     spread = policy.cost.spread(1) if policy.cost.calibrated() else None
     margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
     return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin,
-                            policy.start_verdict, cpu, one_of_each)
+                            policy.start_verdict, cpu, one_of_each, one_of_each_why)
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

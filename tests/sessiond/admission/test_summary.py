@@ -50,3 +50,11 @@ def test_a_start_that_serves_each_mode_but_not_one_of_each_at_once_says_so() -> 
         "hold the world's frames past their time): one waits for the other to close.")
     roomy = summarize(policy(1.0), 0.0)
     assert roomy is not None and roomy.one_of_each is True and "same time" not in roomy.statement
+    # one of each over the budget by rates (0.5 x (1 + 0.926) = 0.96 > 0.85), each alone within it
+    costly = summarize(DutyPolicy(known_cost(0.5), DutyTracker(DutyPriors(director=0.3), window_s=60), margin=0.15,
+                                  max_batch=8, objectives=Objectives(world_action_to_photon_p95_ms=10_000.0),
+                                  world_lead_s=10.0), 0.0)
+    assert costly is not None and costly.one_of_each is False
+    assert costly.statement.endswith(
+        "). A World session and a Director session are not served at the same time here (together they need more "
+        "engine time than it has): one waits for the other to close.")
