@@ -269,6 +269,12 @@ class CostModel:
             self._memo[key] = value
         return value
 
+    def planned_step_s(self, batch: int, budget: float, *, profile: bool = True) -> float:
+        """Wall seconds the scheduler's plan gives a step of `batch` chunks (`runtime.start_plan`, and the
+        group test's world-lead check): the steady chunk stretched to the load budget, as the margin is
+        measured (a quantile of the steps' wall time over the prediction), so 95% of chunks fit it."""
+        return self.predict_chunk(batch, self.steady_context(), profile=profile) / budget
+
     def steady_context(self) -> int:
         """The context of a session in its steady state, which admission plans for: the full
         attention window when the model states it, else the largest context measured."""

@@ -149,10 +149,10 @@ class PolicyBase(ABC):
         delay = self.objectives.director_start_delay_p95_s
         need = required_rate(self.segment_s, cm, delay, self.jitter_s)
         lead = required_rate(self.segment_s, cm, delay, self.jitter_s, lead_in_s=self.cost.lead_in_s)
-        budget, steady, top = self.load_budget, self.cost.steady_context(), self.max_batch
+        budget, top = self.load_budget, self.max_batch
 
         def step_s(b: int) -> float:  # as the scheduler's plan times a step (runtime.start_plan)
-            return self.cost.predict_chunk(max(1, min(b, top)), steady, profile=True) / budget
+            return self.cost.planned_step_s(max(1, min(b, top)), budget)
 
         return GroupModel(cost_rate=self.group_cost_rate, chunk_seconds=self.group_step_s, chunk_media_s=cm,
                           budget=budget, director_rate=need,

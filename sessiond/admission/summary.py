@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from sessiond.admission.feasibility import first_segments_risk, worst_group_risk
+from sessiond.admission.feasibility import GroupModel, first_segments_risk, worst_group_risk
 from sessiond.admission.kvpool import KVPoolAdmission
 from sessiond.admission.policy import PolicyBase
 from sessiond.admission.start_verdict import Verdict
@@ -101,9 +101,7 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
         if all(serves[m] > 0 for m in MODES):
             one_of_each = model.feasible(1, 1)
             if not one_of_each:
-                one_of_each_why = ("a director's steps would hold the world's frames past their time"
-                                   if model.need(1, 1) <= model.budget + 1e-12 and model.world_blocked(1, 1)
-                                   else "together they need more engine time than it has")
+                one_of_each_why = _pair_refused_why(model)
     if policy.name == "duty":
         serves_now = {m: 0 if m in cannot else _headroom(policy, m, now) for m in MODES}
     else:  # the comparison policies admit by their own rule: what is left of their capacity
@@ -113,6 +111,17 @@ def summarize(policy: Any, now: float, cpu: tuple[int, int] | None = None) -> Ad
     margin = policy.cost.margin_snapshot(policy.margin_prior, policy.margin_floor)
     return AdmissionSummary(serves, serves_now, cannot, spread, policy.load_budget, policy.name, margin,
                             policy.start_verdict, cpu, one_of_each, one_of_each_why)
+
+
+def _pair_refused_why(model: GroupModel) -> str:
+    """Why one world session and one director are not served at once, each fitting alone: the
+    engine time by rates, a world frame's action-to-photon time, or the world's lead (checked in
+    the order `GroupModel.feasible` checks them)."""
+    if model.need(1, 1) > model.budget + 1e-12:
+        return "together they need more engine time than it has"
+    if model.chunk_media_s + model.chunk_seconds(2) > model.action_to_photon_s + 1e-12:
+        return "a world frame would take longer than the action-to-photon objective from key to screen"
+    return "a director's steps would hold the world's frames past their time"
 
 
 def _why(policy: PolicyBase, mode: str, need: float) -> str:

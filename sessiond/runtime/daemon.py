@@ -314,9 +314,7 @@ class Daemon:
         if not cost.calibrated():
             return None
         info = self.info
-        # on the start-up profile stretched by the margin, as the margin is measured (a quantile of
-        # the steps' wall time over the profile's prediction): 95% of chunks fit the plan
-        inputs = PlanInputs(step_s=lambda b: cost.predict_chunk(b, cost.steady_context(), profile=profile) / budget,
+        inputs = PlanInputs(step_s=lambda b: cost.planned_step_s(b, budget, profile=profile),
                             max_batch=self.config.max_batch, frames_per_chunk=info.frames_per_chunk, fps=info.fps,
                             lead_in_frames=info.lead_in_frames,
                             director_lead_s=self.config.director_lead_s, jitter_s=jitter,

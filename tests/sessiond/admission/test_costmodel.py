@@ -108,6 +108,13 @@ def test_a_chunk_costs_its_denoise_steps_plus_cache_plus_decode() -> None:
     assert cost.cost_rate(1) == pytest.approx(0.8)  # 1 media second per chunk
 
 
+def test_the_plan_stretches_a_steady_step_to_the_load_budget() -> None:
+    cost = known_cost(0.8, per_extra_session=0.5)  # a chunk: 0.8 s alone, 1.2 s for two together
+    assert cost.planned_step_s(1, 0.8) == pytest.approx(1.0)
+    assert cost.planned_step_s(2, 0.8) == pytest.approx(1.5)
+    assert cost.planned_step_s(2, 0.6, profile=False) == pytest.approx(2.0)
+
+
 def test_unmeasured_batches_are_interpolated_and_extrapolated() -> None:
     cost = CostModel(model_info())
     cost.record("decode", 1, 0, 1.0)

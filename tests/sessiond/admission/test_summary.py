@@ -58,3 +58,15 @@ def test_a_start_that_serves_each_mode_but_not_one_of_each_at_once_says_so() -> 
     assert costly.statement.endswith(
         "). A World session and a Director session are not served at the same time here (together they need more "
         "engine time than it has): one waits for the other to close.")
+
+
+def test_one_of_each_refused_by_the_action_to_photon_objective_alone_is_told_that_reason() -> None:
+    # 1 s chunks at 0.3 s, no batching gain: a world player alone sees a frame 1 + 0.3 s after its key,
+    # beside a director 1 + 0.6 s, over a 1.5 s objective; by rates (0.58) and by the lead (10 s) both fit
+    policy = DutyPolicy(known_cost(0.3), DutyTracker(DutyPriors(director=0.3), window_s=60), margin=0.15,
+                        max_batch=8, objectives=Objectives(world_action_to_photon_p95_ms=1_500.0), world_lead_s=10.0)
+    summary = summarize(policy, 0.0)
+    assert summary is not None and summary.serves == {"world": 1, "director": 4} and summary.one_of_each is False
+    assert summary.statement.endswith(
+        "). A World session and a Director session are not served at the same time here (a world frame would take "
+        "longer than the action-to-photon objective from key to screen): one waits for the other to close.")
