@@ -101,6 +101,11 @@ class GroupModel:
         k = world + directors
         return 0.0 if k == 0 else (world + directors * self.director_rate) * self.cost_rate(k)
 
+    def input_to_frame_s(self, group: int) -> float:
+        """Seconds from a world player's input to the frame that shows it in a group of `group`: a
+        chunk of media, then the steps until every session of the group has its next chunk."""
+        return self.chunk_media_s + self.chunk_seconds(group)
+
     def feasible(self, world: int, directors: int) -> bool:
         k = world + directors
         if k == 0:
@@ -109,7 +114,7 @@ class GroupModel:
             return False
         if world == 0:
             return True
-        return (self.chunk_media_s + self.chunk_seconds(k) <= self.action_to_photon_s + 1e-12
+        return (self.input_to_frame_s(k) <= self.action_to_photon_s + 1e-12
                 and not self.world_blocked(world, directors))
 
     def world_blocked(self, world: int, directors: int) -> bool:

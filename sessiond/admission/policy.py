@@ -380,7 +380,7 @@ class DutyPolicy(PolicyBase):
                 "start delay needs")
             return (f"{head} (needs {need:.2f} s of engine time per {per}, has {model.budget:.2f}); "
                     "waiting will not help")
-        a2p = model.chunk_media_s + model.chunk_seconds(1)
+        a2p = model.input_to_frame_s(1)
         return (f"{head} (an input would show after {a2p:.2f} s, the objective is "
                 f"{model.action_to_photon_s:.2f} s); waiting will not help")
 

@@ -119,7 +119,7 @@ def _pair_refused_why(model: GroupModel) -> str:
     the order `GroupModel.feasible` checks them)."""
     if model.need(1, 1) > model.budget + 1e-12:
         return "together they need more engine time than it has"
-    if model.chunk_media_s + model.chunk_seconds(2) > model.action_to_photon_s + 1e-12:
+    if model.input_to_frame_s(2) > model.action_to_photon_s + 1e-12:
         return "a world frame would take longer than the action-to-photon objective from key to screen"
     return "a director's steps would hold the world's frames past their time"
 
@@ -128,7 +128,7 @@ def _why(policy: PolicyBase, mode: str, need: float) -> str:
     model = policy.group_model()
     if need > model.budget + 1e-12:
         return f"needs {need:.2f} s of engine time per media second, has {model.budget:.2f}"
-    a2p = model.chunk_media_s + model.chunk_seconds(1)
+    a2p = model.input_to_frame_s(1)
     return f"an input would show after {a2p:.2f} s, the objective is {model.action_to_photon_s:.2f} s"
 
 
