@@ -14,9 +14,24 @@ stream's first chunk yields fewer than the others, a causal decoder's: Wan's fir
 9 frames, its others to 12, so every chunk after the first plays 3 frames sooner). Its start delay is the least
 d such that, in that schedule, every one of its chunks is ready in time and no chunk of another
 session that was on time without it becomes late: the earliest start that keeps every admitted
-session within its deadlines. Making d larger only moves the new segment's deadlines later, so
-the search is a bisection. `None` when no d up to `max_delay_s` keeps them: the direction must
+session within its deadlines. `None` when no d up to `max_delay_s` keeps them: the direction must
 then wait longer than the plan can promise.
+
+Making d larger moves the new segment's deadlines later, but whether it keeps everyone is not
+monotone in d beside playing world sessions: their chunks come every period, and the segment's
+chunks batch with them (a step of two within the period) only at some phases of its start
+against theirs. Near the edge the starts that keep everyone are windows a few hundredths of a
+second wide, one per period, and a bisection over d lands anywhere among them, or finds none
+(the direction then waited the 60 s maximum where a start 1.2 s away kept everyone). So beside
+world sessions the search runs per phase: for each of `phases` phases of the period, the least
+number of whole periods of delay that keeps everyone, by a bisection over whole periods (at a
+fixed phase a later start is taken to be no worse: only what is owed before it changes; in one
+random scene of 150 a short window before a later, longer one was missed that way, as the
+bisection over d missed it), up to the last chunk owed and the segment's own lead (past that,
+only an overload whose backlog the plan plays out: there a bisection as before). The least over
+the phases is refined to `resolution_s`, and a window narrower than half a period is taken at its
+middle, so a step a little longer or shorter than planned does not move the start out of it.
+Without world sessions a bisection.
 """
 
 from __future__ import annotations
@@ -164,12 +179,13 @@ def late_chunks(chunks: Sequence[PlanChunk], start: float, step_s: Callable[[int
 
 def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, start: float,
                 step_s: Callable[[int], float], max_batch: int, max_delay_s: float,
-                periodic: Sequence[Periodic] = (), resolution_s: float = 0.005) -> float | None:
+                periodic: Sequence[Periodic] = (), resolution_s: float = 0.005, phases: int = 16) -> float | None:
     """The least start delay (seconds after `ask.now`, to `resolution_s`) at which the new segment's
     chunks, and every other chunk that is on time without it (`committed`: what directors still owe;
     `periodic`: playing world sessions, over the new segment's span), are all ready in time; None
     when even `max_delay_s` does not do. `start`: when the engine is free (after the step in
-    flight); `step_s(b)`: the planned seconds of a step of b chunks."""
+    flight); `step_s(b)`: the planned seconds of a step of b chunks. Beside world sessions the
+    search runs per phase of their period (`phases` of it; the module's docstring says why)."""
 
     def keeps(delay: float) -> bool:
         horizon = ask.now + delay + ask.segment_s + ask.chunk_media_s
@@ -182,9 +198,25 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
     lo = max(0.0, start + step_s(1) * ask.due_at_start - ask.now + ask.jitter_s)
     if keeps(lo):
         return lo
-    if lo >= max_delay_s or not keeps(max_delay_s):
+    if lo >= max_delay_s:
         return None
-    hi = max_delay_s  # kept; lo is not
+    if not periodic:
+        return _bisect(keeps, lo, max_delay_s, resolution_s) if keeps(max_delay_s) else None
+    period = min(p.period_s for p in periodic)
+    # by phase up to the last chunk owed (the world sessions' first ones too) and the segment's own
+    # lead, and two periods more; past that only where the sessions owe more than the engine makes
+    # (an overload whose backlog the plan plays out): there, as without world sessions
+    owed = max([*(c.deadline for c in committed), *(p.first_deadline + p.restart_s for p in periodic)])
+    lead = ask.lead_s if math.isfinite(ask.lead_s) else max_delay_s
+    settled = max(lo, owed - ask.now) + lead + 2 * period
+    found = _by_phase(keeps, lo, min(max_delay_s, settled), period, phases, resolution_s)
+    if found is not None or settled >= max_delay_s:
+        return found
+    return _bisect(keeps, settled, max_delay_s, resolution_s) if keeps(max_delay_s) else None
+
+
+def _bisect(keeps: Callable[[float], bool], lo: float, hi: float, resolution_s: float) -> float:
+    """The boundary between `lo` (not kept) and `hi` (kept), to `resolution_s`: a kept delay."""
     while hi - lo > resolution_s:
         mid = (lo + hi) / 2.0
         if keeps(mid):
@@ -192,3 +224,45 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
         else:
             lo = mid
     return hi
+
+
+def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: float, phases: int,
+              resolution_s: float) -> float | None:
+    """The least kept delay up to `far` beside world sessions of `period` (lo itself is not kept): for
+    each phase lo + i x step (step = period / phases), the least kept lo + i x step + k x period, k
+    found by a bisection over whole periods (kept at a fixed phase only grows with k) and only below
+    the best so far; then the best's window: its left edge to `resolution_s`, or its middle where it
+    is narrower than half a period."""
+    step = period / phases
+    best: float | None = None
+    for i in range(phases):
+        first = lo + i * step
+        top = math.floor((far - first) / period + _EPS)  # whole periods up to far
+        if best is not None:
+            top = min(top, math.ceil((best - first) / period - _EPS) - 1)  # only starts before the best
+        if top < 0 or not keeps(first + top * period):
+            continue
+        below, least = -1 if i else 0, top  # k = below is not kept (for phase 0: lo itself)
+        while least - below > 1:
+            mid = (below + least) // 2
+            if keeps(first + mid * period):
+                least = mid
+            else:
+                below = mid
+        best = first + least * period
+    if best is None:
+        return None
+    left = _bisect(keeps, max(lo, best - step), best, resolution_s)
+    kept, probe = best, best + step  # the window's right edge, a step at a time, up to half a period
+    while probe - left < period / 2 and keeps(probe):
+        kept, probe = probe, probe + step
+    if probe - left >= period / 2:
+        return left  # a wide window: its earliest start
+    while probe - kept > resolution_s:
+        edge = (kept + probe) / 2.0
+        if keeps(edge):
+            kept = edge
+        else:
+            probe = edge
+    middle = (left + kept) / 2.0
+    return middle if keeps(middle) else left

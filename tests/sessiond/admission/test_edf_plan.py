@@ -3,6 +3,8 @@ values worked out by hand from the demand bound (a chunk of 0.25 s every 0.5 med
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from sessiond.admission.edf_plan import (
     Periodic,
     PlanChunk,
@@ -177,3 +179,29 @@ def test_a_director_starting_beside_a_world_player_who_just_attached_starts_with
     before = start_delay("d", whole, [], start=0.0, step_s=step_s, max_batch=4, max_delay_s=10.0,
                          periodic=[Periodic("w", 0.0, 0.75, 1.5)])
     assert before is not None and 2.30 <= before <= 2.31
+
+
+def _late(world: Periodic, ask: SegmentAsk, delay: float, step_s: Callable[[int], float]) -> list[tuple[str, float]]:
+    chunks = [*world.until(delay + ask.segment_s + 1.0), *segment_chunks("d", ask, delay)]
+    return [(c.owner, round(c.deadline, 3)) for c in late_chunks(chunks, 0.0, step_s, 2)]
+
+
+def test_beside_a_world_player_at_the_edge_the_start_is_the_first_narrow_window_and_its_middle() -> None:
+    """A world player's chunk every 0.25 s takes 0.14 s alone; a director's beside it fits only in a
+    step of two (0.2 s, not 0.28 s), begun once the world's chunk is released, so only starts in a
+    narrow phase of the world's period keep both: here 1.100-1.133 s, then windows of 3 ms once a
+    period, and none at 60 s. A bisection over the delay found none (the direction waited the 60 s
+    maximum); the search by phase finds the first window and starts in its middle."""
+    steps = {1: 0.14, 2: 0.2}
+
+    def step_s(b: int) -> float:
+        return steps[b]
+
+    world = Periodic("w", 0.1, 0.25, 0.25)  # due from 0.1 s, begun at most a chunk ahead
+    ask = SegmentAsk(now=0.0, segment_s=2.0, chunk_media_s=0.25, jitter_s=0.05, lead_s=1.0)
+    lost = [("w", 0.1)]  # the world's first chunk, due before it can be made: late whatever comes
+    assert _late(world, ask, 60.0, step_s) != lost  # the maximum keeps no one: bisection has nothing
+    assert _late(world, ask, 1.095, step_s) != lost and _late(world, ask, 1.135, step_s) != lost
+    delay = start_delay("d", ask, [], start=0.0, step_s=step_s, max_batch=2, max_delay_s=60.0, periodic=[world])
+    assert delay is not None and 1.11 <= delay <= 1.12  # the window 1.100-1.133, at its middle
+    assert _late(world, ask, delay, step_s) == lost
