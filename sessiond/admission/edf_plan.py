@@ -29,8 +29,8 @@ fixed phase a later start is taken to be no worse: only what is owed before it c
 random scene of 150 a short window before a later, longer one was missed that way, as the
 bisection over d missed it), up to the last chunk owed and the segment's own lead (past that,
 only an overload whose backlog the plan plays out: there a bisection as before). The least over
-the phases is refined to `resolution_s`, and a window narrower than half a period is taken at its
-middle, so a step a little longer or shorter than planned does not move the start out of it.
+the phases is refined to `resolution_s`, and a window narrower than two phase steps is taken at
+its middle, so a step a little longer or shorter than planned does not move the start out of it.
 Without world sessions a bisection.
 """
 
@@ -231,8 +231,8 @@ def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: flo
     """The least kept delay up to `far` beside world sessions of `period` (lo itself is not kept): for
     each phase lo + i x step (step = period / phases), the least kept lo + i x step + k x period, k
     found by a bisection over whole periods (kept at a fixed phase only grows with k) and only below
-    the best so far; then the best's window: its left edge to `resolution_s`, or its middle where it
-    is narrower than half a period."""
+    the best so far; then the best's window: its left edge to `resolution_s`, or its middle where
+    it is narrower than two steps."""
     step = period / phases
     best: float | None = None
     for i in range(phases):
@@ -253,10 +253,8 @@ def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: flo
     if best is None:
         return None
     left = _bisect(keeps, max(lo, best - step), best, resolution_s)
-    kept, probe = best, best + step  # the window's right edge, a step at a time, up to half a period
-    while probe - left < period / 2 and keeps(probe):
-        kept, probe = probe, probe + step
-    if probe - left >= period / 2:
+    kept, probe = best, left + 2 * step  # the window's right edge, if it is narrower than two steps
+    if keeps(probe):
         return left  # a wide window: its earliest start
     while probe - kept > resolution_s:
         edge = (kept + probe) / 2.0
