@@ -22,16 +22,19 @@ monotone in d beside playing world sessions: their chunks come every period, and
 chunks batch with them (a step of two within the period) only at some phases of its start
 against theirs. Near the edge the starts that keep everyone are windows a few hundredths of a
 second wide, one per period, and a bisection over d lands anywhere among them, or finds none
-(the direction then waited the 60 s maximum where a start 1.2 s away kept everyone). So beside
-world sessions the search runs per phase: for each of `phases` phases of the period, the least
-number of whole periods of delay that keeps everyone, by a bisection over whole periods (at a
-fixed phase a later start is taken to be no worse: only what is owed before it changes; in one
-random scene of 150 a short window before a later, longer one was missed that way, as the
-bisection over d missed it), up to the last chunk owed and the segment's own lead (past that,
-only an overload whose backlog the plan plays out: there a bisection as before). The least over
-the phases is refined to `resolution_s`, and a window narrower than two phase steps is taken at
-its middle, so a step a little longer or shorter than planned does not move the start out of it.
-Without world sessions a bisection.
+(the direction then waited the 60 s maximum where a start 1.2 s away kept everyone). And while a
+segment plays within `lead_s`, all its chunks are released at once and made early, in steps that
+may leave another director's chunks late: a short window of starts soon may be followed by seconds that
+keep no one (seen in a rehearsal: 1.64-1.79 s kept, then nothing until 11.04 s, the advice). So
+beside world sessions the search first looks at the next two seconds (four periods at least) in
+order, every two phase steps (50 ms at least); then per phase: for each of `phases` phases of the
+period, the least number of whole periods of delay that keeps everyone, by a bisection over whole
+periods (at a fixed phase a later start is taken to be no worse: only what is owed before it
+changes), up to the last chunk owed and the segment's own lead (past that, only an overload whose
+backlog the plan plays out: there a bisection as before). The start found is refined to
+`resolution_s`, and a window narrower than two phase steps is taken at its middle, so a step a
+little longer or shorter than planned does not move the start out of it. Without world sessions a
+bisection.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from dataclasses import dataclass
 __all__ = ["Periodic", "PlanChunk", "SegmentAsk", "joins_batch", "late_chunks", "segment_chunks", "start_delay"]
 
 _EPS = 1e-9
+_NEAR_S = 2.0  # beside world sessions, the first seconds of starts are looked at in order,
+_NEAR_GRID_S = 0.05  # every two phase steps, at least this far apart
 
 
 @dataclass(frozen=True)
@@ -75,9 +80,13 @@ class Periodic:
     lead_s: float
     restart_s: float = 0.0
 
+    def count_until(self, horizon: float) -> int:
+        """How many chunks `until(horizon)` lists."""
+        return max(0, math.ceil((horizon - self.first_deadline - self.restart_s) / self.period_s)) + 1
+
     def until(self, horizon: float) -> list[PlanChunk]:
-        n = max(0, math.ceil((horizon - self.first_deadline - self.restart_s) / self.period_s)) + 1
-        due = [self.first_deadline + (self.restart_s if k else 0.0) + k * self.period_s for k in range(n)]
+        due = [self.first_deadline + (self.restart_s if k else 0.0) + k * self.period_s
+               for k in range(self.count_until(horizon))]
         return [PlanChunk(self.owner, d - self.lead_s, d) for d in due]
 
 
@@ -187,10 +196,15 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
     flight); `step_s(b)`: the planned seconds of a step of b chunks. Beside world sessions the
     search runs per phase of their period (`phases` of it; the module's docstring says why)."""
 
+    without: dict[tuple[int, ...], tuple[list[PlanChunk], set[int]]] = {}  # the others, and those late anyway
+
     def keeps(delay: float) -> bool:
         horizon = ask.now + delay + ask.segment_s + ask.chunk_media_s
-        others = [*committed, *(c for p in periodic for c in p.until(horizon))]
-        already = {id(c) for c in late_chunks(others, start, step_s, max_batch)}
+        counts = tuple(p.count_until(horizon) for p in periodic)
+        if counts not in without:  # the same for every delay whose span holds as many world chunks
+            others = [*committed, *(c for p in periodic for c in p.until(horizon))]
+            without[counts] = others, {id(c) for c in late_chunks(others, start, step_s, max_batch)}
+        others, already = without[counts]
         late = late_chunks([*others, *segment_chunks(owner, ask, delay)], start, step_s, max_batch)
         return all(c.owner != owner and id(c) in already for c in late)
 
@@ -228,31 +242,43 @@ def _bisect(keeps: Callable[[float], bool], lo: float, hi: float, resolution_s: 
 
 def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: float, phases: int,
               resolution_s: float) -> float | None:
-    """The least kept delay up to `far` beside world sessions of `period` (lo itself is not kept): for
-    each phase lo + i x step (step = period / phases), the least kept lo + i x step + k x period, k
-    found by a bisection over whole periods (kept at a fixed phase only grows with k) and only below
-    the best so far; then the best's window: its left edge to `resolution_s`, or its middle where
-    it is narrower than two steps."""
+    """The least kept delay up to `far` beside world sessions of `period` (lo itself is not kept).
+    First the next `near_s` (two seconds, four periods at least) every two phase steps (step =
+    period / phases; 50 ms at least), in order: while the segment's chunks are all released at once a window there
+    may be followed by seconds that keep no one. Then, for each phase lo + i x step, the least kept
+    lo + i x step + k x period, k by a bisection over whole periods (kept at a fixed phase taken to
+    grow with k), only below the best so far. Then the best's window: its left edge to
+    `resolution_s`, or its middle where it is narrower than two steps."""
     step = period / phases
+    near_s = max(_NEAR_S, 4 * period)
+    grid = max(2 * step, _NEAR_GRID_S)
     best: float | None = None
-    for i in range(phases):
+    below = lo  # a delay that does not keep, just before `best`
+    j = 1
+    while lo + grid * j <= min(far, lo + near_s) + _EPS:
+        if keeps(lo + grid * j):
+            best, below = lo + grid * j, lo + grid * (j - 1)
+            break
+        j += 1
+    for i in range(phases if best is None else 0):
         first = lo + i * step
         top = math.floor((far - first) / period + _EPS)  # whole periods up to far
         if best is not None:
             top = min(top, math.ceil((best - first) / period - _EPS) - 1)  # only starts before the best
         if top < 0 or not keeps(first + top * period):
             continue
-        below, least = -1 if i else 0, top  # k = below is not kept (for phase 0: lo itself)
-        while least - below > 1:
-            mid = (below + least) // 2
+        least_below, least = -1 if i else 0, top  # k = least_below is not kept (for phase 0: lo itself)
+        while least - least_below > 1:
+            mid = (least_below + least) // 2
             if keeps(first + mid * period):
                 least = mid
             else:
-                below = mid
+                least_below = mid
         best = first + least * period
+        below = max(lo, best - step)
     if best is None:
         return None
-    left = _bisect(keeps, max(lo, best - step), best, resolution_s)
+    left = _bisect(keeps, below, best, resolution_s)
     kept, probe = best, left + 2 * step  # the window's right edge, if it is narrower than two steps
     if keeps(probe):
         return left  # a wide window: its earliest start

@@ -205,3 +205,32 @@ def test_beside_a_world_player_at_the_edge_the_start_is_the_first_narrow_window_
     delay = start_delay("d", ask, [], start=0.0, step_s=step_s, max_batch=2, max_delay_s=60.0, periodic=[world])
     assert delay is not None and 1.11 <= delay <= 1.12  # the window 1.100-1.133, at its middle
     assert _late(world, ask, delay, step_s) == lost
+
+
+def test_a_start_soon_is_found_though_the_seconds_after_it_keep_no_one() -> None:
+    """Seen in the rehearsal at the engine issue's 0.25 (tiny paced, family 1446554712, burst-mixed-8):
+    a director's `direct` beside two directors owing 9 and 10 chunks of 0.5 s and a world player was
+    advised 11.04 s. Starts at 1.64-1.79 s keep everyone; from there to 11.04 s none does (the
+    segment's chunks, all released at once while it plays within 10 s, are made early, in steps that
+    leave a's chunks from 2.14 s on late). A bisection over the delay and one over whole periods per
+    phase both land past the gap; the first seconds are now looked at in order."""
+    steps = [0.135, 0.255, 0.38, 0.505]  # the daemon's planned steps (the log line of that `direct`)
+
+    def step_s(b: int) -> float:
+        return steps[b - 1]
+
+    owed = [PlanChunk("a", d - 10.0, d, 0.1) for d in (0.64, 1.14, 1.64, 2.14, 2.64, 3.14, 3.64, 4.14, 4.64)]
+    owed += [PlanChunk("b", d - 10.0, d, 0.1) for d in (0.45, 0.95, 1.45, 1.95, 2.45, 2.95, 3.45, 3.95, 4.45, 4.95)]
+    world = Periodic("w", 0.1, 0.5, 1.0)  # the world player's phase and lead are not in the log: one of them
+    ask = SegmentAsk(now=0.0, segment_s=5.0, chunk_media_s=0.5, lead_in_s=0.19, jitter_s=0.1, lead_s=10.0)
+
+    def late(delay: float) -> list[tuple[str, float]]:
+        chunks = [*owed, *world.until(delay + 6.0), *segment_chunks("d", ask, delay)]
+        return [(c.owner, round(c.deadline, 2)) for c in late_chunks(chunks, 0.0, step_s, 4)]
+
+    lost = [("w", 0.1)]  # the world's first chunk, due before it can be made: late whatever comes
+    assert late(1.7) == lost and late(11.1) == lost
+    assert all(late(d) != lost for d in (1.85, 3.0, 6.0, 9.0, 10.5))
+    delay = start_delay("d", ask, owed, start=0.0, step_s=step_s, max_batch=4, max_delay_s=60.0, periodic=[world])
+    assert delay is not None and 1.64 <= delay <= 1.65
+    assert late(delay) == lost
