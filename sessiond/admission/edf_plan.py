@@ -215,7 +215,7 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
     if lo >= max_delay_s:
         return None
     if not periodic:
-        return _bisect(keeps, lo, max_delay_s, resolution_s) if keeps(max_delay_s) else None
+        return _edge(keeps, lo, max_delay_s, resolution_s) if keeps(max_delay_s) else None
     period = min(p.period_s for p in periodic)
     # by phase up to the last chunk owed (the world sessions' first ones too) and the segment's own
     # lead, and two periods more; past that only where the sessions owe more than the engine makes
@@ -226,29 +226,30 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
     found = _by_phase(keeps, lo, min(max_delay_s, settled), period, phases, resolution_s)
     if found is not None or settled >= max_delay_s:
         return found
-    return _bisect(keeps, settled, max_delay_s, resolution_s) if keeps(max_delay_s) else None
+    return _edge(keeps, settled, max_delay_s, resolution_s) if keeps(max_delay_s) else None
 
 
-def _bisect(keeps: Callable[[float], bool], lo: float, hi: float, resolution_s: float) -> float:
-    """The boundary between `lo` (not kept) and `hi` (kept), to `resolution_s`: a kept delay."""
-    while hi - lo > resolution_s:
-        mid = (lo + hi) / 2.0
+def _edge(keeps: Callable[[float], bool], off: float, on: float, resolution_s: float) -> float:
+    """The boundary between `off` (not kept) and `on` (kept), on either side of it, to
+    `resolution_s`: a kept delay."""
+    while abs(on - off) > resolution_s:
+        mid = (off + on) / 2.0
         if keeps(mid):
-            hi = mid
+            on = mid
         else:
-            lo = mid
-    return hi
+            off = mid
+    return on
 
 
 def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: float, phases: int,
               resolution_s: float) -> float | None:
     """The least kept delay up to `far` beside world sessions of `period` (lo itself is not kept).
     First the next `near_s` (two seconds, four periods at least) every two phase steps (step =
-    period / phases; 50 ms at least), in order: while the segment's chunks are all released at once a window there
-    may be followed by seconds that keep no one. Then, for each phase lo + i x step, the least kept
-    lo + i x step + k x period, k by a bisection over whole periods (kept at a fixed phase taken to
-    grow with k), only below the best so far. Then the best's window: its left edge to
-    `resolution_s`, or its middle where it is narrower than two steps."""
+    period / phases; 50 ms at least), in order: while the segment's chunks are all released at once
+    a window there may be followed by seconds that keep no one. Then, for each phase lo + i x step,
+    the least kept lo + i x step + k x period, k by a bisection over whole periods (kept at a fixed
+    phase taken to grow with k), only below the best so far. Then the best's window: its left edge
+    to `resolution_s`, or its middle where it is narrower than two steps."""
     step = period / phases
     near_s = max(_NEAR_S, 4 * period)
     grid = max(2 * step, _NEAR_GRID_S)
@@ -278,15 +279,9 @@ def _by_phase(keeps: Callable[[float], bool], lo: float, far: float, period: flo
         below = max(lo, best - step)
     if best is None:
         return None
-    left = _bisect(keeps, below, best, resolution_s)
-    kept, probe = best, left + 2 * step  # the window's right edge, if it is narrower than two steps
+    left = _edge(keeps, below, best, resolution_s)
+    probe = left + 2 * step  # the window's right edge, if it is narrower than two steps
     if keeps(probe):
         return left  # a wide window: its earliest start
-    while probe - kept > resolution_s:
-        edge = (kept + probe) / 2.0
-        if keeps(edge):
-            kept = edge
-        else:
-            probe = edge
-    middle = (left + kept) / 2.0
+    middle = (left + _edge(keeps, probe, best, resolution_s)) / 2.0
     return middle if keeps(middle) else left
