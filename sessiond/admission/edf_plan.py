@@ -25,7 +25,7 @@ second wide, one per period, and a bisection over d lands anywhere among them, o
 (the direction then waited the 60 s maximum where a start 1.2 s away kept everyone). And while a
 segment plays within `lead_s`, all its chunks are released at once and made early, in steps that
 may leave another director's chunks late: a short window of starts soon may be followed by seconds that
-keep no one (seen in a rehearsal: 1.64-1.79 s kept, then nothing until 11.04 s, the advice). So
+keep no one (a scene built from a rehearsal's log: 1.64-1.79 s kept, then nothing until 11.04 s). So
 beside world sessions the search first looks at the next two seconds (four periods at least) in
 order, every two phase steps (50 ms at least); then per phase: for each of `phases` phases of the
 period, the least number of whole periods of delay that keeps everyone, by a bisection over whole

@@ -88,8 +88,9 @@ def plan_segment_start(sessions: Mapping[str, Session], session_id: str, now: fl
         owed: dict[str, list[str]] = {}
         for c in committed:
             owed.setdefault(c.owner, []).append(f"{c.release - now:+.2f}/{c.deadline - now:+.2f}")
+        worlds = [f"{p.first_deadline - now:+.3f}/{p.lead_s:.3f}/{p.restart_s:.3f}" for p in periodic]
         logger.info("plan: %s waits %s s for a %.2f s segment (lead-in %.2f s); owed (release/deadline from now): %s; "
-                    "world sessions %d; step_s 1..%d: %s", session_id, "max" if delay is None else f"{delay:.2f}",
-                    segment_s, lead_in_s, owed, len(periodic), inputs.max_batch,
+                    "world sessions (first due from now/lead/restart, s): %s; step_s 1..%d: %s", session_id,
+                    "max" if delay is None else f"{delay:.2f}", segment_s, lead_in_s, owed, worlds, inputs.max_batch,
                     [round(inputs.step_s(b), 3) for b in range(1, inputs.max_batch + 1)])
     return inputs.max_delay_s if delay is None else delay

@@ -208,12 +208,14 @@ def test_beside_a_world_player_at_the_edge_the_start_is_the_first_narrow_window_
 
 
 def test_a_start_soon_is_found_though_the_seconds_after_it_keep_no_one() -> None:
-    """Seen in the rehearsal at the engine issue's 0.25 (tiny paced, family 1446554712, burst-mixed-8):
-    a director's `direct` beside two directors owing 9 and 10 chunks of 0.5 s and a world player was
-    advised 11.04 s. Starts at 1.64-1.79 s keep everyone; from there to 11.04 s none does (the
-    segment's chunks, all released at once while it plays within 10 s, are made early, in steps that
-    leave a's chunks from 2.14 s on late). A bisection over the delay and one over whole periods per
-    phase both land past the gap; the first seconds are now looked at in order."""
+    """Built from the plan's log line of a `direct` in the rehearsal at the engine issue's 0.25 (tiny
+    paced, family 1446554712, burst-mixed-8; advised 11.04 s): beside two directors owing 9 and 10
+    chunks of 0.5 s and a world player, at a world phase the log does not give (at the one it had,
+    the rehearsal again with this search advised the same 11.04 s). Here starts at 1.64-1.79 s keep
+    everyone; from there to 11.04 s none does (the segment's chunks, all released at once while it
+    plays within 10 s, are made early, in steps that leave a's chunks from 2.14 s on late). A
+    bisection over the delay and one over whole periods per phase both land past the gap; the first
+    seconds are now looked at in order."""
     steps = [0.135, 0.255, 0.38, 0.505]  # the daemon's planned steps (the log line of that `direct`)
 
     def step_s(b: int) -> float:
