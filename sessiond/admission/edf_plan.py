@@ -19,22 +19,21 @@ then wait longer than the plan can promise.
 
 Making d larger moves the new segment's deadlines later, but whether it keeps everyone is not
 monotone in d beside playing world sessions: their chunks come every period, and the segment's
-chunks batch with them (a step of two within the period) only at some phases of its start
-against theirs. Near the edge the starts that keep everyone are windows a few hundredths of a
-second wide, one per period, and a bisection over d lands anywhere among them, or finds none
-(the direction then waited the 60 s maximum where a start 1.2 s away kept everyone). And while a
-segment plays within `lead_s`, all its chunks are released at once and made early, in steps that
-may leave another director's chunks late: a short window of starts soon may be followed by seconds that
-keep no one (a scene built from a rehearsal's log: 1.64-1.79 s kept, then nothing until 11.04 s). So
-beside world sessions the search first looks at the next two seconds (four periods at least) in
-order, every two phase steps (50 ms at least); then per phase: for each of `phases` phases of the
-period, the least number of whole periods of delay that keeps everyone, by a bisection over whole
-periods (at a fixed phase a later start is taken to be no worse: only what is owed before it
-changes), up to the last chunk owed and the segment's own lead (past that, only an overload whose
-backlog the plan plays out: there a bisection as before). The start found is refined to
-`resolution_s`, and a window narrower than two phase steps is taken at its middle, so a step a
-little longer or shorter than planned does not move the start out of it. Without world sessions a
-bisection.
+chunks batch with them (a step of two within the period) only at some phases of its start against
+theirs. Near the edge the starts that keep everyone are windows a few hundredths of a second wide,
+one per period, and a bisection over d lands anywhere among them, or finds none (the direction then
+waited the 60 s maximum where a start 1.2 s away kept everyone). And while a segment plays within
+`lead_s`, all its chunks are released at once and made early, in steps that may leave another
+director's chunks late: a short window of starts soon may be followed by seconds that keep no one (a
+scene built from a rehearsal's log: 1.64-1.79 s kept, then nothing until 11.04 s). So beside world
+sessions the search first looks at the next two seconds (four periods at least) in order, every two
+phase steps (50 ms at least); then per phase: for each of `phases` phases of the period, the least
+number of whole periods of delay that keeps everyone, by a bisection over whole periods (at a fixed
+phase a later start is taken to be no worse: only what is owed before it changes), up to the last
+chunk owed and the segment's own lead (past that, only an overload whose backlog the plan plays out:
+there a bisection as before). The start found is refined to `resolution_s`, and a window narrower
+than two phase steps is taken at its middle, so a step a little longer or shorter than planned does
+not move the start out of it. Without world sessions a bisection.
 """
 
 from __future__ import annotations
@@ -194,7 +193,8 @@ def start_delay(owner: str, ask: SegmentAsk, committed: Sequence[PlanChunk], *, 
     `periodic`: playing world sessions, over the new segment's span), are all ready in time; None
     when even `max_delay_s` does not do. `start`: when the engine is free (after the step in
     flight); `step_s(b)`: the planned seconds of a step of b chunks. Beside world sessions the
-    search runs per phase of their period (`phases` of it; the module's docstring says why)."""
+    search looks at the next seconds in order, then per phase of their period (`phases` of it; the
+    module's docstring says why)."""
 
     without: dict[tuple[int, ...], tuple[list[PlanChunk], set[int]]] = {}  # the others, and those late anyway
 
