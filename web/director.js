@@ -4,7 +4,7 @@
 // a status line per step, a cue when a segment has played out, errors in words.
 
 import { MsePlayer } from "./mse.js";
-import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples } from "./prompts.js";
+import { DEFAULT_MAX_PROMPT_CHARS, limitPrompt, promptMessage, renderExamples, servedExamples } from "./prompts.js";
 import { connectWebSocket, createSession, deleteOnPageHide, idCounter, reconnectSession, waitReady } from "./session.js";
 import { debugLog, describeError, hideError, reportFailure, StallWatch, StatusLine } from "./status.js";
 import { PTS_HZ } from "./timeline.js";
@@ -20,6 +20,7 @@ const CUE_SLACK_S = 0.25; // the segment counts as played out this close to its 
 const director = {
   trace: [], session: null, codec: null, segments: [], fragments: 0, lastIdx: -1, errors: [], acks: [], player: null,
   steps: status.history, maxPromptChars: DEFAULT_MAX_PROMPT_CHARS, connected: false, stalls: 0,
+  examples: [],
 };
 window.director = director;
 
@@ -140,6 +141,7 @@ async function start() {
   try {
     loading("server", "Waiting for the server to be ready…");
     await waitReady((reason) => loading("server", `Warming up the model (${reason})…`));
+    if (!director.examples.length) showExamples(await servedExamples());  // shown even if refused a session
     loading("admission", "Creating your session…");
     director.session = await createSession({ mode: "director" });
     $("session-id").textContent = director.session.session_id;
@@ -220,15 +222,21 @@ function onWelcome(welcome) {
   const session = welcome.session || director.session;
   const limits = welcome.limits || {};
   director.maxPromptChars = limits.max_prompt_chars || DEFAULT_MAX_PROMPT_CHARS;
-  director.examples = session.prompt_examples || [];
   updateCount = limitPrompt($("prompt"), $("count"), director.maxPromptChars,
     (max) => say(`Directions are limited to ${max} characters; the rest was cut.`));
-  renderExamples($("examples"), director.examples, (example) => {
+  showExamples(session.prompt_examples || []);
+}
+
+// The examples as chips (a click fills the box and directs, or says why it cannot), the box
+// pre-filled with the first where it is empty.
+function showExamples(examples) {
+  director.examples = examples;
+  renderExamples($("examples"), examples, (example) => {
     $("prompt").value = example;
     updateCount();
     directFromBox();
   });
-  if (director.examples.length && !$("prompt").value) $("prompt").value = director.examples[0];
+  if (examples.length && !$("prompt").value) $("prompt").value = examples[0];
   updateCount();
 }
 

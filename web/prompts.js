@@ -3,6 +3,19 @@
 
 export const DEFAULT_MAX_PROMPT_CHARS = 2000; // docs/protocol.md's limit when the server announces none
 
+// The served model's example prompts as GET /v1/capacity names them ([] where it names none or cannot
+// be asked), so a page shows them before it has a session of its own, and when it is refused one.
+export async function servedExamples() {
+  try {
+    const response = await fetch("v1/capacity", { cache: "no-store" });
+    if (!response.ok) return [];
+    const examples = (await response.json()).prompt_examples;
+    return Array.isArray(examples) ? examples : [];
+  } catch {
+    return [];
+  }
+}
+
 // One button per example in `container`; a click calls onPick(example).
 export function renderExamples(container, examples, onPick) {
   container.replaceChildren();

@@ -149,6 +149,20 @@ def test_directing_without_a_session_says_why_and_sends_nothing(page: Page) -> N
         page.wait_for_function("director.pending.size === 1 && director.connected", timeout=10_000)
 
 
+def test_a_page_refused_a_session_still_shows_the_models_examples(page: Page) -> None:
+    with serve("demo", "--policy", "kv", "--max-sessions", "1") as served:
+        httpx.post(f"{served.url}/v1/sessions", json={"mode": "world"}).raise_for_status()
+        page.goto(f"{served.url}/director.html")
+        expect(page.locator("#status")).to_have_text("The server is full right now", timeout=60_000)
+        chips = page.locator("#examples .chip")
+        expect(chips).to_have_text(list(PROMPT_EXAMPLES))
+        assert page.input_value("#prompt") == PROMPT_EXAMPLES[0]
+        chips.nth(1).click()  # fills the box; with no session it says why and sends nothing
+        expect(page.locator("#prompt")).to_have_value(PROMPT_EXAMPLES[1])
+        expect(page.locator("#prompt-msg")).to_have_text("No session to direct yet: The server is full right now")
+        assert page.evaluate("[director.connected, director.pending.size]") == [False, 0]
+
+
 def test_a_stall_mid_segment_is_said_counted_once_and_cleared_when_playback_moves(page: Page, daemon_url: str) -> None:
     page.goto(f"{daemon_url}/")
     ticks = page.evaluate("""async () => {
