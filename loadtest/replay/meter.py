@@ -192,13 +192,15 @@ class SessionMeter:
         self._reanchor = True
 
     def disconnected(self, t: float) -> None:
+        # a detach: the user sees no frame until it comes back, so an action sent just before is not
+        # timed over the absence (its photon was never shown): unresolved, as at a pause
         self._stop_playing(t)
+        self._drop_pending_actions()
 
     def paused(self, t: float) -> None:
         self._paused = True
         self._stop_playing(t)
-        self.result.actions_unresolved += len(self._actions)
-        self._actions.clear()
+        self._drop_pending_actions()
 
     def resumed(self, t: float) -> None:
         self._paused = False
@@ -207,9 +209,12 @@ class SessionMeter:
     def ended(self, t: float) -> None:
         self._stop_playing(t)
         self.result.ended_at_s = round(t - self.origin, 3)
+        self._drop_pending_actions()
+        self._settle_directs()
+
+    def _drop_pending_actions(self) -> None:
         self.result.actions_unresolved += len(self._actions)
         self._actions.clear()
-        self._settle_directs()
 
     # ---- what was sent ------------------------------------------------------------------------------
 

@@ -65,6 +65,19 @@ def test_action_to_photon_runs_to_the_first_frame_conditioned_on_it() -> None:
     assert meter.result.action_to_photon_ms == pytest.approx([100.0, 80.0, 260.0])
 
 
+def test_an_action_sent_just_before_a_detach_is_unresolved_not_timed_over_the_absence() -> None:
+    meter = _meter()
+    meter.action_sent(0, 1.00)
+    meter.frame(0, 0, 0, 0, False, 1.20)
+    meter.action_sent(1, 44.60)
+    meter.disconnected(44.62)  # detached 5 s: its frame, conditioned on seq 1, arrives after the attach
+    meter.connected(49.90)
+    meter.action_sent(2, 49.95)
+    meter.frame(FRAME, 1, 0, 2, False, 50.20)
+    assert meter.result.action_to_photon_ms == pytest.approx([200.0, 250.0])
+    assert meter.result.actions_unresolved == 1
+
+
 def test_interrupt_latency_runs_to_its_ack() -> None:
     meter = _meter()
     meter.interrupt_sent(7, 2.0)
