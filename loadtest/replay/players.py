@@ -46,6 +46,7 @@ class PlayerMeter:
     applied_seq: int = -1  # the newest of this seat's actions any received frame applied
     frames_received: int = 0
     action_to_photon_ms: list[float] = field(default_factory=list)
+    dropped: int = 0  # actions left unapplied when the seat went away (a detach or a pause): not timed
     _pending: deque[tuple[int, float]] = field(default_factory=deque)  # (seq, sent at) not yet applied
 
     def sent(self, seq: int, t: float) -> None:
@@ -60,10 +61,16 @@ class PlayerMeter:
         while self._pending and self._pending[0][0] <= applied:
             self.action_to_photon_ms.append((t - self._pending.popleft()[1]) * 1000.0)
 
+    def away(self) -> None:
+        """The seat sees no frame for a while (its connection detached, or paused): the actions still
+        waiting are not timed over the absence, they count as unresolved."""
+        self.dropped += len(self._pending)
+        self._pending.clear()
+
     def to_json(self) -> dict[str, Any]:
         return {"player": self.player, "actions_sent": self.actions_sent, "last_seq_sent": self.last_seq_sent,
                 "applied_seq": self.applied_seq, "frames_received": self.frames_received,
-                "action_to_photon_ms": summarize(self.action_to_photon_ms), "actions_unresolved": len(self._pending)}
+                "action_to_photon_ms": summarize(self.action_to_photon_ms), "actions_unresolved": self.dropped + len(self._pending)}
 
 
 class CoPlayer:

@@ -146,6 +146,8 @@ class SessionRunner:
             reader.cancel()
             await asyncio.gather(reader, return_exceptions=True)
         self.meter.disconnected(time.monotonic())
+        if self.owner_seat is not None:
+            self.owner_seat.away()
 
     async def _send(self, ev: str, f: dict[str, Any], now: float) -> None:
         c, m = self.client, self.meter
@@ -174,6 +176,8 @@ class SessionRunner:
             await c.send(Flush(rid))
         elif ev == "pause":
             m.paused(now)
+            if self.owner_seat is not None:
+                self.owner_seat.away()
             await c.send(Pause(c.next_id()))
         elif ev == "resume":
             m.resumed(now)

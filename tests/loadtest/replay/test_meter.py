@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loadtest.replay.meter import SessionMeter, late_beyond_risk
+from loadtest.replay.players import PlayerMeter
 from sessiond.admission import Objectives
 
 FPS = 16
@@ -301,3 +302,15 @@ def test_a_director_is_judged_by_the_share_of_its_segments_the_stated_risk_allow
     assert result.within_objective(Objectives(director_start_delay_p95_s=1.0)) is True
     result.start_delay_ms[0] = 1200.0  # two of five: more than a 5% risk explains (P = 0.023)
     assert result.within_objective(Objectives(director_start_delay_p95_s=1.0)) is False
+
+
+def test_a_seat_that_goes_away_drops_its_waiting_actions_as_unresolved() -> None:
+    seat = PlayerMeter(0)
+    seat.sent(0, 1.00)
+    seat.frames(applied=0, n=4, t=1.25)
+    seat.sent(1, 44.60)
+    seat.away()  # detached: seq 1's frame comes only after it is back
+    seat.sent(2, 49.95)
+    seat.frames(applied=2, n=4, t=50.25)
+    assert seat.action_to_photon_ms == pytest.approx([250.0, 300.0])
+    assert seat.to_json()["actions_unresolved"] == 1
