@@ -141,7 +141,8 @@ async function start() {
   try {
     loading("server", "Waiting for the server to be ready…");
     await waitReady((reason) => loading("server", `Warming up the model (${reason})…`));
-    if (!director.examples.length) showExamples(await servedExamples());  // shown even if refused a session
+    // the examples, shown even if this page is refused a session; the session waits for nothing
+    servedExamples().then((examples) => { if (!director.examples.length) showExamples(examples); });
     loading("admission", "Creating your session…");
     director.session = await createSession({ mode: "director" });
     $("session-id").textContent = director.session.session_id;

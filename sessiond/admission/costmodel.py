@@ -45,6 +45,8 @@ MARGIN_QUANTILE = 0.95  # a director's stated risk is 5% of segments
 MARGIN_PRIOR_SAMPLES = 50  # the configured margin counts as this many measured chunks
 MARGIN_FLOOR = 0.05
 MARGIN_CEILING = 0.75  # plan on at least a quarter of the engine (a step 4x its profile)
+MARGIN_HOLD_S = 30.0  # the measured overruns count in full this long after the last one
+MARGIN_HALF_LIFE_S = 60.0  # then their weight halves every this many seconds with no step measured
 
 
 def context_bucket(chunks: int) -> int:
@@ -107,10 +109,11 @@ class CostModel:
         self._error: dict[str, float] = {}  # item -> EWMA of |predicted - measured| / measured
         self._observed: dict[str, int] = {}
         self._overrun: deque[float] = deque(maxlen=_ERROR_WINDOW)  # chunks' worth of steps: wall / predicted - 1
+        self._overrun_at = 0.0  # the clock when the last overrun was measured
         self._window = [0.0, 0.0]  # (predicted, wall) seconds of the steps not yet making a chunk's worth
         self._outside: float | None = None  # EWMA of a step's wall seconds beyond the engine's
         self._steps = 0
-        self._margin_memo: dict[tuple[float, float], tuple[float, str]] = {}
+        self._overrun_q: tuple[float, float] | None = None  # (the overruns' quantile, its margin) until the next overrun
         self.profile_scale: dict[int, float] = {}  # batch -> the profile's buckets planned at base x this (1 if absent)
 
     @property
@@ -333,8 +336,9 @@ class CostModel:
         # neighbour's burst on a shared CPU, a collector pause) is not what a chunk sees
         chunk = self.predict_chunk(1, self.steady_context(), profile=True) if self.calibrated() else 0.0
         if self._window[0] >= chunk:
-            self._margin_memo.clear()
+            self._overrun_q = None
             self._overrun.append(self._window[1] / self._window[0] - 1.0)
+            self._overrun_at = self._clock()
             self._window = [0.0, 0.0]
         outside = max(0.0, wall_s - engine_s)
         self._outside = outside if self._outside is None else self._outside + self.alpha * (outside - self._outside)
@@ -348,21 +352,39 @@ class CostModel:
         """(the admission margin, where it came from): the margin m at which planning on 1 - m of
         the engine covers the `MARGIN_QUANTILE` quantile q of the measured overruns (a chunk's
         worth of steps that took (1 + q) x its prediction: m = q / (1 + q)), blended with `prior`
-        as if the prior were `MARGIN_PRIOR_SAMPLES` samples, at least `floor`, at most `MARGIN_CEILING`."""
-        memo = self._margin_memo.get((prior, floor))
-        if memo is not None:
-            return memo
+        as if the prior were `MARGIN_PRIOR_SAMPLES` samples, at least `floor`, at most `MARGIN_CEILING`.
+        With no step measured for over `MARGIN_HOLD_S` the overruns' weight halves every
+        `MARGIN_HALF_LIFE_S`: nothing idle would ever measure that the machine is quick again, and
+        a slow spell would otherwise refuse every later session, as if it could never fit."""
         n = len(self._overrun)
         if n == 0:
             return max(floor, prior), f"prior {prior:g} (no step measured yet)"
-        q = max(0.0, _quantile(list(self._overrun), MARGIN_QUANTILE))
-        measured = q / (1.0 + q)
-        weight = n / (n + MARGIN_PRIOR_SAMPLES)
+        if self._overrun_q is None:
+            q = max(0.0, _quantile(list(self._overrun), MARGIN_QUANTILE))
+            self._overrun_q = (q, q / (1.0 + q))
+        q, measured = self._overrun_q
+        idle = max(0.0, self._clock() - self._overrun_at - MARGIN_HOLD_S)
+        fade = 0.5 ** (idle / MARGIN_HALF_LIFE_S)
+        weight = n / (n + MARGIN_PRIOR_SAMPLES) * fade
         value = min(MARGIN_CEILING, max(floor, (1.0 - weight) * prior + weight * measured))
+        faded = f" (faded x{fade:.2f}: no step measured for {idle + MARGIN_HOLD_S:.0f} s)" if idle > 0 else ""
         said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} chunks' worth of steps' overrun over the prediction "
-                f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f} against the prior {prior:g}, floor {floor:g}")
-        self._margin_memo[(prior, floor)] = (value, said)
+                f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f}{faded} against the prior {prior:g}, "
+                f"floor {floor:g}")
         return value, said
+
+    def seconds_until_margin(self, target: float, prior: float, floor: float = MARGIN_FLOOR) -> float | None:
+        """Seconds until `margin(prior, floor)` is at most `target` with no step measured meanwhile
+        (0: it is already); None when it never will (the prior or the floor are above `target`)."""
+        if self.margin(prior, floor)[0] <= target + 1e-12:
+            return 0.0
+        if max(prior, floor) > target + 1e-12 or self._overrun_q is None:
+            return None
+        measured = self._overrun_q[1]
+        # (1 - w f) prior + w f measured <= target, with measured > target >= prior
+        fade = (target - prior) / ((len(self._overrun) / (len(self._overrun) + MARGIN_PRIOR_SAMPLES)) * (measured - prior))
+        idle = MARGIN_HALF_LIFE_S * math.log2(1.0 / fade) if fade > 0 else math.inf
+        return max(0.0, self._overrun_at + MARGIN_HOLD_S + idle - self._clock())
 
     def margin_snapshot(self, prior: float, floor: float = MARGIN_FLOOR) -> dict[str, object]:
         value, source = self.margin(prior, floor)

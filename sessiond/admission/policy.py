@@ -299,6 +299,16 @@ class DutyPolicy(PolicyBase):
                                   f"second, more than the {model.budget:.2f} the engine's steps leave as measured "
                                   f"with {n} other session{'s' if n != 1 else ''} open"
                                   f"{_close_hint(n, 'it' if n == 1 else 'they')}")
+        if not fits and need > model.budget + 1e-12 and (
+                fade := self.cost.seconds_until_margin(1.0 - need, self.margin_prior, self.margin_floor)) is not None:
+            # the configured margin would serve it: the margin measured in a slow spell refuses it,
+            # and fades when nothing runs (CostModel.margin); retry once it has
+            retry = self._retry(fade)
+            return self._decision(False, "load", need, retry_after_s=retry,
+                                  detail=f"one {request.mode} session needs {need:.2f} s of engine time per media "
+                                  f"second and the engine's recent steps leave {model.budget:.2f} (they ran slower "
+                                  f"than its start-up profile: margin {self.margin:.3f}, configured "
+                                  f"{self.margin_prior:g}); with nothing running that fades: retry in {retry:.0f} s")
         if not fits:
             return self._decision(False, "never", need, detail=self._never_detail(request.mode, model, need))
         others_load, _ = self.load(now, exclude=request.session_id)

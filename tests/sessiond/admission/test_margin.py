@@ -7,7 +7,7 @@ import pytest
 
 from engine.api import ItemResult, Phase, StepResult
 from sessiond.admission import DutyTracker
-from sessiond.admission.costmodel import MARGIN_PRIOR_SAMPLES
+from sessiond.admission.costmodel import MARGIN_HALF_LIFE_S, MARGIN_HOLD_S, MARGIN_PRIOR_SAMPLES
 from sessiond.admission.policy import DutyPolicy
 from sessiond.admission.runtime import AdmissionRuntime
 from tests.sessiond.admission.factories import known_cost
@@ -77,3 +77,23 @@ def test_the_runtime_takes_the_profiles_prediction_of_the_step_and_its_wall_time
     runtime.observe_op("offload", 0.4)
     assert cost.snapshot()["observed"] == {"denoise": 1, "offload": 1}
     assert cost.predict("offload") == 0.4  # no profile sample in this model: the online one
+
+
+def test_a_slow_spell_fades_from_the_margin_once_nothing_is_measured_so_admission_comes_back() -> None:
+    now = [0.0]
+    cost = known_cost(1.0, clock=lambda: now[0])
+    policy = DutyPolicy(cost, DutyTracker(), margin=0.15)
+    for _ in range(450):
+        cost.note_step_wall(0.25, 0.25, 0.375)  # a slow spell: every chunk 1.5 x its profile
+    w = 112 / (112 + MARGIN_PRIOR_SAMPLES)
+    slow = (1 - w) * 0.15 + w / 3
+    assert policy.margin == pytest.approx(slow)
+    now[0] = MARGIN_HOLD_S  # the sessions closed: for a while the spell counts in full
+    assert policy.margin == pytest.approx(slow)
+    now[0] = MARGIN_HOLD_S + MARGIN_HALF_LIFE_S  # then its weight halves every half-life
+    assert policy.margin == pytest.approx((1 - w / 2) * 0.15 + w / 2 / 3)
+    assert "(faded x0.50: no step measured for 90 s)" in cost.margin(0.15)[1]
+    now[0] = MARGIN_HOLD_S + 10 * MARGIN_HALF_LIFE_S  # ten minutes idle: back at the configured prior
+    assert policy.margin == pytest.approx(0.15, abs=1e-3)
+    cost.note_step_wall(1.0, 1.0, 1.5)  # measured again: the spell and the new chunk count in full
+    assert policy.margin == pytest.approx((1 - 113 / 163) * 0.15 + 113 / 163 / 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 
 import pytest
@@ -21,7 +22,7 @@ from sessiond.admission import (
     PolicyBase,
     make_policy,
 )
-from sessiond.admission.costmodel import CostModel
+from sessiond.admission.costmodel import MARGIN_HALF_LIFE_S, MARGIN_HOLD_S, CostModel
 from tests.sessiond.admission.factories import known_cost, model_info
 
 
@@ -206,6 +207,34 @@ def test_a_session_that_does_not_fit_alone_beside_open_ones_is_not_refused_for_g
     assert refused.detail == ("a world session needs 0.50 s of engine time per media second, more than the 0.45 "
                               "the engine's steps leave as measured with 1 other session open; waiting will not "
                               "help while it stays open: retry once one closes")
+
+
+def test_with_nothing_open_a_slow_spells_margin_refuses_for_a_while_not_for_good() -> None:
+    # the margin measured in a slow spell leaves less than one world session needs; with nothing open
+    # no step measures that the machine is quick again, so the spell fades (CostModel.margin) and the
+    # refusal says when to retry instead of "never"
+    now = [0.0]
+    cost = known_cost(0.5, clock=lambda: now[0])
+    policy = _duty(cost)
+    for _ in range(400):  # each a chunk's worth (0.5 s predicted) taking 1.2 s: overrun +140%
+        cost.note_step_wall(0.5, 0.5, 1.2)
+    w, measured = 400 / 450, 1.4 / 2.4
+    assert policy.margin == pytest.approx((1 - w) * 0.25 + w * measured)  # budget 0.45 < the 0.5 needed
+    refused = _ask(policy, "w1", "world")
+    # margin 0.5 once the weight has faded to (0.5 - 0.25) / (w (measured - 0.25)): after the 30 s hold,
+    # log2 of its inverse half-lives of 60 s
+    fade_s = MARGIN_HOLD_S + MARGIN_HALF_LIFE_S * math.log2(w * (measured - 0.25) / 0.25)
+    assert (refused.admitted, refused.reason, refused.retry_after_s) == (False, "load", round(fade_s, 3))
+    assert refused.detail == ("one world session needs 0.50 s of engine time per media second and the engine's "
+                              "recent steps leave 0.45 (they ran slower than its start-up profile: margin 0.546, "
+                              "configured 0.25); with nothing running that fades: retry in 45 s")
+    now[0] = fade_s - 1.0
+    assert _ask(policy, "w1", "world").reason == "load"
+    now[0] = fade_s + 0.01
+    assert _ask(policy, "w1", "world").admitted
+    # where even the configured margin leaves too little, it is "never" as before
+    slow = _duty(known_cost(0.9))
+    assert _ask(slow, "w1", "world").reason == "never"
 
 
 def test_online_corrections_do_not_move_what_admission_plans_with() -> None:
