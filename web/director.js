@@ -119,7 +119,8 @@ function onMessage(message, send) {
 }
 
 function fail(err) {
-  reportFailure(err, { status, errors: director.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
+  reportFailure(err, { status, errors: director.errors, log, box: $("error"), overlay: $("loading"), onRetry: start,
+    mode: "director" });
 }
 
 // The video's player for a new connection (each starts with its own init segment); the one before

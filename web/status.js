@@ -61,7 +61,7 @@ export function describeError(err) {
   }
   if (code === "capacity" && retryAfterS === null && err && err.status === 503) {
     return { code, title: "This server cannot serve this kind of session", detail, canRetry: false, retryAfterS,
-      final: "Retrying will not help: this server is too slow for it within its objectives. Try the other mode, or a faster server." };
+      final: "Retrying will not help: this server is too slow for it within its objectives.", askCapacity: true };
   }
   if (code === "capacity" && err.reason === "full") {  // only another session closing makes room
     return { code, title: "The server is busy with other sessions", detail, canRetry: true, retryAfterS,
@@ -74,6 +74,48 @@ export function describeError(err) {
   }
   return { code, title: known.title, detail, canRetry: known.retry, retryAfterS, whenText: known.whenText,
     retryLabel: known.retryLabel };
+}
+
+const PAGES = { world: ["World", "world.html"], director: ["Director", "director.html"] };
+
+// What a person can do after a final refusal of a `mode` session, from GET /v1/capacity (`capacity`,
+// null when it could not be read): {text, href?}. The start's verdict (`admission.serves`, or the
+// top-level `serves`) says whether the other mode is served on this machine at all; where neither is,
+// only whoever runs the server can change it (`--policy kv` serves without the promise of real time).
+export function finalAdvice(mode, capacity) {
+  const other = mode === "world" ? "director" : "world";
+  const serves = capacity && ((capacity.admission && capacity.admission.serves) || capacity.serves);
+  if (!serves || typeof serves[other] !== "number") {
+    return { text: "Another kind of session may fit: see the home page, or try a faster server." };
+  }
+  const [name, href] = PAGES[other] || [other, "/"];
+  if (serves[other] > 0) {
+    const many = serves[other] === 1 ? "one session" : `up to ${serves[other]} sessions at once`;
+    return { text: `This server serves ${name} sessions here (${many}): open the ${name} page.`, href };
+  }
+  return { text: "This server serves no session of either kind on this machine. Whoever runs it can restart it "
+    + "with --policy kv to look anyway (no promise of real time), or run it on a faster machine." };
+}
+
+// Adds finalAdvice's line to an error box once /v1/capacity answers (nothing when it does not).
+async function appendAdvice(box, mode) {
+  let capacity = null;
+  try {
+    const response = await fetch("v1/capacity", { cache: "no-store" });
+    if (response.ok) capacity = await response.json();
+  } catch (_) { /* the advice falls back to words without the verdict */ }
+  if (box.hidden) return;  // dismissed (a retry) before the answer came
+  const advice = finalAdvice(mode, capacity);
+  const line = document.createElement("p");
+  line.className = "advice";
+  line.textContent = advice.text + (advice.href ? " " : "");
+  if (advice.href) {
+    const link = document.createElement("a");
+    link.href = advice.href;
+    link.textContent = `Go to ${PAGES[mode === "world" ? "director" : "world"][0]}`;
+    line.append(link);
+  }
+  box.append(line);
 }
 
 // The status line: `set(step, text)`; each change is remembered in `history` (tests read it), the
@@ -131,14 +173,17 @@ export function showError(box, described, onRetry) {
     when.className = "when";
     when.textContent = described.final || "Trying again will not help; change what was sent or ask the server's operator.";
     box.append(when);
+    if (described.askCapacity && described.mode) box.advice = appendAdvice(box, described.mode);
   }
   box.stopCountdown = () => clearInterval(timer);
 }
 
 // A failure that stops the page: remembered in `errors`, logged, named on the status line and
 // shown in `box` (with Retry -> onRetry where that can help); `overlay` (the loading veil) hides.
-export function reportFailure(err, { status, errors, log, box, overlay, onRetry }) {
-  const described = describeError(err);
+// `mode` (world, director): the kind of session the page asked for, so that a final refusal also
+// says what else this server serves (finalAdvice).
+export function reportFailure(err, { status, errors, log, box, overlay, onRetry, mode = null }) {
+  const described = { ...describeError(err), mode };
   errors.push({ code: described.code, message: described.detail });
   log(`error ${described.code}: ${described.detail}`);
   status.set("error", described.title);

@@ -310,7 +310,8 @@ function awaitFirstFrame(mine) {
 function fail(err) {
   if (rtc) { rtc.pc.close(); rtc = null; }
   if (wsLink) { wsLink.ws.close(); wsLink = null; }
-  reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start });
+  reportFailure(err, { status, errors: world.errors, log, box: $("error"), overlay: $("loading"), onRetry: start,
+    mode: "world" });
 }
 
 // This seat was taken over: its invite link was opened again (a reloaded tab, another tab, another

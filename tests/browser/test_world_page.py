@@ -216,9 +216,50 @@ def test_a_refusal_that_can_never_succeed_has_no_retry_button_and_says_why(page:
     lines = [line for line in never["text"].splitlines() if line]
     assert lines[0] == "This server cannot serve this kind of session"
     assert lines[1].startswith("this server cannot serve one world session within objective (needs 1.04 s")
-    assert lines[2].startswith("Retrying will not help: this server is too slow for it within its objectives.")
+    assert lines[2] == "Retrying will not help: this server is too slow for it within its objectives."
+    assert len(lines) == 3  # no page named its mode: no advice from /v1/capacity
     assert later["canRetry"] is True and later["buttons"] == 1
     assert "Try again in 12 s." in later["text"]
+
+
+def test_a_world_the_server_can_never_serve_sends_the_player_to_the_mode_it_serves(page: Page) -> None:
+    # an action-to-photon objective of 50 ms: no world session can meet it, a director can
+    with serve("tiny", "--objective-world-a2p-p95-ms", "50") as served:
+        serves = httpx.get(f"{served.url}/v1/capacity").json()["admission"]["serves"]
+        assert serves["world"] == 0 and serves["director"] >= 1
+        page.goto(f"{served.url}/world.html")
+        error = page.locator("#error")
+        expect(error.locator("strong")).to_have_text("This server cannot serve this kind of session", timeout=30_000)
+        expect(error.locator(".when")).to_have_text(
+            "Retrying will not help: this server is too slow for it within its objectives.")
+        many = "one session" if serves["director"] == 1 else f"up to {serves['director']} sessions at once"
+        expect(error.locator(".advice")).to_have_text(
+            f"This server serves Director sessions here ({many}): open the Director page. Go to Director")
+        assert page.locator("#error-retry").count() == 0
+        error.locator(".advice a").click()
+        page.wait_for_url(f"{served.url}/director.html")
+        expect(page.locator("#direct")).to_be_visible()
+
+
+def test_the_advice_after_a_final_refusal_follows_what_the_server_serves(page: Page, daemon_url: str) -> None:
+    page.goto(f"{daemon_url}/")
+    advice = page.evaluate("""async () => {
+      const s = await import("/status.js");
+      return [
+        s.finalAdvice("world", { admission: { serves: { world: 0, director: 3 } } }),
+        s.finalAdvice("director", { serves: { world: 1, director: 0 } }),
+        s.finalAdvice("world", { admission: { serves: { world: 0, director: 0 } } }),
+        s.finalAdvice("director", null),
+      ];
+    }""")
+    assert advice == [
+        {"text": "This server serves Director sessions here (up to 3 sessions at once): open the Director page.",
+         "href": "director.html"},
+        {"text": "This server serves World sessions here (one session): open the World page.", "href": "world.html"},
+        {"text": "This server serves no session of either kind on this machine. Whoever runs it can restart it with "
+                 "--policy kv to look anyway (no promise of real time), or run it on a faster machine."},
+        {"text": "Another kind of session may fit: see the home page, or try a faster server."},
+    ]
 
 
 def test_a_refusal_reads_its_reason_from_the_error_body_not_from_the_message(page: Page, daemon_url: str) -> None:
