@@ -365,13 +365,18 @@ class CostModel:
         q, measured = self._overrun_q
         idle = max(0.0, self._clock() - self._overrun_at - MARGIN_HOLD_S)
         fade = 0.5 ** (idle / MARGIN_HALF_LIFE_S)
-        weight = n / (n + MARGIN_PRIOR_SAMPLES) * fade
+        weight = self._measured_weight() * fade
         value = min(MARGIN_CEILING, max(floor, (1.0 - weight) * prior + weight * measured))
         faded = f" (faded x{fade:.2f}: no step measured for {idle + MARGIN_HOLD_S:.0f} s)" if idle > 0 else ""
         said = (f"p{MARGIN_QUANTILE * 100:g} of the last {n} chunks' worth of steps' overrun over the prediction "
                 f"({q:+.1%}: margin {measured:.3f}), weighted {weight:.2f}{faded} against the prior {prior:g}, "
                 f"floor {floor:g}")
         return value, said
+
+    def _measured_weight(self) -> float:
+        """The measured overruns' weight against the prior before any fading: n / (n + `MARGIN_PRIOR_SAMPLES`)."""
+        n = len(self._overrun)
+        return n / (n + MARGIN_PRIOR_SAMPLES)
 
     def seconds_until_margin(self, target: float, prior: float, floor: float = MARGIN_FLOOR) -> float | None:
         """Seconds until `margin(prior, floor)` is at most `target` with no step measured meanwhile
@@ -382,7 +387,7 @@ class CostModel:
             return None
         measured = self._overrun_q[1]
         # (1 - w f) prior + w f measured <= target, with measured > target >= prior
-        fade = (target - prior) / ((len(self._overrun) / (len(self._overrun) + MARGIN_PRIOR_SAMPLES)) * (measured - prior))
+        fade = (target - prior) / (self._measured_weight() * (measured - prior))
         idle = MARGIN_HALF_LIFE_S * math.log2(1.0 / fade) if fade > 0 else math.inf
         return max(0.0, self._overrun_at + MARGIN_HOLD_S + idle - self._clock())
 
