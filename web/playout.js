@@ -4,7 +4,11 @@
 // minutes, action-to-photon p50 746 -> 1,470 ms). So the page reads the buffer's delay every stats
 // interval; once it has stayed above `boundMs` for `overMs`, `tick` answers true and the page gives
 // the video a fresh receiver (it reconnects its WebRTC peer: a new, empty jitter buffer), at most
-// once per `minGapMs`.
+// once per `minGapMs`. Not while frames come far slower than the session's rate (`slow`; the World
+// page says below 0.6 of it): the buffer then holds the gaps between late frames, not a backlog a
+// fresh receiver could drop, and each reconnect only shows black until the next key frame (seen on a
+// 2-core AVX2 box under --policy kv at 6-8 of 16 frames/s: a reset every 10 s, a black picture
+// between them, 2.2 frames/s decoded of the 6.6 sent).
 export class PlayoutBound {
   constructor({ boundMs = 150, overMs = 2000, minGapMs = 10000 } = {}) {
     this.boundMs = boundMs;
@@ -15,9 +19,10 @@ export class PlayoutBound {
     this.resets = 0;
   }
 
-  // `jitterMs`: the buffer's delay over the last interval (null: no frame came out of it).
-  tick(nowMs, jitterMs) {
-    if (jitterMs === null || jitterMs <= this.boundMs) {
+  // `jitterMs`: the buffer's delay over the last interval (null: no frame came out of it); `slow`:
+  // frames come far slower than real time, so the delay is not counted against the bound.
+  tick(nowMs, jitterMs, slow = false) {
+    if (slow || jitterMs === null || jitterMs <= this.boundMs) {
       this.overSince = null;
       return false;
     }

@@ -159,6 +159,11 @@ function watchFrames(video) {
   video.requestVideoFrameCallback(onFrame);
 }
 
+// Below this share of the session's frame rate the playout bound stands aside (PlayoutBound: the
+// buffer then holds the gaps between late frames, and a reconnect shows black until a key frame);
+// at 12-14 of 16 frames/s, where a growing buffer was seen before the bound, it still acts.
+const BOUND_STANDS_ASIDE_BELOW = 0.6;
+
 function pollStats() {
   const bound = new PlayoutBound();
   let last = null;
@@ -184,7 +189,8 @@ function pollStats() {
       if (emitted > 0) {  // over this interval: a buffer that grew shows now, not diluted by the whole session
         world.jitterMs = (((s.jitterBufferDelay || 0) - (last ? last.jitterBufferDelay || 0 : 0)) / emitted) * 1000;
         $("jitter").textContent = `${world.jitterMs.toFixed(0)} ms`;
-        if (status.step === "playing" && bound.tick(s.timestamp, world.jitterMs)) resync(world.jitterMs);
+        const slow = rate !== null && rate.rate !== null && rate.rate < BOUND_STANDS_ASIDE_BELOW * world.session.fps;
+        if (status.step === "playing" && bound.tick(s.timestamp, world.jitterMs, slow)) resync(world.jitterMs);
       }
       last = s;
       $("frames-decoded").textContent = String(world.framesDecoded);
