@@ -1,5 +1,5 @@
 """The two score networks of distribution-matching training (``--objective dmd``), the distill
-objective's teacher, and their settings.
+objective's teacher, the adversarial objective's critic, and their settings.
 
 The real score R is a frozen copy of the DiT the run starts from (the teacher-forced model); the
 fake score F is a trainable copy of it with its own optimizer, trained to denoise what the
@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from engine.config import ModelConfig
 from engine.model import CausalDiT
 from engine.text import HashTextEncoder
 
-__all__ = ["OBJECTIVES", "Critics", "DistillParams", "DmdParams", "Teacher"]
+__all__ = ["OBJECTIVES", "AdversarialParams", "Adversary", "Critics", "DistillParams", "DmdParams", "LatentCritic",
+           "Teacher"]
 
-OBJECTIVES = ("regress", "dmd", "distill")
+OBJECTIVES = ("regress", "dmd", "distill", "adversarial")
 
 
 @dataclass(frozen=True)
@@ -93,4 +95,66 @@ class Critics:
     def load_state_dict(self, state: dict[str, object]) -> None:
         for name in ("real", "fake", "text", "optimizer"):
             getattr(self, name).load_state_dict(state[name])
+        self.losses = list(state["losses"])  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class AdversarialParams:
+    """The adversarial objective (``demo._train_adversarial``): the regress term plus a critic's."""
+
+    weight: float = 0.1  # the generator's adversarial term (-critic(x0)), beside the regress term
+    regress_weight: float = 1.0  # the regress objective's term on the same self-made context
+    critic_lr: float | None = None  # the critic's learning rate; None: the generator's
+    width: int = 96  # the critic's first layer's channels (then 2x and 4x)
+
+
+class LatentCritic(torch.nn.Module):
+    """Tells the true world's chunks from the generator's, in latent space, under their actions.
+
+    Input: a chunk of latents (B, C, F, h, w) and its per-frame action features (B, F, A); the F
+    frames and their actions are stacked as channels, so the critic sees the motion within the
+    chunk and the keys that asked for it. Four convolutions (two of stride 2) with spectral norm
+    and a 1x1 head give one logit per patch of 4x4 latent cells (32x32 px of the demo's frames):
+    (B, patches). Spectral norm bounds the critic's slope, so its hinge loss needs no penalty.
+    """
+
+    def __init__(self, config: ModelConfig, width: int = 96) -> None:
+        super().__init__()
+        frames = config.latent_frames_per_chunk
+        sn = torch.nn.utils.parametrizations.spectral_norm
+        width_in = frames * (config.in_dim + config.action_features)
+        self.body = torch.nn.Sequential(
+            sn(torch.nn.Conv2d(width_in, width, 3, padding=1)), torch.nn.LeakyReLU(0.2),
+            sn(torch.nn.Conv2d(width, 2 * width, 4, stride=2, padding=1)), torch.nn.LeakyReLU(0.2),
+            sn(torch.nn.Conv2d(2 * width, 2 * width, 3, padding=1)), torch.nn.LeakyReLU(0.2),
+            sn(torch.nn.Conv2d(2 * width, 4 * width, 4, stride=2, padding=1)), torch.nn.LeakyReLU(0.2),
+            sn(torch.nn.Conv2d(4 * width, 1, 1)))
+
+    def forward(self, latents: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        b, c, f, h, w = latents.shape
+        stacked = latents.float().reshape(b, c * f, h, w)
+        keys = actions.float().reshape(b, -1, 1, 1).expand(b, actions.shape[1] * actions.shape[2], h, w)
+        return self.body(torch.cat([stacked, keys], dim=1)).flatten(1)  # type: ignore[no-any-return]
+
+
+@dataclass
+class Adversary:
+    """The adversarial objective's critic and its optimizer (Adam, betas 0 and 0.99 as GANs train)."""
+
+    critic: LatentCritic
+    optimizer: torch.optim.Optimizer
+    losses: list[float] = field(default_factory=list)  # the critic's hinge loss per step
+
+    @classmethod
+    def start(cls, config: ModelConfig, params: AdversarialParams, lr: float, device: torch.device) -> Adversary:
+        critic = LatentCritic(config, params.width).to(device).train()
+        return cls(critic, torch.optim.Adam(critic.parameters(), lr=params.critic_lr or lr, betas=(0.0, 0.99)))
+
+    def state_dict(self) -> dict[str, object]:
+        return {"critic": self.critic.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "losses": list(self.losses)}
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        self.critic.load_state_dict(state["critic"])  # type: ignore[arg-type]
+        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
         self.losses = list(state["losses"])  # type: ignore[call-overload]

@@ -49,7 +49,7 @@ from demo.errors import DemoError
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
 
-__all__ = ["DmdLosses", "dmd_gradient", "dmd_step"]
+__all__ = ["DmdLosses", "dmd_gradient", "dmd_step", "sample_chunk"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def _uniform_sigmas(batch: int, dmd: DmdParams, gen: torch.Generator, device: to
     return (dmd.min_sigma + (dmd.max_sigma - dmd.min_sigma) * torch.rand(batch, generator=gen)).to(device)
 
 
-def _sample(cache: RolloutCache, actions: torch.Tensor, context: torch.Tensor, prompt: torch.Tensor | None,
+def sample_chunk(cache: RolloutCache, actions: torch.Tensor, context: torch.Tensor, prompt: torch.Tensor | None,
             exit_step: int, noise: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """The served sampling of one chunk: (x0, the clean estimate at ``exit_step``, with gradient when
     ``prompt`` (the generator's prompt embedding with gradient) is given; the served chunk)."""
@@ -147,7 +147,7 @@ def _rollout(state: RolloutState, critics: Critics, inputs: StepInputs, config: 
             continue
         exit_step = int(torch.randint(nets.g.schedule.steps, (1,), generator=gen))
         prompt = state.dit.embed_text(state.text.encode(inputs.prompts[k])) if train_generator else None
-        x0, served = _sample(nets.g, actions, inputs.contexts[k], prompt, exit_step, noise)
+        x0, served = sample_chunk(nets.g, actions, inputs.contexts[k], prompt, exit_step, noise)
         if train_generator:
             sigma = _uniform_sigmas(x0.shape[0], dmd, gen, device)
             eps = torch.randn(x0.shape, generator=noise, device=device)

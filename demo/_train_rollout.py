@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import torch
 
 from demo._rollout_cache import RolloutCache
-from demo._rollout_critics import Critics, DistillParams, DmdParams, Teacher
+from demo._rollout_critics import AdversarialParams, Adversary, Critics, DistillParams, DmdParams, Teacher
 from demo._train_dit import encode_video
 from demo.autoencoder import DemoEncoder
 from demo.conditioning import action_features
@@ -67,9 +67,10 @@ class RolloutParams:
     scripted_share: float = 0.5  # episodes whose actions follow the long-play script
     checkpoint_every_s: float = 120.0
     seed: int = 0
-    objective: str = "regress"  # or "dmd": distribution matching against the starting model; or "distill"
+    objective: str = "regress"  # or "dmd": distribution matching against the starting model; "distill"; "adversarial"
     dmd: DmdParams = field(default_factory=DmdParams)
     distill: DistillParams = field(default_factory=DistillParams)
+    adversarial: AdversarialParams = field(default_factory=AdversarialParams)
 
 
 @dataclass
@@ -86,30 +87,38 @@ class RolloutState:
     losses: list[float] = field(default_factory=list)
     critics: Critics | None = None  # the dmd objective's real and fake scores
     teacher: Teacher | None = None  # the distill objective's frozen teacher
+    adversary: Adversary | None = None  # the adversarial objective's critic
 
     @property
     def objective(self) -> str:
-        return "dmd" if self.critics is not None else "distill" if self.teacher is not None else "regress"
+        if self.critics is not None:
+            return "dmd"
+        if self.teacher is not None:
+            return "distill"
+        return "adversarial" if self.adversary is not None else "regress"
 
     @classmethod
     def start(cls, dit: CausalDiT, text: HashTextEncoder, params: RolloutParams, device: torch.device) -> RolloutState:
         dit, text = copy.deepcopy(dit).to(device).train(), copy.deepcopy(text).to(device).train()
         opt = torch.optim.AdamW([*dit.parameters(), *text.parameters()], lr=params.lr,
                                 weight_decay=params.weight_decay, betas=(0.9, 0.99))
-        critics = teacher = None
+        critics = teacher = adversary = None
         if params.objective == "dmd":
             critics = Critics.start(dit, text, params.dmd.fake_lr or params.lr, params.weight_decay, device)
         elif params.objective == "distill":
             teacher = Teacher.start(dit, text, device)
+        elif params.objective == "adversarial":
+            adversary = Adversary.start(dit.config, params.adversarial, params.lr, device)
         return cls(dit, text, copy.deepcopy(dit).eval(), copy.deepcopy(text).eval(), opt, critics=critics,
-                   teacher=teacher)
+                   teacher=teacher, adversary=adversary)
 
     def state_dict(self) -> dict[str, object]:
         return {"dit": self.dit.state_dict(), "text": self.text.state_dict(), "ema_dit": self.ema_dit.state_dict(),
                 "ema_text": self.ema_text.state_dict(), "optimizer": self.optimizer.state_dict(), "step": self.step,
                 "seconds": self.seconds, "losses": list(self.losses), "objective": self.objective,
                 "critics": None if self.critics is None else self.critics.state_dict(),
-                "teacher": None if self.teacher is None else self.teacher.state_dict()}
+                "teacher": None if self.teacher is None else self.teacher.state_dict(),
+                "adversary": None if self.adversary is None else self.adversary.state_dict()}
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         saved = str(state.get("objective", "regress"))
@@ -122,6 +131,8 @@ class RolloutState:
             self.critics.load_state_dict(state["critics"])  # type: ignore[arg-type]
         if self.teacher is not None:
             self.teacher.load_state_dict(state["teacher"])  # type: ignore[arg-type]
+        if self.adversary is not None:
+            self.adversary.load_state_dict(state["adversary"])  # type: ignore[arg-type]
         for name in ("dit", "text", "ema_dit", "ema_text", "optimizer"):
             getattr(self, name).load_state_dict(state[name])
         self.step, self.seconds = int(state["step"]), float(state["seconds"])  # type: ignore[call-overload, arg-type]

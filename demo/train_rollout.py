@@ -15,8 +15,10 @@ distribution given the self-made context (real score: the starting DiT, frozen; 
 trained copy, ``--fake-lr``, ``--fake-steps``; ``--real-guidance``, ``--regress-weight``);
 ``--objective distill`` (``demo._train_distill``) trains a sampler of ``--student-timesteps``
 (default 1000,500) without guidance to give the starting model's served, guided flows
-(``--anchor-weight``). A new run takes DEFAULT_OBJECTIVE, a resumed one the objective it was
-started with.
+(``--anchor-weight``); ``--objective adversarial`` (``demo._train_adversarial``) keeps the regress
+term (``--regress-weight``, default 1) and adds a critic that tells the true world's chunks from the
+model's (``--adversarial-weight``, ``--critic-lr``). A new run takes DEFAULT_OBJECTIVE, a resumed one
+the objective it was started with.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from pathlib import Path
 import torch
 
 from demo._progress import Budget, LossLog, save_loss_plot
-from demo._rollout_critics import OBJECTIVES, DistillParams, DmdParams
+from demo._rollout_critics import OBJECTIVES, AdversarialParams, DistillParams, DmdParams
+from demo._train_adversarial import adversarial_step
 from demo._train_distill import distill_step
 from demo._train_dmd import dmd_step
 from demo._train_rollout import RolloutParams, RolloutState, horizon_at, rollout_step
@@ -84,14 +87,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dmd: fake-score updates per generator update, each a rollout (0: F stays the start)")
     p.add_argument("--real-guidance", type=float, default=None,
                    help="dmd: the real score's guidance on the actions (default the config's action_guidance)")
-    p.add_argument("--regress-weight", type=float, default=DmdParams.regress_weight,
-                   help="dmd and distill: weight of the true-world regression term added (default 0)")
+    p.add_argument("--regress-weight", type=float, default=None,
+                   help="dmd, distill and adversarial: weight of the true-world regression term added (default 0; "
+                        f"adversarial {AdversarialParams.regress_weight:g})")
     p.add_argument("--teacher-guidance", type=float, default=DistillParams.teacher_guidance,
                    help="distill: the teacher's guidance on the actions at its guided step (default %(default)s)")
     p.add_argument("--student-timesteps", default=",".join(f"{t:g}" for t in DistillParams.student_timesteps),
                    help="distill: the student's denoise timesteps (default %(default)s)")
     p.add_argument("--anchor-weight", type=float, default=DistillParams.anchor_weight,
                    help="distill: weight of the term keeping the student's flow the teacher's at a random sigma")
+    p.add_argument("--adversarial-weight", type=float, default=AdversarialParams.weight,
+                   help="adversarial: weight of the critic's term in the generator's loss (default %(default)s)")
+    p.add_argument("--critic-lr", type=float, default=None,
+                   help="adversarial: the critic's learning rate (default --lr)")
     return p
 
 
@@ -109,10 +117,23 @@ def _dmd(args: argparse.Namespace) -> DmdParams:
         raise DemoError("bad_lr", f"--fake-lr must lie in (0, 0.01], got {args.fake_lr}")
     if args.real_guidance is not None and not 0.0 < args.real_guidance <= 20.0:
         raise DemoError("bad_guidance", f"--real-guidance must lie in (0, 20], got {args.real_guidance}")
-    if not 0.0 <= args.regress_weight <= 100.0:
+    if args.regress_weight is not None and not 0.0 <= args.regress_weight <= 100.0:
         raise DemoError("bad_regress_weight", f"--regress-weight must lie in [0, 100], got {args.regress_weight}")
     return DmdParams(fake_lr=args.fake_lr, fake_steps=args.fake_steps, real_guidance=args.real_guidance,
-                     regress_weight=args.regress_weight)
+                     regress_weight=args.regress_weight or 0.0)
+
+
+def _adversarial(args: argparse.Namespace) -> AdversarialParams:
+    if not 0.0 <= args.adversarial_weight <= 100.0:
+        raise DemoError("bad_adversarial_weight", f"--adversarial-weight must lie in [0, 100], got "
+                                                  f"{args.adversarial_weight}")
+    if args.critic_lr is not None and not 0.0 < args.critic_lr <= 0.01:
+        raise DemoError("bad_lr", f"--critic-lr must lie in (0, 0.01], got {args.critic_lr}")
+    regress = AdversarialParams.regress_weight if args.regress_weight is None else args.regress_weight
+    if args.adversarial_weight == 0.0 and regress == 0.0:
+        raise DemoError("bad_adversarial_weight", "--adversarial-weight and --regress-weight are both 0: the "
+                                                  "generator would learn nothing; give either a weight")
+    return AdversarialParams(weight=args.adversarial_weight, regress_weight=regress, critic_lr=args.critic_lr)
 
 
 def _distill(args: argparse.Namespace) -> DistillParams:
@@ -128,7 +149,7 @@ def _distill(args: argparse.Namespace) -> DistillParams:
     if not 0.0 < args.teacher_guidance <= 20.0:
         raise DemoError("bad_guidance", f"--teacher-guidance must lie in (0, 20], got {args.teacher_guidance}")
     return DistillParams(student_timesteps=steps, anchor_weight=args.anchor_weight,
-                         teacher_guidance=args.teacher_guidance, regress_weight=args.regress_weight)
+                         teacher_guidance=args.teacher_guidance, regress_weight=args.regress_weight or 0.0)
 
 
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
@@ -147,11 +168,11 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
         raise DemoError("bad_ema_decay", f"--ema-decay must lie in [0, 1), got {args.ema_decay}")
     if args.objective is not None and args.objective not in OBJECTIVES:
         raise DemoError("bad_objective", f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
-    dmd, distill = _dmd(args), _distill(args)
+    dmd, distill, adversarial = _dmd(args), _distill(args), _adversarial(args)
     objective = args.objective or _saved_objective(args.resume) or DEFAULT_OBJECTIVE
     return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
                          max_horizon=args.max_horizon, lr=args.lr, ema_decay=args.ema_decay, seed=args.seed, objective=objective, dmd=dmd,
-                         distill=distill)
+                         distill=distill, adversarial=adversarial)
 
 
 def _tail_mean(values: list[float]) -> float:
@@ -199,6 +220,9 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     before, first_step = state.seconds, state.step
     if state.objective == "distill":
         log = LossLog({"distill: student flow vs the teacher's served (guided) flow": state.losses})
+    elif state.adversary is not None:
+        log = LossLog({"generator: critic term + regress term (self-made context)": state.losses,
+                       "critic: hinge loss, true chunks against the generator's": state.adversary.losses})
     elif state.critics is None:
         log = LossLog({"rollout flow-matching loss (true chunk after self-made context)": state.losses})
     else:
@@ -219,7 +243,8 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
                 "args": {k: str(v) for k, v in vars(args).items()}, "rollout": {
                     "steps": state.step, "steps_this_run": state.step - first_step, "seconds": round(state.seconds, 1),
                     "params": dataclasses.asdict(params), "final_loss": _tail_mean(state.losses),
-                    "final_fake_loss": None if state.critics is None else _tail_mean(state.critics.losses)},
+                    "final_fake_loss": None if state.critics is None else _tail_mean(state.critics.losses),
+                    "final_critic_loss": None if state.adversary is None else _tail_mean(state.adversary.losses)},
                 "resumed_from": trained.meta}
         paths = write_model(args.out, state.ema_dit, state.ema_text, decoder, encoder, meta)
         paths["state"] = args.out / STATE_FILE
@@ -233,6 +258,10 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
         if state.objective == "distill":
             loss = distill_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
             budget.tick(loss, f"horizon {horizon}")
+        elif state.adversary is not None:
+            judged = adversarial_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
+            loss = judged.generator
+            budget.tick(loss, f"critic {judged.critic:.4f} horizon {horizon}")
         elif state.critics is None:
             loss = rollout_step(state, episodes, encoder, config, attend, params, fraction(), gen, noise)
             budget.tick(loss, f"horizon {horizon}")

@@ -101,7 +101,8 @@ def test_a_saved_dmd_state_resumes_the_very_step(batch: tuple[Episodes, DemoEnco
         assert same_weights(a, b)
 
 
-@pytest.mark.parametrize(("one", "other"), [("regress", "dmd"), ("regress", "distill"), ("dmd", "distill")])
+@pytest.mark.parametrize(("one", "other"), [("regress", "dmd"), ("regress", "distill"), ("dmd", "distill"),
+                                             ("regress", "adversarial"), ("distill", "adversarial")])
 def test_a_state_resumes_only_under_its_own_objective(one: str, other: str) -> None:
     a = RolloutState.start(*_model(), RolloutParams(objective=one), CPU)
     b = RolloutState.start(*_model(), RolloutParams(objective=other), CPU)

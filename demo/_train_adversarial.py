@@ -1,0 +1,117 @@
+"""Stage 3 against the blur (``--objective adversarial``): the regress objective plus a critic.
+
+The regress objective keeps the avatar and ends the grids (H200, 2026-12-01: avatar 0.998,
+collapse-free 0.977 over five minutes) but once the self-made context has drifted the true next
+chunk is unpredictable from it and squared error asks for the mean: plain fields of the theme's
+colours, no trees, no lakes (texture within bound 0.010). Matching the starting model's
+distribution instead (``dmd``, ``distill``) brought its grids back: that teacher drifts. Here the
+true world stays the only teacher, and a critic says what the mean is not:
+
+1. G samples the chunk with the served sampling (3 steps, the first guided on the actions); at an
+   exit step drawn uniformly among the steps its denoise runs with gradient and gives x0, its clean
+   estimate; the chain goes on from x0 to the served chunk, which becomes the context
+   (``demo._train_dmd.sample_chunk``: what the engine would make);
+2. generator loss: ``weight`` * -critic(x0, actions) (hinge), plus ``regress_weight`` times the
+   regress term (the true chunk, noised, denoised reading the self-made context);
+3. critic loss: hinge, the true world's chunk k under the same actions as real and x0 (detached) as
+   made: relu(1 - critic(true)) + relu(1 + critic(x0)), mean over patches and samples.
+
+The critic (``LatentCritic``) judges 4x4-cell patches of a chunk's latents with the chunk's actions
+stacked beside them: a blur of the theme's colours, a grid of trees, a view that ignores the keys
+are each something the true world's chunks never show. Every loss is back-propagated per chunk
+(cached K/V carry no gradient: one chunk deep); one step of G and one of the critic per rollout.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from demo._rollout_cache import RolloutCache
+from demo._rollout_critics import LatentCritic
+from demo._train_dmd import sample_chunk
+from demo._train_rollout import (
+    RolloutParams,
+    RolloutState,
+    finish_step,
+    lr_at,
+    regress_loss,
+    set_lr,
+    step_inputs,
+)
+from demo.autoencoder import DemoEncoder
+from demo.data import Episodes
+from demo.errors import DemoError
+from engine.attention import AttentionBackend
+from engine.config import ModelConfig
+
+__all__ = ["AdversarialLosses", "adversarial_step", "critic_loss", "generator_term"]
+
+
+@dataclass(frozen=True)
+class AdversarialLosses:
+    generator: float  # weight * -critic(x0) plus the weighted regress term, mean over the rolled-out chunks
+    critic: float  # the critic's hinge loss, mean over the rolled-out chunks (2.0 where it cannot tell)
+
+
+def generator_term(critic: LatentCritic, made: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """-critic(made): lower where the critic takes the generator's chunk for the true world's.
+    The critic's weights get no gradient from it."""
+    critic.requires_grad_(False)
+    try:
+        return -critic(made, actions).mean()
+    finally:
+        critic.requires_grad_(True)
+
+
+def critic_loss(critic: LatentCritic, true: torch.Tensor, made: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """The hinge loss of the critic on the world's chunk ``true`` and the generator's ``made`` (detached)."""
+    real = critic(true, actions)
+    fake = critic(made.detach(), actions)
+    return torch.relu(1.0 - real).mean() + torch.relu(1.0 + fake).mean()
+
+
+def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,
+                     attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
+                     noise: torch.Generator) -> AdversarialLosses:
+    """One step on ``episodes``: the true window cached, then per later chunk G's served sample (x0
+    with gradient at a random exit step), G's loss and the critic's, and the served chunk written as
+    context; one step of each. ``gen`` (CPU) draws exit steps and sigmas; ``noise`` (on the device)
+    draws every noise tensor."""
+    adversary = state.adversary
+    if adversary is None:
+        raise DemoError("no_adversary", "an adversarial step needs a state started with objective 'adversarial' "
+                                        "(RolloutParams)")
+    adv, device = params.adversarial, episodes.frames.device
+    fpc, window = config.latent_frames_per_chunk, config.window_chunks
+    inputs = step_inputs(state, episodes, encoder, config)
+    lr = lr_at(params, state.step, fraction)
+    set_lr(state.optimizer, lr)
+    set_lr(adversary.optimizer, lr * (adv.critic_lr or params.lr) / params.lr)
+    state.optimizer.zero_grad(set_to_none=True)
+    adversary.optimizer.zero_grad(set_to_none=True)
+    cache = RolloutCache(state.dit, config, attend, state.dit.new_rope(device))
+    rolled = inputs.chunks - window
+    g_total = c_total = 0.0
+    for k in range(inputs.chunks):
+        part = slice(k * fpc, (k + 1) * fpc)
+        actions = inputs.actions[:, part]
+        if k < window:
+            cache.write(inputs.clean[:, :, part], actions, inputs.contexts[k], noise)
+            continue
+        exit_step = int(torch.randint(cache.schedule.steps, (1,), generator=gen))
+        prompt = state.dit.embed_text(state.text.encode(inputs.prompts[k]))  # with gradient
+        x0, served = sample_chunk(cache, actions, inputs.contexts[k], prompt, exit_step, noise)
+        loss = adv.weight * generator_term(adversary.critic, x0, actions)
+        if adv.regress_weight > 0:
+            loss = loss + adv.regress_weight * regress_loss(state, cache, inputs, k, params, gen, noise)
+        (loss / rolled).backward()
+        judged = critic_loss(adversary.critic, inputs.clean[:, :, part], x0, actions)
+        (judged / rolled).backward()
+        g_total, c_total = g_total + float(loss.detach()), c_total + float(judged.detach())
+        if k + 1 < inputs.chunks:
+            cache.write(served, actions, inputs.contexts[k], noise)
+    adversary.optimizer.step()
+    adversary.losses.append(c_total / max(1, rolled))
+    return AdversarialLosses(finish_step(state, params, g_total / max(1, rolled)), adversary.losses[-1])

@@ -1,0 +1,156 @@
+"""The adversarial objective (``--objective adversarial``) at a tiny scale on CPU: the critic's shape,
+its hinge loss, the generator's term that leaves the critic alone, a step that moves both, a critic
+that learns to tell the world's chunks from a random generator's, the regress term's weight, an
+exact resume, and the CLI's checks."""
+
+from __future__ import annotations
+
+import copy
+import io
+import json
+import math
+
+import pytest
+import torch
+
+from demo._rollout_critics import AdversarialParams, LatentCritic
+from demo._train_adversarial import AdversarialLosses, adversarial_step, critic_loss, generator_term
+from demo._train_rollout import RolloutParams, RolloutState
+from demo.autoencoder import DemoEncoder
+from demo.config import CONFIG
+from demo.data import Episodes
+from demo.errors import DemoError
+from demo.train_rollout import build_parser, run
+from tests.demo.test_demo_train_rollout import CPU, TINY, _model, same_weights, step_with, tiny_batch
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[Episodes, DemoEncoder]:
+    return tiny_batch(4)
+
+
+def _params(lr: float = 3e-3, **adversarial: object) -> RolloutParams:
+    return RolloutParams(batch=2, lr=lr, warmup_steps=1, weight_decay=0.0, ema_decay=0.5, objective="adversarial",
+                         adversarial=AdversarialParams(**adversarial))  # type: ignore[arg-type]
+
+
+def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: RolloutParams) -> AdversarialLosses:
+    return step_with(adversarial_step, state, batch, params)
+
+
+def _critic_weights(state: RolloutState) -> list[torch.Tensor]:
+    assert state.adversary is not None
+    return [p.detach().clone() for p in state.adversary.critic.parameters()]
+
+
+def test_the_critic_gives_one_logit_per_patch_of_four_by_four_latent_cells() -> None:
+    demo = LatentCritic(CONFIG, width=8)
+    latents = torch.randn(3, CONFIG.in_dim, CONFIG.latent_frames_per_chunk, CONFIG.latent_height, CONFIG.latent_width)
+    actions = torch.zeros(3, CONFIG.latent_frames_per_chunk, CONFIG.action_features)
+    assert (CONFIG.latent_height, CONFIG.latent_width) == (16, 16)
+    assert demo(latents, actions).shape == (3, 16)  # 4 x 4 patches of a 16 x 16 latent frame
+    tiny = LatentCritic(TINY, width=8)
+    assert tiny(torch.randn(2, TINY.in_dim, 4, 4, 4), torch.zeros(2, 4, TINY.action_features)).shape == (2, 1)
+
+
+def test_the_critic_reads_the_actions_beside_the_latents() -> None:
+    critic = LatentCritic(TINY, width=8).eval()
+    latents = torch.randn(1, TINY.in_dim, 4, 4, 4)
+    still, held = torch.zeros(1, 4, TINY.action_features), torch.zeros(1, 4, TINY.action_features)
+    held[..., 0] = 1.0  # the first key held through the chunk
+    assert not torch.equal(critic(latents, still), critic(latents, held))
+
+
+def test_the_hinge_loss_is_zero_only_where_the_critic_tells_them_apart_by_a_margin() -> None:
+    class Fixed(LatentCritic):
+        def forward(self, latents: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+            return latents.mean(dim=(1, 2, 3, 4))[:, None]  # the chunk's mean latent as its one logit
+
+    critic, actions = Fixed(TINY, width=8), torch.zeros(2, 4, TINY.action_features)
+    true, made = torch.full((2, TINY.in_dim, 4, 4, 4), 1.5), torch.full((2, TINY.in_dim, 4, 4, 4), -2.0)
+    assert float(critic_loss(critic, true, made, actions)) == 0.0  # real >= 1 and fake <= -1
+    assert float(critic_loss(critic, made, true, actions)) == pytest.approx(3.0 + 2.5)  # each side wrong
+    assert float(critic_loss(critic, made * 0, made * 0, actions)) == 2.0  # cannot tell: 1 + 1
+
+
+def test_the_generator_s_term_pushes_its_chunk_and_leaves_the_critic_untouched() -> None:
+    critic = LatentCritic(TINY, width=8)
+    made = torch.randn(2, TINY.in_dim, 4, 4, 4, requires_grad=True)
+    term = generator_term(critic, made, torch.zeros(2, 4, TINY.action_features))
+    term.backward()
+    assert made.grad is not None and float(made.grad.abs().sum()) > 0
+    assert all(p.grad is None for p in critic.parameters())
+    assert all(p.requires_grad for p in critic.parameters())  # trainable again for its own loss
+
+
+def test_an_adversarial_step_moves_the_generator_and_the_critic(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params()
+    state = RolloutState.start(*_model(), params, CPU)
+    assert state.objective == "adversarial" and state.adversary is not None and state.critics is None
+    start, critic = copy.deepcopy(state.dit), _critic_weights(state)
+    losses = _step(state, batch, params)
+    assert math.isfinite(losses.generator) and 0.0 < losses.critic <= 4.0
+    assert not same_weights(state.dit, start)
+    assert not all(torch.equal(a, b) for a, b in zip(_critic_weights(state), critic, strict=True))
+    assert state.step == 1 and state.losses == [losses.generator] and state.adversary.losses == [losses.critic]
+
+
+def test_the_critic_learns_to_tell_the_world_from_a_random_generator(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params(lr=1e-9, weight=0.0, critic_lr=3e-3)  # the generator all but still, the critic learning
+    state = RolloutState.start(*_model(), params, CPU)
+    losses = [_step(state, batch, params).critic for _ in range(12)]
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_the_regress_weight_scales_the_true_world_term(batch: tuple[Episodes, DemoEncoder]) -> None:
+    once, twice = _params(weight=0.0, regress_weight=1.0), _params(weight=0.0, regress_weight=2.0)
+    a = _step(RolloutState.start(*_model(), once, CPU), batch, once).generator
+    b = _step(RolloutState.start(*_model(), twice, CPU), batch, twice).generator
+    assert a > 0 and b == pytest.approx(2 * a, rel=1e-5)  # the same draws: only the weight differs
+
+
+def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params()
+    straight = RolloutState.start(*_model(), params, CPU)
+    for _ in range(2):
+        _step(straight, batch, params)
+    buffer = io.BytesIO()
+    torch.save(straight.state_dict(), buffer)
+    dit, text = _model()
+    dit.init_random(9)  # other weights, a fresh critic and optimizers
+    resumed = RolloutState.start(dit, text, params, CPU)
+    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    assert resumed.step == 2 and resumed.adversary is not None and straight.adversary is not None
+    assert resumed.adversary.losses == straight.adversary.losses and len(resumed.adversary.losses) == 2
+    assert _step(resumed, batch, params) == _step(straight, batch, params)
+    assert same_weights(resumed.ema_dit, straight.ema_dit) and same_weights(resumed.dit, straight.dit)
+    assert all(torch.equal(a, b) for a, b in zip(_critic_weights(resumed), _critic_weights(straight), strict=True))
+
+
+@pytest.mark.parametrize(("flags", "code"), [(["--adversarial-weight", "-1"], "bad_adversarial_weight"),
+                                             (["--adversarial-weight", "0", "--regress-weight", "0"],
+                                              "bad_adversarial_weight"),
+                                             (["--critic-lr", "0"], "bad_lr"),
+                                             (["--regress-weight", "-1"], "bad_regress_weight")])
+def test_the_cli_rejects_bad_adversarial_settings(tmp_path: object, flags: list[str], code: str) -> None:
+    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
+                                      "--objective", "adversarial", *flags])
+    with pytest.raises(DemoError) as caught:
+        run(args)
+    assert caught.value.code == code
+
+
+def test_the_cli_trains_against_a_critic_from_the_shipped_weights(tmp_path: object) -> None:
+    out = tmp_path / "adversarial"  # type: ignore[operator]
+    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(out), "--device", "cpu",
+                                      "--objective", "adversarial", "--adversarial-weight", "0.3", "--steps", "1",
+                                      "--batch", "1", "--pool", "1", "--min-horizon", "1", "--max-horizon", "1"])
+    paths = run(args)
+    state = torch.load(paths["state"], map_location="cpu", weights_only=True)
+    assert state["objective"] == "adversarial" and state["step"] == 1 and state["adversary"] is not None
+    assert len(state["adversary"]["losses"]) == 1
+    meta = json.loads(paths["meta"].read_text())
+    assert meta["rollout"]["params"]["objective"] == "adversarial"
+    assert meta["rollout"]["params"]["adversarial"] == {"weight": 0.3, "regress_weight": 1.0, "critic_lr": None,
+                                                        "width": 96}
+    assert meta["rollout"]["final_critic_loss"] == state["adversary"]["losses"][0]
