@@ -100,11 +100,13 @@ class Critics:
 
 @dataclass(frozen=True)
 class AdversarialParams:
-    """The adversarial objective (``demo._train_adversarial``): the regress term plus a critic's."""
+    """The adversarial objective (``demo._train_adversarial``): the regress term plus a critic's, and
+    optionally the detail term."""
 
     weight: float = 0.1  # the generator's adversarial term (-critic(x0)), beside the regress term
     regress_weight: float = 1.0  # the regress objective's term on the same self-made context
     critic_lr: float | None = None  # the critic's learning rate; None: the generator's
+    detail_weight: float = 0.0  # x0's spatial detail per latent channel matched to the true chunks' (log ratio)
     width: int = 96  # the critic's first layer's channels (then 2x and 4x)
 
 

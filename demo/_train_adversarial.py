@@ -16,6 +16,14 @@ true world stays the only teacher, and a critic says what the mean is not:
 3. critic loss: hinge, the true world's chunk k under the same actions as real and x0 (detached) as
    made: relu(1 - critic(true)) + relu(1 + critic(x0)), mean over patches and samples.
 
+Optionally (``detail_weight``) the generator's loss also matches x0's spatial detail to the true
+chunks': per latent channel the RMS of neighbouring cells' differences over the batch, as a squared
+log ratio. The shipped model's chunks lose that detail chunk after chunk while the world keeps it
+(from 0.81 to 0.43 over 12 generated chunks against 0.85-0.88 for the world, mean absolute
+difference, 16 episodes of the training mix on CPU): the blur compounds through the context. The
+term is set at the batch level, not per episode, so a drifted episode is not asked for the detail
+of a place it no longer shows.
+
 The critic (``LatentCritic``) judges 4x4-cell patches of a chunk's latents with the chunk's actions
 stacked beside them: a blur of the theme's colours, a grid of trees, a view that ignores the keys
 are each something the true world's chunks never show. Every loss is back-propagated per chunk
@@ -46,12 +54,12 @@ from demo.errors import DemoError
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
 
-__all__ = ["AdversarialLosses", "adversarial_step", "critic_loss", "generator_term"]
+__all__ = ["AdversarialLosses", "adversarial_step", "critic_loss", "detail_energy", "detail_loss", "generator_term"]
 
 
 @dataclass(frozen=True)
 class AdversarialLosses:
-    generator: float  # weight * -critic(x0) plus the weighted regress term, mean over the rolled-out chunks
+    generator: float  # weight * -critic(x0) plus the weighted regress and detail terms, mean over the rolled-out chunks
     critic: float  # the critic's hinge loss, mean over the rolled-out chunks (2.0 where it cannot tell)
 
 
@@ -70,6 +78,21 @@ def critic_loss(critic: LatentCritic, true: torch.Tensor, made: torch.Tensor, ac
     real = critic(true, actions)
     fake = critic(made.detach(), actions)
     return torch.relu(1.0 - real).mean() + torch.relu(1.0 + fake).mean()
+
+
+def detail_energy(latents: torch.Tensor) -> torch.Tensor:
+    """(C,) per latent channel of ``latents`` (B, C, F, h, w): the RMS of the differences between
+    horizontally and vertically neighbouring cells, over the batch, the frames and the positions."""
+    dx = latents[..., :, 1:] - latents[..., :, :-1]
+    dy = latents[..., 1:, :] - latents[..., :-1, :]
+    dims = (0, 2, 3, 4)
+    return ((dx.pow(2).mean(dim=dims) + dy.pow(2).mean(dim=dims)) / 2).sqrt()
+
+
+def detail_loss(made: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+    """The squared log ratio of ``made``'s detail to ``true``'s (detached), mean over the channels."""
+    ratio = detail_energy(made).clamp_min(1e-6).log() - detail_energy(true.detach()).clamp_min(1e-6).log()
+    return ratio.pow(2).mean()
 
 
 def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,
@@ -106,6 +129,8 @@ def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncod
         loss = adv.weight * generator_term(adversary.critic, x0, actions)
         if adv.regress_weight > 0:
             loss = loss + adv.regress_weight * regress_loss(state, cache, inputs, k, params, gen, noise)
+        if adv.detail_weight > 0:
+            loss = loss + adv.detail_weight * detail_loss(x0, inputs.clean[:, :, part])
         (loss / rolled).backward()
         judged = critic_loss(adversary.critic, inputs.clean[:, :, part], x0, actions)
         (judged / rolled).backward()

@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="adversarial: weight of the critic's term in the generator's loss (default %(default)s)")
     p.add_argument("--critic-lr", type=float, default=None,
                    help="adversarial: the critic's learning rate (default --lr)")
+    p.add_argument("--detail-weight", type=float, default=AdversarialParams.detail_weight,
+                   help="adversarial: weight of the term matching the chunks' spatial detail to the world's "
+                        "(default %(default)s)")
     return p
 
 
@@ -129,11 +132,14 @@ def _adversarial(args: argparse.Namespace) -> AdversarialParams:
                                                   f"{args.adversarial_weight}")
     if args.critic_lr is not None and not 0.0 < args.critic_lr <= 0.01:
         raise DemoError("bad_lr", f"--critic-lr must lie in (0, 0.01], got {args.critic_lr}")
+    if not 0.0 <= args.detail_weight <= 100.0:
+        raise DemoError("bad_detail_weight", f"--detail-weight must lie in [0, 100], got {args.detail_weight}")
     regress = AdversarialParams.regress_weight if args.regress_weight is None else args.regress_weight
-    if args.adversarial_weight == 0.0 and regress == 0.0:
-        raise DemoError("bad_adversarial_weight", "--adversarial-weight and --regress-weight are both 0: the "
-                                                  "generator would learn nothing; give either a weight")
-    return AdversarialParams(weight=args.adversarial_weight, regress_weight=regress, critic_lr=args.critic_lr)
+    if args.adversarial_weight == 0.0 and regress == 0.0 and args.detail_weight == 0.0:
+        raise DemoError("bad_adversarial_weight", "--adversarial-weight, --regress-weight and --detail-weight are "
+                                                  "all 0: the generator would learn nothing; give one a weight")
+    return AdversarialParams(weight=args.adversarial_weight, regress_weight=regress, critic_lr=args.critic_lr,
+                             detail_weight=args.detail_weight)
 
 
 def _distill(args: argparse.Namespace) -> DistillParams:

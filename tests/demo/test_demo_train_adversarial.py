@@ -14,7 +14,14 @@ import pytest
 import torch
 
 from demo._rollout_critics import AdversarialParams, LatentCritic
-from demo._train_adversarial import AdversarialLosses, adversarial_step, critic_loss, generator_term
+from demo._train_adversarial import (
+    AdversarialLosses,
+    adversarial_step,
+    critic_loss,
+    detail_energy,
+    detail_loss,
+    generator_term,
+)
 from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
 from demo.config import CONFIG
@@ -109,6 +116,36 @@ def test_the_regress_weight_scales_the_true_world_term(batch: tuple[Episodes, De
     assert a > 0 and b == pytest.approx(2 * a, rel=1e-5)  # the same draws: only the weight differs
 
 
+def test_the_detail_energy_is_the_rms_of_neighbouring_cells_differences_per_channel() -> None:
+    stripes = torch.zeros(2, 3, 4, 4, 4)
+    stripes[:, 0, :, :, 1::2] = 2.0  # channel 0: columns 0 2 0 2, every horizontal step differs by 2
+    stripes[:, 1] = 5.0  # channel 1 flat; channel 2 zero
+    energy = detail_energy(stripes)
+    assert energy.tolist() == pytest.approx([math.sqrt((4.0 + 0.0) / 2), 0.0, 0.0])
+
+
+def test_the_detail_loss_is_zero_at_the_world_s_detail_and_its_gradient_sharpens_a_blur() -> None:
+    gen = torch.Generator().manual_seed(0)
+    true = torch.randn(4, TINY.in_dim, 4, 8, 8, generator=gen)
+    assert float(detail_loss(true.clone(), true)) == 0.0
+    blurred = ((true + true.roll(1, dims=-1) + true.roll(1, dims=-2)) / 3).requires_grad_(True)
+    loss = detail_loss(blurred, true)
+    loss.backward()
+    assert float(loss.detach()) > 0 and blurred.grad is not None
+    with torch.no_grad():
+        stepped = blurred - 0.5 * blurred.grad / blurred.grad.abs().max()
+    assert float(detail_loss(stepped, true)) < float(loss.detach())
+    assert bool((detail_energy(stepped) > detail_energy(blurred.detach())).all())
+
+
+def test_with_only_the_detail_term_the_generator_moves(batch: tuple[Episodes, DemoEncoder]) -> None:
+    params = _params(weight=0.0, regress_weight=0.0, detail_weight=1.0)
+    state = RolloutState.start(*_model(), params, CPU)
+    start = copy.deepcopy(state.dit)
+    losses = _step(state, batch, params)
+    assert losses.generator > 0 and not same_weights(state.dit, start)
+
+
 def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params()
     straight = RolloutState.start(*_model(), params, CPU)
@@ -130,6 +167,9 @@ def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, 
 @pytest.mark.parametrize(("flags", "code"), [(["--adversarial-weight", "-1"], "bad_adversarial_weight"),
                                              (["--adversarial-weight", "0", "--regress-weight", "0"],
                                               "bad_adversarial_weight"),
+                                             (["--adversarial-weight", "0", "--regress-weight", "0",
+                                               "--detail-weight", "0"], "bad_adversarial_weight"),
+                                             (["--detail-weight", "-0.1"], "bad_detail_weight"),
                                              (["--critic-lr", "0"], "bad_lr"),
                                              (["--regress-weight", "-1"], "bad_regress_weight")])
 def test_the_cli_rejects_bad_adversarial_settings(tmp_path: object, flags: list[str], code: str) -> None:
@@ -152,5 +192,5 @@ def test_the_cli_trains_against_a_critic_from_the_shipped_weights(tmp_path: obje
     meta = json.loads(paths["meta"].read_text())
     assert meta["rollout"]["params"]["objective"] == "adversarial"
     assert meta["rollout"]["params"]["adversarial"] == {"weight": 0.3, "regress_weight": 1.0, "critic_lr": None,
-                                                        "width": 96}
+                                                        "detail_weight": 0.0, "width": 96}
     assert meta["rollout"]["final_critic_loss"] == state["adversary"]["losses"][0]
