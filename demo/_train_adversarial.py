@@ -16,22 +16,20 @@ true world stays the only teacher, and a critic says what the mean is not:
 3. critic loss: hinge, the true world's chunk k under the same actions as real and x0 (detached) as
    made: relu(1 - critic(true)) + relu(1 + critic(x0)), mean over patches and samples.
 
-Optionally (``detail_weight``) the generator's loss also matches x0's spatial detail to the true
-chunks': per latent channel the RMS of neighbouring cells' differences over the batch, as a squared
-log ratio. The shipped model's chunks lose that detail chunk after chunk while the world keeps it
-(from 0.81 to 0.43 over 12 generated chunks against 0.85-0.88 for the world, mean absolute
-difference, 16 episodes of the training mix on CPU): the blur compounds through the context. The
-term is set at the batch level, not per episode, so a drifted episode is not asked for the detail
-of a place it no longer shows.
-
-The critic (``LatentCritic``) judges 4x4-cell patches of a chunk's latents with the chunk's actions
-stacked beside them: a blur of the theme's colours, a grid of trees, a view that ignores the keys
-are each something the true world's chunks never show. Every loss is back-propagated per chunk
-(cached K/V carry no gradient: one chunk deep); one step of G and one of the critic per rollout.
+Optionally (``detail_weight``) the generator's loss also matches the spatial power spectrum of x0
+to the true chunks' (``detail_loss``). The shipped model's chunks lose detail chunk after chunk while
+the world keeps it (latent detail from 0.96 to 0.65 of the world's over 12 generated chunks,
+``python -m demo.detail_decay``): the blur compounds through the context. Matching the detail's
+energy (beside the critic at 0.1) was tried first, on a CPU (2026-12-07): it gave the energy back as
+a regular grid of trees within 34 steps, the other failure of this model. The spectrum per frequency
+sees both: a blur lacks power at the high frequencies, a grid puts it into a few. The term is set at
+the batch level, not per episode, so a drifted episode is not asked for the detail of a place it no
+longer shows.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -54,7 +52,8 @@ from demo.errors import DemoError
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
 
-__all__ = ["AdversarialLosses", "adversarial_step", "critic_loss", "detail_energy", "detail_loss", "generator_term"]
+__all__ = ["PEAK_RATIO", "AdversarialLosses", "adversarial_step", "critic_loss", "detail_energy", "detail_loss",
+           "generator_term", "latent_spectrum"]
 
 
 @dataclass(frozen=True)
@@ -89,10 +88,24 @@ def detail_energy(latents: torch.Tensor) -> torch.Tensor:
     return ((dx.pow(2).mean(dim=dims) + dy.pow(2).mean(dim=dims)) / 2).sqrt()
 
 
+def latent_spectrum(latents: torch.Tensor) -> torch.Tensor:
+    """(C, h, w // 2 + 1) the power of each spatial frequency per latent channel of ``latents``
+    (B, C, F, h, w), each frame's mean removed, averaged over the batch and the frames."""
+    centred = latents.float() - latents.float().mean(dim=(-2, -1), keepdim=True)
+    return torch.fft.rfft2(centred, norm="ortho").abs().pow(2).mean(dim=(0, 2))
+
+
+PEAK_RATIO = 2.0  # a frequency with this many times the world's power counts as a peak
+
+
 def detail_loss(made: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
-    """The squared log ratio of ``made``'s detail to ``true``'s (detached), mean over the channels."""
-    ratio = detail_energy(made).clamp_min(1e-6).log() - detail_energy(true.detach()).clamp_min(1e-6).log()
-    return ratio.pow(2).mean()
+    """How far ``made``'s spatial spectrum lies from ``true``'s (detached): per channel and frequency
+    r = log(power made / power true); the mean of r^2 (a blur: r < 0 at the high frequencies) plus,
+    per channel, the sum over frequencies of (r - log PEAK_RATIO)^2 where r exceeds it (a grid: a
+    few frequencies far above the world's, which a mean over all of them would hide)."""
+    r = latent_spectrum(made).clamp_min(1e-6).log() - latent_spectrum(true.detach()).clamp_min(1e-6).log()
+    peaks = torch.relu(r - math.log(PEAK_RATIO)).pow(2).sum(dim=(1, 2))
+    return r.pow(2).mean() + peaks.mean()
 
 
 def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,

@@ -15,12 +15,14 @@ import torch
 
 from demo._rollout_critics import AdversarialParams, LatentCritic
 from demo._train_adversarial import (
+    PEAK_RATIO,
     AdversarialLosses,
     adversarial_step,
     critic_loss,
     detail_energy,
     detail_loss,
     generator_term,
+    latent_spectrum,
 )
 from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
@@ -124,9 +126,22 @@ def test_the_detail_energy_is_the_rms_of_neighbouring_cells_differences_per_chan
     assert energy.tolist() == pytest.approx([math.sqrt((4.0 + 0.0) / 2), 0.0, 0.0])
 
 
-def test_the_detail_loss_is_zero_at_the_world_s_detail_and_its_gradient_sharpens_a_blur() -> None:
+def test_the_spectrum_puts_a_cosine_s_power_at_its_frequency() -> None:
+    wave = torch.zeros(1, 1, 1, 4, 8)
+    wave[0, 0, 0] = torch.cos(2 * math.pi * 2 * torch.arange(8) / 8)  # two periods across, constant down
+    power = latent_spectrum(wave)
+    assert power.shape == (1, 4, 5)
+    assert float(power[0, 0, 2]) == pytest.approx(8.0)  # (4 * 8) / 4 with the orthonormal transform
+    assert float(power.sum()) == pytest.approx(8.0)  # nothing anywhere else
+
+
+def _world_like(gen: torch.Generator) -> torch.Tensor:
+    return torch.randn(8, TINY.in_dim, 4, 8, 8, generator=gen)
+
+
+def test_the_detail_loss_is_zero_at_the_world_s_spectrum_and_its_gradient_sharpens_a_blur() -> None:
     gen = torch.Generator().manual_seed(0)
-    true = torch.randn(4, TINY.in_dim, 4, 8, 8, generator=gen)
+    true = _world_like(gen)
     assert float(detail_loss(true.clone(), true)) == 0.0
     blurred = ((true + true.roll(1, dims=-1) + true.roll(1, dims=-2)) / 3).requires_grad_(True)
     loss = detail_loss(blurred, true)
@@ -136,6 +151,20 @@ def test_the_detail_loss_is_zero_at_the_world_s_detail_and_its_gradient_sharpens
         stepped = blurred - 0.5 * blurred.grad / blurred.grad.abs().max()
     assert float(detail_loss(stepped, true)) < float(loss.detach())
     assert bool((detail_energy(stepped) > detail_energy(blurred.detach())).all())
+
+
+def test_a_grid_costs_more_than_the_same_power_spread_as_noise() -> None:
+    gen = torch.Generator().manual_seed(1)
+    true = _world_like(gen)
+    grid = torch.zeros_like(true)
+    grid[..., 0::2, 0::2] = 1.0  # a regular lattice of bright cells, period 2 each way
+    grid = grid - grid.mean()
+    spread = torch.randn(true.shape, generator=gen)
+    spread = spread * grid.norm() / spread.norm()  # the same power over every frequency
+    with_grid, with_noise = detail_loss(true + grid, true), detail_loss(true + spread, true)
+    peaks = latent_spectrum(true + grid).log() - latent_spectrum(true).log()
+    assert float(peaks.max()) > math.log(PEAK_RATIO)  # the lattice's frequencies stand out
+    assert float(with_grid) > 3 * float(with_noise) > 0
 
 
 def test_with_only_the_detail_term_the_generator_moves(batch: tuple[Episodes, DemoEncoder]) -> None:
