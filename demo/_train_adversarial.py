@@ -7,10 +7,12 @@ colours, no trees, no lakes (texture within bound 0.010). Matching the starting 
 distribution instead (``dmd``, ``distill``) brought its grids back: that teacher drifts. Here the
 true world stays the only teacher, and a critic says what the mean is not:
 
-1. G samples the chunk with the served sampling (3 steps, the first guided on the actions); at an
-   exit step drawn uniformly among the steps its denoise runs with gradient and gives x0, its clean
-   estimate; the chain goes on from x0 to the served chunk, which becomes the context
-   (``demo._train_dmd.sample_chunk``: what the engine would make);
+1. G samples the chunk with the served sampling (3 steps, the first guided on the actions); its last
+   denoise pass runs with gradient and gives x0, the served chunk, which becomes the context
+   (``demo._train_dmd.sample_chunk``: what the engine would make). Only the last pass: the detail
+   term asks for a sample's detail, which the first pass, from pure noise, cannot give and the
+   regress term there asks it not to (its optimum at sigma 1 is the mean). A first CPU try with the
+   exit drawn among the steps, as DMD does, started at a loss of 6.8, the regress term alone 0.3-0.5;
 2. generator loss: ``weight`` * -critic(x0, actions) (hinge), plus ``regress_weight`` times the
    regress term (the true chunk, noised, denoised reading the self-made context);
 3. critic loss: hinge, the true world's chunk k under the same actions as real and x0 (detached) as
@@ -111,10 +113,10 @@ def detail_loss(made: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
 def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,
                      attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
                      noise: torch.Generator) -> AdversarialLosses:
-    """One step on ``episodes``: the true window cached, then per later chunk G's served sample (x0
-    with gradient at a random exit step), G's loss and the critic's, and the served chunk written as
-    context; one step of each. ``gen`` (CPU) draws exit steps and sigmas; ``noise`` (on the device)
-    draws every noise tensor."""
+    """One step on ``episodes``: the true window cached, then per later chunk G's served sample (its
+    last pass with gradient), G's loss and the critic's, and the served chunk written as context; one
+    step of each. ``gen`` (CPU) draws the regress term's sigmas; ``noise`` (on the device) draws
+    every noise tensor."""
     adversary = state.adversary
     if adversary is None:
         raise DemoError("no_adversary", "an adversarial step needs a state started with objective 'adversarial' "
@@ -136,7 +138,7 @@ def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncod
         if k < window:
             cache.write(inputs.clean[:, :, part], actions, inputs.contexts[k], noise)
             continue
-        exit_step = int(torch.randint(cache.schedule.steps, (1,), generator=gen))
+        exit_step = cache.schedule.steps - 1  # the served chunk (see above)
         prompt = state.dit.embed_text(state.text.encode(inputs.prompts[k]))  # with gradient
         x0, served = sample_chunk(cache, actions, inputs.contexts[k], prompt, exit_step, noise)
         loss = adv.weight * generator_term(adversary.critic, x0, actions)
