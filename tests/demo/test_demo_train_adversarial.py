@@ -6,7 +6,6 @@ exact resume, and the CLI's checks."""
 from __future__ import annotations
 
 import copy
-import io
 import json
 import math
 
@@ -28,9 +27,17 @@ from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
 from demo.config import CONFIG
 from demo.data import Episodes
-from demo.errors import DemoError
-from demo.train_rollout import build_parser, run
-from tests.demo.test_demo_train_rollout import CPU, TINY, _model, same_weights, step_with, tiny_batch
+from tests.demo.test_demo_train_rollout import (
+    CPU,
+    TINY,
+    _model,
+    cli_one_step,
+    rejected_code,
+    same_weights,
+    step_with,
+    straight_and_resumed,
+    tiny_batch,
+)
 
 
 @pytest.fixture(scope="module")
@@ -177,15 +184,7 @@ def test_with_only_the_detail_term_the_generator_moves(batch: tuple[Episodes, De
 
 def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params()
-    straight = RolloutState.start(*_model(), params, CPU)
-    for _ in range(2):
-        _step(straight, batch, params)
-    buffer = io.BytesIO()
-    torch.save(straight.state_dict(), buffer)
-    dit, text = _model()
-    dit.init_random(9)  # other weights, a fresh critic and optimizers
-    resumed = RolloutState.start(dit, text, params, CPU)
-    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    straight, resumed = straight_and_resumed(params, lambda state: _step(state, batch, params))
     assert resumed.step == 2 and resumed.adversary is not None and straight.adversary is not None
     assert resumed.adversary.losses == straight.adversary.losses and len(resumed.adversary.losses) == 2
     assert _step(resumed, batch, params) == _step(straight, batch, params)
@@ -202,19 +201,12 @@ def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, 
                                              (["--critic-lr", "0"], "bad_lr"),
                                              (["--regress-weight", "-1"], "bad_regress_weight")])
 def test_the_cli_rejects_bad_adversarial_settings(tmp_path: object, flags: list[str], code: str) -> None:
-    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
-                                      "--objective", "adversarial", *flags])
-    with pytest.raises(DemoError) as caught:
-        run(args)
-    assert caught.value.code == code
+    assert rejected_code(tmp_path, "adversarial", flags) == code
 
 
 def test_the_cli_trains_against_a_critic_from_the_shipped_weights(tmp_path: object) -> None:
     out = tmp_path / "adversarial"  # type: ignore[operator]
-    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(out), "--device", "cpu",
-                                      "--objective", "adversarial", "--adversarial-weight", "0.3", "--steps", "1",
-                                      "--batch", "1", "--pool", "1", "--min-horizon", "1", "--max-horizon", "1"])
-    paths = run(args)
+    paths = cli_one_step(out, "adversarial", ["--adversarial-weight", "0.3"])
     state = torch.load(paths["state"], map_location="cpu", weights_only=True)
     assert state["objective"] == "adversarial" and state["step"] == 1 and state["adversary"] is not None
     assert len(state["adversary"]["losses"]) == 1

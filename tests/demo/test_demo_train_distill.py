@@ -5,7 +5,6 @@ the teacher) moves and its loss falls, an exact resume, and the CLI's checks."""
 from __future__ import annotations
 
 import copy
-import io
 import json
 
 import pytest
@@ -17,10 +16,17 @@ from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
 from demo.config import CONFIG
 from demo.data import Episodes
-from demo.errors import DemoError
-from demo.train_rollout import build_parser, run
 from engine.sampling import Schedule
-from tests.demo.test_demo_train_rollout import CPU, _model, same_weights, step_with, tiny_batch
+from tests.demo.test_demo_train_rollout import (
+    CPU,
+    _model,
+    cli_one_step,
+    rejected_code,
+    same_weights,
+    step_with,
+    straight_and_resumed,
+    tiny_batch,
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,15 +104,7 @@ def test_the_regress_weight_adds_the_true_world_term_on_the_student_s_context(
 
 def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params()
-    straight = RolloutState.start(*_model(), params, CPU)
-    for _ in range(2):
-        _step(straight, batch, params)
-    buffer = io.BytesIO()
-    torch.save(straight.state_dict(), buffer)
-    dit, text = _model()
-    dit.init_random(9)  # other weights: the teacher too must come from the saved state
-    resumed = RolloutState.start(dit, text, params, CPU)
-    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    straight, resumed = straight_and_resumed(params, lambda state: _step(state, batch, params))
     assert resumed.step == 2 and resumed.teacher is not None and straight.teacher is not None
     assert same_weights(resumed.teacher.real, straight.teacher.real)
     assert _step(resumed, batch, params) == _step(straight, batch, params)
@@ -121,19 +119,12 @@ def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, Demo
                                              (["--regress-weight", "-1"], "bad_regress_weight"),
                                              (["--ema-decay", "1"], "bad_ema_decay")])
 def test_the_cli_rejects_bad_distill_settings(tmp_path: object, flags: list[str], code: str) -> None:
-    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
-                                      "--objective", "distill", *flags])
-    with pytest.raises(DemoError) as caught:
-        run(args)
-    assert caught.value.code == code
+    assert rejected_code(tmp_path, "distill", flags) == code
 
 
 def test_the_cli_trains_a_distilled_student_from_the_shipped_weights(tmp_path: object) -> None:
     out = tmp_path / "distill"  # type: ignore[operator]
-    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(out), "--device", "cpu",
-                                      "--objective", "distill", "--steps", "1", "--batch", "1", "--pool", "1",
-                                      "--min-horizon", "1", "--max-horizon", "1"])
-    paths = run(args)
+    paths = cli_one_step(out, "distill")
     state = torch.load(paths["state"], map_location="cpu", weights_only=True)
     assert state["objective"] == "distill" and state["step"] == 1 and state["teacher"] is not None
     assert paths["weights"] == out / "demo.safetensors" and paths["weights"].is_file()

@@ -5,7 +5,6 @@ exact resume, and the CLI's check of ``--objective``."""
 from __future__ import annotations
 
 import copy
-import io
 import math
 
 import pytest
@@ -17,8 +16,15 @@ from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
 from demo.data import Episodes
 from demo.errors import DemoError
-from demo.train_rollout import build_parser, run
-from tests.demo.test_demo_train_rollout import CPU, _model, same_weights, step_with, tiny_batch
+from tests.demo.test_demo_train_rollout import (
+    CPU,
+    _model,
+    rejected_code,
+    same_weights,
+    step_with,
+    straight_and_resumed,
+    tiny_batch,
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +90,7 @@ def test_the_regress_weight_adds_the_true_world_term(batch: tuple[Episodes, Demo
 
 def test_a_saved_dmd_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params(fake_steps=2)
-    straight = RolloutState.start(*_model(), params, CPU)
-    for _ in range(2):
-        _step(straight, batch, params)
-    buffer = io.BytesIO()
-    torch.save(straight.state_dict(), buffer)
-    dit, text = _model()
-    dit.init_random(9)  # other weights, fresh optimizers
-    resumed = RolloutState.start(dit, text, params, CPU)
-    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    straight, resumed = straight_and_resumed(params, lambda state: _step(state, batch, params))
     assert resumed.step == 2 and resumed.critics and straight.critics
     assert len(resumed.critics.optimizer.state) == len(straight.critics.optimizer.state) > 0
     assert _step(resumed, batch, params) == _step(straight, batch, params)
@@ -122,8 +120,4 @@ def test_a_state_resumes_only_under_its_own_objective(one: str, other: str) -> N
                                              (["--regress-weight", "-0.5"], "bad_regress_weight"),
                                              (["--schedule-minutes", "0"], "bad_schedule_minutes")])
 def test_the_cli_rejects_bad_dmd_settings(tmp_path: object, flags: list[str], code: str) -> None:
-    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
-                                      "--objective", "dmd", *flags])
-    with pytest.raises(DemoError) as caught:
-        run(args)
-    assert caught.value.code == code
+    assert rejected_code(tmp_path, "dmd", flags) == code

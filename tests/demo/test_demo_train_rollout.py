@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import io
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -18,8 +19,9 @@ from demo.actions import action_batch
 from demo.autoencoder import AEConfig, DemoEncoder
 from demo.config import CONFIG
 from demo.data import Episodes, EpisodeSource, SourceParams
+from demo.errors import DemoError
 from demo.script import scripted_play
-from demo.train_rollout import schedule_fraction
+from demo.train_rollout import build_parser, run, schedule_fraction
 from demo.world import WorldParams
 from engine.attention import AttentionBackend
 from engine.config import ModelConfig
@@ -51,6 +53,40 @@ def step_with(step: Callable[..., T], state: RolloutState, batch: tuple[Episodes
     episodes, encoder = batch
     gen, noise = torch.Generator().manual_seed(5), torch.Generator().manual_seed(6)
     return step(state, episodes, encoder, TINY, AttentionBackend.create("sdpa", CPU), params, 0.5, gen, noise)
+
+
+def rejected_code(tmp_path: object, objective: str, flags: list[str]) -> str:
+    """The error code `python -m demo.train_rollout` stops with, from the shipped weights on a CPU
+    under `--objective objective` and `flags`."""
+    args = build_parser().parse_args(["--resume", "engine/weights", "--out", str(tmp_path), "--device", "cpu",
+                                      "--objective", objective, *flags])
+    with pytest.raises(DemoError) as caught:
+        run(args)
+    return caught.value.code
+
+
+def cli_one_step(out: Path, objective: str, flags: Sequence[str] = ()) -> dict[str, Path]:
+    """One step of `python -m demo.train_rollout` from the shipped weights on a CPU at batch 1,
+    horizon 1, under `--objective objective` and `flags`; the files it wrote."""
+    return run(build_parser().parse_args(["--resume", "engine/weights", "--out", str(out), "--device", "cpu",
+                                          "--objective", objective, *flags, "--steps", "1", "--batch", "1",
+                                          "--pool", "1", "--min-horizon", "1", "--max-horizon", "1"]))
+
+
+def straight_and_resumed(params: RolloutParams, advance: Callable[[RolloutState], object],
+                         steps: int = 2) -> tuple[RolloutState, RolloutState]:
+    """A tiny state advanced `steps` steps, and one started from other weights (fresh optimizers
+    and networks) that then loaded the first's saved state."""
+    straight = RolloutState.start(*_model(), params, CPU)
+    for _ in range(steps):
+        advance(straight)
+    buffer = io.BytesIO()
+    torch.save(straight.state_dict(), buffer)
+    dit, text = _model()
+    dit.init_random(9)
+    resumed = RolloutState.start(dit, text, params, CPU)
+    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    return straight, resumed
 
 
 def tiny_batch(chunks: int) -> tuple[Episodes, DemoEncoder]:
