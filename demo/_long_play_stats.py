@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from demo.image_stats import (
+    avatar_count,
     avatar_visible,
     colour_histogram,
     histogram_distance,
@@ -83,6 +84,8 @@ def image_report(model: np.ndarray, truth: np.ndarray, frame_themes: list[str], 
     themes = [frame_themes[(i + 1) * fps - 1] for i in range(len(t_sec))]
     model_seen, truth_seen = avatar_visible(model), avatar_visible(truth)
     per_second_seen = [float(avatar_visible(s).mean()) for s in m_sec]
+    model_discs, truth_discs = avatar_count(model), avatar_count(truth)
+    several_by_second = [float((d >= 2).mean()) for d in seconds_of(model_discs, fps)]
     return {
         "avatar": {
             "model_share": float(model_seen.mean()),
@@ -90,6 +93,11 @@ def image_report(model: np.ndarray, truth: np.ndarray, frame_themes: list[str], 
             "model_by_second": [round(v, 3) for v in per_second_seen],
             "model_seconds_all_visible": int(sum(v == 1.0 for v in per_second_seen)),
             "first_missing_second": next((i for i, v in enumerate(per_second_seen) if v < 1.0), None),
+            # frames showing two or more avatar-like discs (a doubled avatar; the centre test alone
+            # cannot see it): the truth's share is the counter's false finds, ~0
+            "model_several_share": float((model_discs >= 2).mean()),
+            "truth_several_share": float((truth_discs >= 2).mean()),
+            "model_seconds_with_several": int(sum(v > 0 for v in several_by_second)),
             "seconds": len(m_sec),
         },
         "colour": distribution_report([colour_histogram(s) for s in m_sec], [colour_histogram(s) for s in t_sec],

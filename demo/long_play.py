@@ -7,7 +7,9 @@ sessions hold each of the 8 directions: 8 from rest (true context standing still
 the long session after ``probe_after_seconds`` of its own play. Reported against the targets:
 
 - avatar: share of generated frames in which ``image_stats.avatar_visible`` finds it (the detector
-  is checked on the true frames of the same play, where it must find it in ~100%);
+  is checked on the true frames of the same play, where it must find it in ~100%); beside it, the
+  share of frames showing two or more avatar-like discs (``image_stats.avatar_count``: a doubled
+  avatar, which the centre test does not see), no target, the truth's share its false finds;
 - colour and texture: per second, the distance of the model's pooled histogram to the true world's
   same second, against the bound ``self_variation_bound`` states from the true world's own seconds;
 - periodic collapse: per second, the median ``spectral_peak`` of the model's frames against the
@@ -204,6 +206,7 @@ def long_play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: LongPlayP
         **images,
         "autoencoder_ceiling": {
             "avatar_visible_share": ceiling["avatar"]["model_share"],
+            "avatar_several_share": ceiling["avatar"]["model_several_share"],
             "colour_within_bound_share": ceiling["colour"]["within_bound_share"],
             "texture_within_bound_share": ceiling["texture"]["within_bound_share"],
             "spectral_worst": ceiling["spectral"]["model_worst"],

@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from demo.actions import frame_actions, random_play
+from demo._long_play_stats import image_report
 from demo.image_stats import (
+    avatar_count,
+    avatar_map,
     avatar_visible,
     colour_histogram,
     histogram_distance,
@@ -68,6 +71,71 @@ def test_an_avatar_away_from_the_centre_does_not_count(frames_by_theme) -> None:
 def test_a_red_disc_without_its_dark_outline_does_not_count() -> None:
     frame = np.full((128, 128, 3), (242, 77, 51), dtype=np.uint8)  # all avatar red: no ring darker than it
     assert avatar_visible(frame[None]).tolist() == [False]
+
+
+def test_the_scanning_test_at_the_centre_is_the_centre_test(frames_by_theme) -> None:
+    for theme, (with_avatar, without) in frames_by_theme.items():
+        for frames in (with_avatar, without, np.roll(with_avatar, shift=(3, -2), axis=(1, 2))):
+            assert avatar_map(frames)[:, 64, 64].tolist() == avatar_visible(frames).tolist(), theme
+
+
+def test_the_avatar_counter_counts_one_disc_in_every_true_frame_and_none_without_it(frames_by_theme) -> None:
+    for theme, (with_avatar, without) in frames_by_theme.items():
+        assert avatar_count(with_avatar).tolist() == [1] * len(with_avatar), theme
+        assert avatar_count(without).tolist() == [0] * len(without), theme
+
+
+@pytest.mark.slow
+def test_autumn_crowns_pass_the_one_sided_outline_test_but_are_not_counted() -> None:
+    """A shaded crown's outline is dark on one side only: the centre test's ring average lets some
+    through somewhere in nearly every frame, the counter's all-round test none (measured 0 of 300)."""
+    world = World(900_002, "autumn", _NO_AVATAR)
+    places = torch.rand(300, 2, generator=torch.Generator().manual_seed(2)) * 512
+    frames = to_uint8(render(stack_terrains([world.terrain]), initial_state(places.round()),
+                             torch.full((300,), THEME_NAMES.index("autumn")), _NO_AVATAR,
+                             episode=torch.zeros(300, dtype=torch.long)))
+    assert int(avatar_map(frames).any(axis=(1, 2)).sum()) >= 250
+    assert int((avatar_count(frames) > 0).sum()) == 0
+
+
+def _patch_avatar(frames: np.ndarray, dx: int) -> np.ndarray:
+    """The frames with their centre's avatar (the disc of 6.5 px, outline included) copied ``dx`` px
+    to the side."""
+    yy, xx = np.mgrid[0:128, 0:128]
+    disc = (yy - 64) ** 2 + (xx - 64) ** 2 <= 6.5 ** 2
+    out = frames.copy()
+    out[:, np.roll(disc, dx, axis=1)] = frames[:, disc]
+    return out
+
+
+def test_a_second_avatar_beside_the_first_is_counted(frames_by_theme) -> None:
+    frames = frames_by_theme["meadow"][0]
+    doubled = _patch_avatar(frames, 13)  # touching: 13 px between centres
+    assert avatar_count(doubled).tolist() == [2] * len(frames)
+    assert avatar_visible(doubled).tolist() == [True] * len(frames)  # the centre test still passes it
+
+
+def test_two_avatars_either_side_of_the_centre_fail_the_centre_test_and_count_two(frames_by_theme) -> None:
+    frames = frames_by_theme["meadow"][0]
+    apart = np.roll(_patch_avatar(frames, 14), shift=-7, axis=2)  # centres 7 px left and right of the middle
+    assert avatar_visible(apart).tolist() == [False] * len(frames)
+    assert avatar_count(apart).tolist() == [2] * len(frames)
+
+
+def test_an_avatar_moved_off_the_centre_is_one_disc_the_centre_test_misses(frames_by_theme) -> None:
+    moved = np.roll(frames_by_theme["snow"][0], shift=(0, 20), axis=(1, 2))
+    assert avatar_count(moved).tolist() == [1] * len(moved)
+
+
+def test_the_image_report_gives_the_share_of_frames_with_a_doubled_avatar(frames_by_theme) -> None:
+    truth = np.concatenate([frames_by_theme["meadow"][0], frames_by_theme["rain"][0]])  # 48 frames: 3 s at 16
+    model = truth.copy()
+    model[20:28] = _patch_avatar(truth[20:28], 13)  # 8 doubled frames, all in the second second (frames 16-31)
+    report = image_report(model, truth, ["meadow"] * 24 + ["rain"] * 24, 16)
+    assert report["avatar"]["model_several_share"] == 8 / 48
+    assert report["avatar"]["truth_several_share"] == 0.0
+    assert report["avatar"]["model_seconds_with_several"] == 1
+    assert report["avatar"]["model_share"] == 1.0
 
 
 def test_periodic_grids_and_stripes_score_far_above_every_true_frame(frames_by_theme) -> None:
