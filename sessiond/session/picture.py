@@ -20,6 +20,7 @@ class Sample(Protocol):
     avatar: bool
     pattern: float
     bound: float
+    doubled: bool  # a second avatar in the frame
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class PictureMonitor:
     def observe(self, sample: Sample) -> PictureVerdict | None:
         """One checked sample; the new verdict when it changed, else None."""
         self.pending = False
-        bad = (not sample.avatar) or sample.pattern > sample.bound
+        bad = (not sample.avatar) or sample.doubled or sample.pattern > sample.bound
         self._recent.append((bad, sample))
         self._good_run = 0 if bad else self._good_run + 1
         was = self.degraded
@@ -78,6 +79,8 @@ class PictureMonitor:
             problems = []
             if any(not s.avatar for s in bad):
                 problems.append("the avatar is gone from the centre")
+            if any(s.doubled for s in bad):
+                problems.append("a second avatar has appeared")
             if any(s.pattern > s.bound for s in bad):
                 problems.append(f"the picture has collapsed into a repeating pattern (score {pattern:.0f}, "
                                 f"the world's own at most {bound:.0f})")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from demo.actions import frame_actions, random_play
 from demo._long_play_stats import image_report
+from demo.actions import frame_actions, random_play
 from demo.image_stats import (
     avatar_count,
     avatar_map,

@@ -23,12 +23,21 @@ def test_true_world_frames_pass() -> None:
     for frame in _frames():
         sample = check_frame(frame)
         assert sample.avatar is True
+        assert sample.doubled is False
         assert sample.pattern < PATTERN_BOUND
         assert sample.bound == PATTERN_BOUND == 40.0
 
 
 def test_a_frame_without_the_avatar_is_seen_as_such() -> None:
     assert [check_frame(f).avatar for f in _frames(_NO_AVATAR)] == [False] * 8
+
+
+def test_a_second_avatar_beside_the_first_is_seen() -> None:
+    yy, xx = np.mgrid[0:128, 0:128]
+    disc = (yy - 64) ** 2 + (xx - 64) ** 2 <= 6.5 ** 2
+    frames = _frames()
+    frames[:, np.roll(disc, -13, axis=1)] = frames[:, disc]  # the avatar copied 13 px to its left
+    assert [(check_frame(f).avatar, check_frame(f).doubled) for f in frames] == [(True, True)] * 8
 
 
 def test_stripes_score_far_over_the_bound() -> None:

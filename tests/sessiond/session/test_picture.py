@@ -21,9 +21,10 @@ class S:
     avatar: bool
     pattern: float
     bound: float = 40.0
+    doubled: bool = False
 
 
-GOOD, NO_AVATAR, PATTERN = S(True, 20.0), S(False, 20.0), S(True, 900.0)
+GOOD, NO_AVATAR, PATTERN, DOUBLED = S(True, 20.0), S(False, 20.0), S(True, 900.0), S(True, 20.0, doubled=True)
 
 
 def test_the_monitor_samples_one_frame_per_second_of_media() -> None:
@@ -47,6 +48,15 @@ def test_two_bad_of_three_degrade_and_three_good_recover() -> None:
     assert [m.observe(GOOD), m.observe(GOOD)] == [None, None]
     back = m.observe(GOOD)
     assert back is not None and back.ok is True and back.why is None and m.episodes == 1
+
+
+def test_a_doubled_avatar_degrades_the_picture_and_says_so() -> None:
+    m = PictureMonitor(fps=16)
+    assert m.observe(DOUBLED) is None
+    v = m.observe(DOUBLED)
+    assert v is not None and v.ok is False
+    assert v.why == "a second avatar has appeared"
+    assert (v.avatar, v.pattern) == (1.0, 20.0)
 
 
 def _push_chunk(session, index: int, n: int = 8) -> None:
