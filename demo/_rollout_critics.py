@@ -107,6 +107,7 @@ class AdversarialParams:
     regress_weight: float = 1.0  # the regress objective's term on the same self-made context
     critic_lr: float | None = None  # the critic's learning rate; None: the generator's
     detail_weight: float = 0.0  # x0's spatial detail per latent channel matched to the true chunks' (log ratio)
+    detail_hide_centre: int = 0  # the centre square of this many latent cells a side left out of the detail term
     width: int = 96  # the critic's first layer's channels (then 2x and 4x)
 
 

@@ -90,22 +90,36 @@ def detail_energy(latents: torch.Tensor) -> torch.Tensor:
     return ((dx.pow(2).mean(dim=dims) + dy.pow(2).mean(dim=dims)) / 2).sqrt()
 
 
-def latent_spectrum(latents: torch.Tensor) -> torch.Tensor:
+def latent_spectrum(latents: torch.Tensor, hide_centre: int = 0) -> torch.Tensor:
     """(C, h, w // 2 + 1) the power of each spatial frequency per latent channel of ``latents``
-    (B, C, F, h, w), each frame's mean removed, averaged over the batch and the frames."""
-    centred = latents.float() - latents.float().mean(dim=(-2, -1), keepdim=True)
+    (B, C, F, h, w), each frame's mean removed, averaged over the batch and the frames.
+    ``hide_centre``: the centre square of that many cells a side left out -- the avatar's place, so
+    that the spectrum is the ground's: the mean is taken over the other cells, and the square is
+    set to zero after it is removed."""
+    x = latents.float()
+    if hide_centre <= 0:
+        centred = x - x.mean(dim=(-2, -1), keepdim=True)
+    else:
+        h, w = x.shape[-2:]
+        top, left = (h - hide_centre) // 2, (w - hide_centre) // 2
+        keep = torch.ones(h, w, device=x.device)
+        keep[top:top + hide_centre, left:left + hide_centre] = 0.0
+        centred = (x - (x * keep).sum(dim=(-2, -1), keepdim=True) / keep.sum()) * keep
     return torch.fft.rfft2(centred, norm="ortho").abs().pow(2).mean(dim=(0, 2))
 
 
 PEAK_RATIO = 2.0  # a frequency with this many times the world's power counts as a peak
 
 
-def detail_loss(made: torch.Tensor, true: torch.Tensor) -> torch.Tensor:
+def detail_loss(made: torch.Tensor, true: torch.Tensor, hide_centre: int = 0) -> torch.Tensor:
     """How far ``made``'s spatial spectrum lies from ``true``'s (detached): per channel and frequency
     r = log(power made / power true); the mean of r^2 (a blur: r < 0 at the high frequencies) plus,
     per channel, the sum over frequencies of (r - log PEAK_RATIO)^2 where r exceeds it (a grid: a
-    few frequencies far above the world's, which a mean over all of them would hide)."""
-    r = latent_spectrum(made).clamp_min(1e-6).log() - latent_spectrum(true.detach()).clamp_min(1e-6).log()
+    few frequencies far above the world's, which a mean over all of them would hide).
+    ``hide_centre``: both spectra without the centre square (``latent_spectrum``): the term then
+    reads the ground only, and a second copy of the avatar near the centre adds nothing to it."""
+    r = (latent_spectrum(made, hide_centre).clamp_min(1e-6).log()
+         - latent_spectrum(true.detach(), hide_centre).clamp_min(1e-6).log())
     peaks = torch.relu(r - math.log(PEAK_RATIO)).pow(2).sum(dim=(1, 2))
     return r.pow(2).mean() + peaks.mean()
 
@@ -145,7 +159,7 @@ def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncod
         if adv.regress_weight > 0:
             loss = loss + adv.regress_weight * regress_loss(state, cache, inputs, k, params, gen, noise)
         if adv.detail_weight > 0:
-            loss = loss + adv.detail_weight * detail_loss(x0, inputs.clean[:, :, part])
+            loss = loss + adv.detail_weight * detail_loss(x0, inputs.clean[:, :, part], adv.detail_hide_centre)
         (loss / rolled).backward()
         judged = critic_loss(adversary.critic, inputs.clean[:, :, part], x0, actions)
         (judged / rolled).backward()

@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detail-weight", type=float, default=AdversarialParams.detail_weight,
                    help="adversarial: weight of the term matching the chunks' spatial detail to the world's "
                         "(default %(default)s)")
+    p.add_argument("--detail-hide-centre", type=int, default=AdversarialParams.detail_hide_centre,
+                   help="adversarial: leave the centre square of this many latent cells a side (the avatar's "
+                        "place) out of the detail term (default %(default)s: none)")
     return p
 
 
@@ -134,12 +137,15 @@ def _adversarial(args: argparse.Namespace) -> AdversarialParams:
         raise DemoError("bad_lr", f"--critic-lr must lie in (0, 0.01], got {args.critic_lr}")
     if not 0.0 <= args.detail_weight <= 100.0:
         raise DemoError("bad_detail_weight", f"--detail-weight must lie in [0, 100], got {args.detail_weight}")
+    if not 0 <= args.detail_hide_centre <= 12:
+        raise DemoError("bad_detail_hide_centre", f"--detail-hide-centre must lie in [0, 12] latent cells, got "
+                                                  f"{args.detail_hide_centre}")
     regress = AdversarialParams.regress_weight if args.regress_weight is None else args.regress_weight
     if args.adversarial_weight == 0.0 and regress == 0.0 and args.detail_weight == 0.0:
         raise DemoError("bad_adversarial_weight", "--adversarial-weight, --regress-weight and --detail-weight are "
                                                   "all 0: the generator would learn nothing; give one a weight")
     return AdversarialParams(weight=args.adversarial_weight, regress_weight=regress, critic_lr=args.critic_lr,
-                             detail_weight=args.detail_weight)
+                             detail_weight=args.detail_weight, detail_hide_centre=args.detail_hide_centre)
 
 
 def _distill(args: argparse.Namespace) -> DistillParams:

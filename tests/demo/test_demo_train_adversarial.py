@@ -174,6 +174,17 @@ def test_a_grid_costs_more_than_the_same_power_spread_as_noise() -> None:
     assert float(with_grid) > 3 * float(with_noise) > 0
 
 
+def test_with_the_centre_hidden_the_detail_term_reads_the_ground_only() -> None:
+    gen = torch.Generator().manual_seed(2)
+    true = _world_like(gen)  # 8 x 8 cells
+    blob = torch.zeros_like(true)
+    blob[..., 3:5, 3:5] = 5.0  # a bright thing in the centre 2 x 2 cells: the avatar's place
+    assert float(detail_loss(true + blob, true, hide_centre=2)) == pytest.approx(0.0, abs=1e-9)
+    assert float(detail_loss(true + blob, true)) > 0.01  # seen when nothing is hidden
+    beside = blob.roll(3, dims=-1)  # the same thing 3 cells to the side
+    assert float(detail_loss(true + beside, true, hide_centre=2)) > 0.01
+
+
 def test_with_only_the_detail_term_the_generator_moves(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params(weight=0.0, regress_weight=0.0, detail_weight=1.0)
     state = RolloutState.start(*_model(), params, CPU)
@@ -198,6 +209,8 @@ def test_a_saved_adversarial_state_resumes_the_very_step(batch: tuple[Episodes, 
                                              (["--adversarial-weight", "0", "--regress-weight", "0",
                                                "--detail-weight", "0"], "bad_adversarial_weight"),
                                              (["--detail-weight", "-0.1"], "bad_detail_weight"),
+                                             (["--detail-hide-centre", "13"], "bad_detail_hide_centre"),
+                                             (["--detail-hide-centre", "-1"], "bad_detail_hide_centre"),
                                              (["--critic-lr", "0"], "bad_lr"),
                                              (["--regress-weight", "-1"], "bad_regress_weight")])
 def test_the_cli_rejects_bad_adversarial_settings(tmp_path: object, flags: list[str], code: str) -> None:
@@ -213,5 +226,6 @@ def test_the_cli_trains_against_a_critic_from_the_shipped_weights(tmp_path: obje
     meta = json.loads(paths["meta"].read_text())
     assert meta["rollout"]["params"]["objective"] == "adversarial"
     assert meta["rollout"]["params"]["adversarial"] == {"weight": 0.3, "regress_weight": 1.0, "critic_lr": None,
-                                                        "detail_weight": 0.0, "width": 96}
+                                                        "detail_weight": 0.0, "detail_hide_centre": 0,
+                                                        "width": 96}
     assert meta["rollout"]["final_critic_loss"] == state["adversary"]["losses"][0]
