@@ -12,7 +12,8 @@ __all__ = ["save_direction_table", "save_filmstrip"]
 _PER_ROW = 10  # frames per row of the filmstrip
 
 
-def save_filmstrip(truth: np.ndarray, model: np.ndarray, every: int, fps: int, path: Path) -> None:
+def save_filmstrip(truth: np.ndarray, model: np.ndarray, every: int, fps: int, path: Path,
+                   title: str = "long play") -> None:
     """One frame every ``every`` frames: per group of ``_PER_ROW`` picks a row of the true world above
     a row of the model, with a 2 px gap between groups; the time of each pick under it (matplotlib)."""
     import matplotlib
@@ -34,7 +35,7 @@ def save_filmstrip(truth: np.ndarray, model: np.ndarray, every: int, fps: int, p
         if c == 0:
             for row, label in ((2 * r, "world"), (2 * r + 1, "model")):
                 axes[row, c].text(-8, h / 2, label, rotation=90, va="center", ha="right", fontsize=8)
-    fig.suptitle(f"long play: true world (upper) and model (lower) every {every / fps:.0f} s; {w}x{h}", fontsize=9)
+    fig.suptitle(f"{title}: true world (upper) and model (lower) every {every / fps:.0f} s; {w}x{h}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -1,7 +1,9 @@
 """Evaluate the demo model against its ground-truth world:
 ``python -m demo.eval --weights W [--json out.json] [--device cpu] [--quick]``;
 ``--long-play [--seconds 300] [--figures DIR]`` runs the long-play evaluation instead
-(``demo.long_play``: minutes of scripted vigorous play, every number of its targets).
+(``demo.long_play``: minutes of scripted vigorous play, every number of its targets);
+``--theme-cycle [--figures DIR]`` the theme-cycle one (``demo.theme_cycle``: the theme changes every
+10 s through all six, twice, under the same play; the avatar must stay).
 ``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
 evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
 records the settings it ran).
@@ -39,7 +41,7 @@ from demo._eval_parts import (
     streaming_speed,
     theme_switches,
 )
-from demo.autoencoder import ae_config_for
+from demo.autoencoder import DemoEncoder, ae_config_for
 from demo.config import CONFIG, MODELS
 from demo.errors import DemoError
 from demo.export import ENCODER_FILE, load_encoder
@@ -163,8 +165,12 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--long-play", action="store_true",
                    help="run the long-play evaluation (demo/long_play.py) instead of the short one")
     p.add_argument("--seconds", type=float, default=300.0, help="length of the long play (default 300)")
+    p.add_argument("--theme-cycle", action="store_true",
+                   help="run the theme-cycle evaluation (demo/theme_cycle.py): the theme changes every 10 s, "
+                        "all six twice")
     p.add_argument("--figures", type=Path, default=None,
-                   help="with --long-play: write long_play_filmstrip.png and long_play_directions.png here")
+                   help="with --long-play: write long_play_filmstrip.png and long_play_directions.png here; "
+                        "with --theme-cycle: theme_cycle_filmstrip.png")
     p.add_argument("--guidance-rescale", type=float, default=None, help="share of the guided flow rescaled to "
                                                                         "the plain flow-with-actions std, 0..1")
     return p
@@ -212,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     params = replace(QUICK) if args.quick else EvalParams()
     try:
         model = _sampling_variant(args)
+        if args.long_play and args.theme_cycle:
+            raise DemoError("bad_evaluation", "--long-play and --theme-cycle are two evaluations: run one at a time")
+        if args.theme_cycle:
+            return _write(run_theme_cycle(args.weights, encoder, args.device, model, args.figures, args.dtype,
+                                          args.attention), args.json)
         if args.long_play:
             return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
                                         args.dtype, args.attention), args.json)
@@ -242,15 +253,34 @@ def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelCo
 
     if seconds < 70.0:
         raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
+    engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
+    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
+    return {**_provenance(engine, weights, device), "long_play": report}
+
+
+def run_theme_cycle(weights: Path, encoder_path: Path, device: str, model: ModelConfig, figures: Path | None,
+                    dtype: str | None = None, attention: str = "sdpa") -> dict[str, object]:
+    """The theme-cycle evaluation of ``weights`` sampled as ``model`` says (see demo.theme_cycle)."""
+    from demo.theme_cycle import ThemeCycleParams, theme_cycle
+
+    engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
+    report = theme_cycle(engine, encoder, worlds, ThemeCycleParams(), figures)
+    return {**_provenance(engine, weights, device), "theme_cycle": report}
+
+
+def _played_engine(weights: Path, encoder_path: Path, device: str, model: ModelConfig, dtype: str | None,
+                   attention: str) -> tuple[Engine, DemoEncoder, Worlds]:
     engine = _demo_engine(model, device, weights, dtype, attention=attention)
     encoder = load_encoder(encoder_path, ae_config_for(engine.config), engine.device)
-    worlds = Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
-    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
+    return engine, encoder, Worlds(WorldParams(width=engine.config.width, height=engine.config.height))
+
+
+def _provenance(engine: Engine, weights: Path, device: str) -> dict[str, object]:
     return {"model": engine.config.name, "weights": str(weights),
             "weights_sha256": hashlib.sha256(weights.read_bytes()).hexdigest(), "device": device,
             "torch": torch.__version__, "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "sampling": _sampling(engine.config), "dtype": str(engine.parts.dtype),
-            "attention": engine.parts.attend.name, "long_play": report}
+            "attention": engine.parts.attend.name}
 
 
 if __name__ == "__main__":

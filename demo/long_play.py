@@ -45,7 +45,7 @@ from demo.world import World
 from engine.api import FrameAction
 from engine.engine import Engine
 
-__all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play"]
+__all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play", "play_script"]
 
 # what the demo model must do over minutes of play; each measured number is compared in the report
 LONG_PLAY_TARGETS = {
@@ -83,13 +83,15 @@ class _Play:
 
     truth: np.ndarray  # (T, H, W, 3) generated part only
     model: np.ndarray
-    fork: bytes  # engine snapshot at the probe point
-    fork_world: World  # the true world at the same point
+    fork: bytes  # engine snapshot at the probe point (empty without one)
+    fork_world: World | None  # the true world at the same point
     seconds_per_chunk: float
 
 
-def _play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, script: PlayScript, p: LongPlayParams,
-          fork_chunk: int) -> _Play:
+def play_script(engine: Engine, encoder: DemoEncoder, worlds: Worlds, script: PlayScript, p: LongPlayParams,
+                fork_chunk: int | None = None) -> _Play:
+    """One session plays ``script`` after ``p.context_chunks`` true chunks, and the true world plays
+    the same; with ``fork_chunk``, the engine's snapshot and the world at that chunk."""
     fpc = engine.config.latent_frames_per_chunk
     world = worlds.make(p.world_seed, script.prompts[0])
     truth = []
@@ -114,7 +116,7 @@ def _play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, script: PlayScri
             print(f"[long-play] {(k + 1) * fpc / engine.config.fps:.0f} s of {p.seconds:.0f} s played", flush=True)
     seconds = time.perf_counter() - started
     engine.close_session("play")
-    assert fork_world is not None and fork, "the fork point lies inside the play (checked by the caller)"
+    assert fork_chunk is None or (fork_world is not None and fork), "the fork point lies inside the play"
     return _Play(np.concatenate(truth[p.context_chunks:]), np.concatenate(model), fork, fork_world,
                  seconds / len(model))
 
@@ -133,6 +135,7 @@ def _probes(engine: Engine, encoder: DemoEncoder, worlds: Worlds, play: _Play, s
         open_with_context(engine, f"rest-{name}", encoder, context, seed, prompt)
         truths[f"rest-{name}"] = frames[p.context_chunks * fpc:]
         after = worlds.make(p.world_seed, script.prompts[fork_chunk])
+        assert play.fork_world is not None
         after.state = play.fork_world.state
         truths[f"after-{name}"] = after.rollout(_probe_actions(name, p, fpc))
         engine.open_from_snapshot(f"after-{name}", play.fork, seed=p.world_seed + 200 + i,
@@ -170,7 +173,7 @@ def long_play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: LongPlayP
         raise ValueError(f"--seconds {p.seconds} is too short for probes after {p.probe_after_seconds} s of play")
     classifier: ThemeClassifier = fit_classifier(EvalParams(), worlds)[0]
     with torch.inference_mode():
-        play = _play(engine, encoder, worlds, script, p, fork_chunk)
+        play = play_script(engine, encoder, worlds, script, p, fork_chunk)
         probes = _probes(engine, encoder, worlds, play, script, p, fork_chunk)
     frame_themes = [script.theme_of_chunk(k) for k in range(p.context_chunks, len(script.prompts)) for _ in range(fpc)]
     # the same statistics of the true frames through the autoencoder: what a perfect DiT would score.

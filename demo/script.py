@@ -17,7 +17,7 @@ from demo.data import PROMPTS
 from demo.themes import THEME_NAMES, theme_for_prompt
 from engine.api import FrameAction
 
-__all__ = ["HELD_DIRECTIONS", "PlayScript", "Segment", "scripted_play"]
+__all__ = ["HELD_DIRECTIONS", "PlayScript", "Segment", "scripted_play", "theme_cycle_play"]
 
 # name -> (WASD keys, arrow keys, camera direction (dy, dx))
 HELD_DIRECTIONS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[int, int]]] = {
@@ -111,3 +111,25 @@ def scripted_play(seconds: float, seed: int, fps: int = 16, frames_per_chunk: in
             next_change = k + _seconds(rng, 20.0, 45.0, fps) // frames_per_chunk
         prompts.append(prompt)
     return PlayScript(actions, prompts, segments, changes)
+
+
+def theme_cycle_play(seed: int, fps: int = 16, frames_per_chunk: int = 4, seconds_per_theme: float = 10.0,
+                     passes: int = 2) -> PlayScript:
+    """The themes in turn: each of the six for ``seconds_per_theme`` (rounded to whole chunks), in a
+    seeded order, ``passes`` times (a pass never starts on the theme the last one ended on), under
+    the same vigorous play as ``scripted_play``; each theme's prompt drawn from its prompts."""
+    rng = np.random.default_rng(seed + 1)
+    per_theme = max(1, round(seconds_per_theme * fps / frames_per_chunk))
+    order: list[str] = []
+    for _ in range(passes):
+        turn = [str(t) for t in rng.permutation(THEME_NAMES)]
+        if order and turn[0] == order[-1]:
+            turn = turn[1:] + turn[:1]
+        order += turn
+    play = scripted_play(len(order) * per_theme * frames_per_chunk / fps, seed, fps, frames_per_chunk)
+    prompts: list[str] = []
+    for theme in order:
+        options = [p for p in PROMPTS[theme] if p]
+        prompts += [options[int(rng.integers(0, len(options)))]] * per_theme
+    changes = [i * per_theme for i in range(1, len(order))]
+    return PlayScript(play.actions, prompts, play.segments, changes)
