@@ -12,15 +12,18 @@ __all__ = ["save_direction_table", "save_filmstrip"]
 _PER_ROW = 10  # frames per row of the filmstrip
 
 
-def save_filmstrip(truth: np.ndarray, model: np.ndarray, every: int, fps: int, path: Path,
+def save_filmstrip(truth: np.ndarray, model: np.ndarray, every_seconds: float, fps: int, path: Path,
                    title: str = "long play") -> None:
-    """One frame every ``every`` frames: per group of ``_PER_ROW`` picks a row of the true world above
-    a row of the model, with a 2 px gap between groups; the time of each pick under it (matplotlib)."""
+    """One frame every ``every_seconds`` (at most the whole play): per group of ``_PER_ROW`` picks a
+    row of the true world above a row of the model, with a 2 px gap between groups; the time of each
+    pick under it (matplotlib). Makes ``path``'s directory."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    path.parent.mkdir(parents=True, exist_ok=True)
+    every = min(round(every_seconds * fps), len(model))
     picks = list(range(every - 1, len(model), every))
     rows = -(-len(picks) // _PER_ROW)
     h, w = model.shape[1:3]

@@ -19,6 +19,7 @@ from demo.metrics import ThemeClassifier, direction_correct, frame_motion
 from demo.script import PlayScript
 
 __all__ = [
+    "against",
     "distribution_report",
     "image_report",
     "probe_accuracy",
@@ -128,3 +129,9 @@ def theme_report(model: np.ndarray, classifier: ThemeClassifier, script: PlayScr
         "by_change": by_change,
         "all_frames": float(hits.mean()),
     }
+
+
+def against(targets: dict[str, float], measured: dict[str, float]) -> dict[str, dict[str, Any]]:
+    """Each measured number beside its target (all targets are lower bounds) and whether it is met."""
+    return {name: {"target": targets[name], "measured": value, "met": value >= targets[name]}
+            for name, value in measured.items()}

@@ -30,6 +30,7 @@ import torch
 
 from demo._eval_parts import EvalParams, Worlds, fit_classifier, roundtrip
 from demo._long_play_stats import (
+    against,
     image_report,
     probe_accuracy,
     seconds_of,
@@ -45,7 +46,7 @@ from demo.world import World
 from engine.api import FrameAction
 from engine.engine import Engine
 
-__all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play", "play_script"]
+__all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play", "play_script", "through_autoencoder"]
 
 # what the demo model must do over minutes of play; each measured number is compared in the report
 LONG_PLAY_TARGETS = {
@@ -160,6 +161,15 @@ def _probes(engine: Engine, encoder: DemoEncoder, worlds: Worlds, play: _Play, s
     return report
 
 
+def through_autoencoder(engine: Engine, encoder: DemoEncoder, truth: np.ndarray) -> tuple[np.ndarray, float]:
+    """The true frames through the autoencoder (what a perfect DiT would show), and the periodic
+    collapse bound: the largest second of either. The decoder adds faint periodic patterns of its
+    own (its 8 px latent cell), so the model is held to the true world seen through it."""
+    fps = engine.config.fps
+    recon = np.concatenate([roundtrip(engine, encoder, truth[i:i + 64]) for i in range(0, len(truth), 64)])
+    return recon, max(spectral_by_second(seconds_of(recon, fps)) + spectral_by_second(seconds_of(truth, fps)))
+
+
 def long_play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: LongPlayParams,
               figures: Path | None = None) -> dict[str, object]:
     """Run the long play and its probes; returns the report (every number; ``targets`` compares).
@@ -179,9 +189,8 @@ def long_play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: LongPlayP
     # the same statistics of the true frames through the autoencoder: what a perfect DiT would score.
     # The decoder adds faint periodic patterns of its own (its 8 px latent cell), so the spectral test
     # holds the model to the true world seen through it: the largest second of either
-    recon = np.concatenate([roundtrip(engine, encoder, play.truth[i:i + 64]) for i in range(0, len(play.truth), 64)])
+    recon, spectral_bound = through_autoencoder(engine, encoder, play.truth)
     ceiling = image_report(recon, play.truth, frame_themes, fps)
-    spectral_bound = max(spectral_by_second(seconds_of(recon, fps)) + spectral_by_second(seconds_of(play.truth, fps)))
     images = image_report(play.model, play.truth, frame_themes, fps, spectral_bound)
     themes = theme_report(play.model, classifier, script, p.context_chunks, p.theme_chunks, fpc)
 
@@ -218,15 +227,12 @@ def long_play(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: LongPlayP
         },
         "direction": {**probes, "worst_from_rest": worst("from_rest"), "worst_after_play": worst("after_play")},
         "theme": themes,
-        "targets": {name: {"target": LONG_PLAY_TARGETS[name], "measured": value,
-                           "met": value >= LONG_PLAY_TARGETS[name]} for name, value in measured.items()},
+        "targets": against(LONG_PLAY_TARGETS, measured),
     }
     if figures is not None:
         from demo._long_play_figures import save_direction_table, save_filmstrip
 
-        figures.mkdir(parents=True, exist_ok=True)
-        every = min(round(p.strip_every_seconds * fps), len(play.model))
-        save_filmstrip(play.truth, play.model, every, fps, figures / "long_play_filmstrip.png")
+        save_filmstrip(play.truth, play.model, p.strip_every_seconds, fps, figures / "long_play_filmstrip.png")
         save_direction_table(probes, figures / "long_play_directions.png")
     report["eval_seconds"] = round(time.monotonic() - started, 1)
     return report

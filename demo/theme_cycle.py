@@ -16,14 +16,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
-from demo._eval_parts import EvalParams, Worlds, fit_classifier, roundtrip
-from demo._long_play_stats import image_report, seconds_of, spectral_by_second, theme_report
+from demo._eval_parts import EvalParams, Worlds, fit_classifier
+from demo._long_play_stats import against, image_report, theme_report
 from demo.autoencoder import DemoEncoder
 from demo.image_stats import avatar_count, avatar_visible
-from demo.long_play import LongPlayParams, play_script
+from demo.long_play import LongPlayParams, play_script, through_autoencoder
 from demo.script import theme_cycle_play
 from engine.engine import Engine
 
@@ -61,8 +60,7 @@ def theme_cycle(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: ThemeCy
     with torch.inference_mode():
         play = play_script(engine, encoder, worlds, script, play_params)
     frame_themes = [script.theme_of_chunk(k) for k in range(p.context_chunks, len(script.prompts)) for _ in range(fpc)]
-    recon = np.concatenate([roundtrip(engine, encoder, play.truth[i:i + 64]) for i in range(0, len(play.truth), 64)])
-    spectral_bound = max(spectral_by_second(seconds_of(recon, fps)) + spectral_by_second(seconds_of(play.truth, fps)))
+    spectral_bound = through_autoencoder(engine, encoder, play.truth)[1]
     images = image_report(play.model, play.truth, frame_themes, fps, spectral_bound)
     themes = theme_report(play.model, classifier, script, p.context_chunks, p.theme_chunks, fpc)
     seen, discs = avatar_visible(play.model), avatar_count(play.model)
@@ -83,15 +81,12 @@ def theme_cycle(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: ThemeCy
         "segments": segments,
         **images,
         "theme": themes,
-        "targets": {name: {"target": THEME_CYCLE_TARGETS[name], "measured": value,
-                           "met": value >= THEME_CYCLE_TARGETS[name]} for name, value in measured.items()},
+        "targets": against(THEME_CYCLE_TARGETS, measured),
     }
     if figures is not None:
         from demo._long_play_figures import save_filmstrip
 
-        figures.mkdir(parents=True, exist_ok=True)
-        every = min(round(p.strip_every_seconds * fps), len(play.model))
-        save_filmstrip(play.truth, play.model, every, fps, figures / "theme_cycle_filmstrip.png",
+        save_filmstrip(play.truth, play.model, p.strip_every_seconds, fps, figures / "theme_cycle_filmstrip.png",
                        title="theme cycle")
     report["eval_seconds"] = round(time.monotonic() - started, 1)
     return report
