@@ -4,9 +4,10 @@ Every sample of the batch sits at the same chunk index, so one list of per-chunk
 serves the whole batch. Chunk by chunk it does what the engine's phase runner does for a session:
 the denoise steps at the schedule's sigmas (the first ``action_guidance_steps`` guided on the
 actions: flow(no input) + g * (flow(actions) - flow(no input))), each reading the window of
-cached chunks before it, then the cache pass at t = 0 over the clean latents plus noise of std
-``cache_context_noise`` that writes the chunk's K/V. Noise comes from one torch generator on the
-device (the engine seeds its noise per session; the distribution is the same).
+cached chunks before it (none before a sequence's first chunk: a served session's start), then
+the cache pass at t = 0 over the clean latents plus noise of std ``cache_context_noise`` that
+writes the chunk's K/V. Noise comes from one torch generator on the device (the engine seeds its
+noise per session; the distribution is the same).
 """
 
 from __future__ import annotations

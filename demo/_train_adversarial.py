@@ -47,6 +47,7 @@ from demo._train_rollout import (
     regress_loss,
     set_lr,
     step_inputs,
+    true_chunks,
 )
 from demo.autoencoder import DemoEncoder
 from demo.data import Episodes
@@ -127,8 +128,8 @@ def detail_loss(made: torch.Tensor, true: torch.Tensor, hide_centre: int = 0) ->
 def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,
                      attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
                      noise: torch.Generator) -> AdversarialLosses:
-    """One step on ``episodes``: the true window cached, then per later chunk G's served sample (its
-    last pass with gradient), G's loss and the critic's, and the served chunk written as context; one
+    """One step on ``episodes``: the true window cached (none in a fresh step, ``true_chunks``), then
+    per later chunk G's served sample (its last pass with gradient), G's loss and the critic's, and the served chunk written as context; one
     step of each. ``gen`` (CPU) draws the regress term's sigmas; ``noise`` (on the device) draws
     every noise tensor."""
     adversary = state.adversary
@@ -136,7 +137,7 @@ def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncod
         raise DemoError("no_adversary", "an adversarial step needs a state started with objective 'adversarial' "
                                         "(RolloutParams)")
     adv, device = params.adversarial, episodes.frames.device
-    fpc, window = config.latent_frames_per_chunk, config.window_chunks
+    fpc, window = config.latent_frames_per_chunk, true_chunks(params, config.window_chunks, gen)
     inputs = step_inputs(state, episodes, encoder, config)
     lr = lr_at(params, state.step, fraction)
     set_lr(state.optimizer, lr)

@@ -41,6 +41,7 @@ from demo._train_rollout import (
     regress_loss,
     set_lr,
     step_inputs,
+    true_chunks,
 )
 from demo.autoencoder import DemoEncoder
 from demo.data import Episodes
@@ -105,7 +106,7 @@ def distill_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, 
     if teacher_nets is None:
         raise DemoError("no_teacher", "a distill step needs a state started with objective 'distill' (RolloutParams)")
     distill, device = params.distill, episodes.frames.device
-    fpc, window = config.latent_frames_per_chunk, config.window_chunks
+    fpc, window = config.latent_frames_per_chunk, true_chunks(params, config.window_chunks, gen)
     inputs: StepInputs = step_inputs(state, episodes, encoder, config)
     set_lr(state.optimizer, lr_at(params, state.step, fraction))
     state.optimizer.zero_grad(set_to_none=True)

@@ -42,6 +42,7 @@ from demo._train_rollout import (
     regress_loss,
     set_lr,
     step_inputs,
+    true_chunks,
 )
 from demo.autoencoder import DemoEncoder
 from demo.data import Episodes
@@ -127,12 +128,12 @@ def _fake_loss(critics: Critics, nets: _Nets, x0: torch.Tensor, actions: torch.T
 
 
 def _rollout(state: RolloutState, critics: Critics, inputs: StepInputs, config: ModelConfig, attend: AttentionBackend,
-             params: RolloutParams, gen: torch.Generator, noise: torch.Generator, train_generator: bool,
+             params: RolloutParams, gen: torch.Generator, noise: torch.Generator, window: int, train_generator: bool,
              train_fake: bool) -> tuple[float, float]:
-    """One rollout over ``inputs``, back-propagating the generator's and/or F's loss per chunk.
-    Returns their means over the rolled-out chunks."""
+    """One rollout over ``inputs`` after its first ``window`` true chunks, back-propagating the
+    generator's and/or F's loss per chunk. Returns their means over the rolled-out chunks."""
     dmd, device = params.dmd, inputs.clean.device
-    fpc, window, chunks = config.latent_frames_per_chunk, config.window_chunks, inputs.chunks
+    fpc, chunks = config.latent_frames_per_chunk, inputs.chunks
     guidance = config.action_guidance if dmd.real_guidance is None else dmd.real_guidance
     g, r, f = (RolloutCache(dit, config, attend, dit.new_rope(device)) for dit in (state.dit, critics.real, critics.fake))
     nets = _Nets(g, r, f, embed_prompts(critics.real, critics.text, inputs.prompts, device),
@@ -183,10 +184,11 @@ def dmd_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, conf
     set_lr(critics.optimizer, lr * (dmd.fake_lr or params.lr) / params.lr)
     state.optimizer.zero_grad(set_to_none=True)
     g_loss, f_losses = 0.0, []
+    window = true_chunks(params, config.window_chunks, gen)  # the same in every round
     for round_ in range(max(1, dmd.fake_steps)):
         critics.optimizer.zero_grad(set_to_none=True)
         last = round_ == max(1, dmd.fake_steps) - 1
-        g_loss_round, f_loss = _rollout(state, critics, inputs, config, attend, params, gen, noise,
+        g_loss_round, f_loss = _rollout(state, critics, inputs, config, attend, params, gen, noise, window,
                                         train_generator=last, train_fake=dmd.fake_steps > 0)
         g_loss = g_loss_round if last else g_loss
         if dmd.fake_steps > 0:

@@ -49,7 +49,7 @@ from engine.sampling import Schedule
 from engine.text import HashTextEncoder
 
 __all__ = ["RolloutParams", "RolloutState", "StepInputs", "average_decay", "embed_prompts", "finish_step", "horizon_at", "lr_at",
-           "regress_loss", "rollout_step", "set_lr", "step_inputs"]
+           "regress_loss", "rollout_step", "set_lr", "step_inputs", "true_chunks"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,7 @@ class RolloutParams:
     schedule_probability: float = 0.7  # a target chunk's sigma is one of the sampler's ...
     first_sigma_weight: float = 0.5  # ... this often the first (pure noise: it decides the motion)
     scripted_share: float = 0.5  # episodes whose actions follow the long-play script
+    fresh_share: float = 0.0  # steps whose episodes start from nothing, as a served session does (``true_chunks``)
     checkpoint_every_s: float = 120.0
     seed: int = 0
     objective: str = "regress"  # or "dmd": distribution matching against the starting model; "distill"; "adversarial"
@@ -192,6 +193,18 @@ def embed_prompts(dit: CausalDiT, text: HashTextEncoder, prompts: list[list[str]
     return [table[torch.tensor([unique.index(p) for p in row], device=device)] for row in prompts]
 
 
+def true_chunks(params: RolloutParams, window: int, gen: torch.Generator) -> int:
+    """How many of a step's first chunks are the true world's, cached as context: ``window``, or 0 in
+    ``fresh_share`` of the steps -- the model then makes every chunk from the first on, from nothing,
+    as a served session starts (no true world exists behind a player's session). The evaluation's
+    long play opens on true chunks; trained only so, a model kept the avatar there and lost it within
+    90 s of a served session (Chromium, 2026-12-07). Draws from ``gen`` only with a share above 0, so
+    runs without fresh starts draw as before."""
+    if params.fresh_share <= 0.0:
+        return window
+    return 0 if float(torch.rand((), generator=gen)) < params.fresh_share else window
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
@@ -240,11 +253,11 @@ def finish_step(state: RolloutState, params: RolloutParams, loss: float) -> floa
 def rollout_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, config: ModelConfig,
                  attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
                  noise: torch.Generator) -> float:
-    """One step: cache the first ``window_chunks`` true chunks of ``episodes``, then per later chunk a
-    training forward on the true chunk against the self-made context, then the model's own chunk
+    """One step: cache the first ``window_chunks`` true chunks of ``episodes`` (none in a fresh step,
+    ``true_chunks``), then per later chunk a    training forward on the true chunk against the self-made context, then the model's own chunk
     generated into the cache; one optimizer step. Returns the mean loss over the chunks.
     ``gen`` (CPU) draws sigmas; ``noise`` (on the device) draws every noise tensor."""
-    fpc, window = config.latent_frames_per_chunk, config.window_chunks
+    fpc, window = config.latent_frames_per_chunk, true_chunks(params, config.window_chunks, gen)
     inputs = step_inputs(state, episodes, encoder, config)
     chunks = inputs.chunks
     set_lr(state.optimizer, lr_at(params, state.step, fraction))

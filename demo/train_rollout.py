@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detail-hide-centre", type=int, default=AdversarialParams.detail_hide_centre,
                    help="adversarial: leave the centre square of this many latent cells a side (the avatar's "
                         "place) out of the detail term (default %(default)s: none)")
+    p.add_argument("--fresh-share", type=float, default=RolloutParams.fresh_share,
+                   help="the share of steps whose episodes start from nothing, the model making every chunk from "
+                        "the first, as a served session starts (default %(default)s: all start on true chunks)")
     return p
 
 
@@ -178,12 +181,15 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
         raise DemoError("bad_lr", f"--lr must lie in (0, 0.01], got {args.lr}")
     if not 0.0 <= args.ema_decay < 1.0:
         raise DemoError("bad_ema_decay", f"--ema-decay must lie in [0, 1), got {args.ema_decay}")
+    if not 0.0 <= args.fresh_share <= 1.0:
+        raise DemoError("bad_fresh_share", f"--fresh-share must lie in [0, 1], got {args.fresh_share}")
     if args.objective is not None and args.objective not in OBJECTIVES:
         raise DemoError("bad_objective", f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
     dmd, distill, adversarial = _dmd(args), _distill(args), _adversarial(args)
     objective = args.objective or _saved_objective(args.resume) or DEFAULT_OBJECTIVE
     return RolloutParams(batch=args.batch or (RolloutParams.batch if cuda else 1), min_horizon=args.min_horizon,
-                         max_horizon=args.max_horizon, lr=args.lr, ema_decay=args.ema_decay, seed=args.seed, objective=objective, dmd=dmd,
+                         max_horizon=args.max_horizon, lr=args.lr, ema_decay=args.ema_decay, seed=args.seed,
+                         fresh_share=args.fresh_share, objective=objective, dmd=dmd,
                          distill=distill, adversarial=adversarial)
 
 

@@ -6,12 +6,15 @@ exact resume, and the CLI's checks."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 
 import pytest
 import torch
 
+from demo import _train_adversarial
+from demo._rollout_cache import RolloutCache
 from demo._rollout_critics import AdversarialParams, LatentCritic
 from demo._train_adversarial import (
     PEAK_RATIO,
@@ -123,6 +126,25 @@ def test_the_regress_weight_scales_the_true_world_term(batch: tuple[Episodes, De
     a = _step(RolloutState.start(*_model(), once, CPU), batch, once).generator
     b = _step(RolloutState.start(*_model(), twice, CPU), batch, twice).generator
     assert a > 0 and b == pytest.approx(2 * a, rel=1e-5)  # the same draws: only the weight differs
+
+
+def test_a_fresh_adversarial_step_samples_every_chunk_from_an_empty_cache_on(
+        batch: tuple[Episodes, DemoEncoder], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four-chunk episodes, a window of two: from nothing (``fresh_share`` 1) the generator samples all
+    four chunks, the first reading no cached chunk; on true context the last two."""
+    read: list[int] = []
+    sample = _train_adversarial.sample_chunk
+
+    def counted(cache: RolloutCache, *args: object) -> tuple[torch.Tensor, torch.Tensor]:
+        read.append(len(cache.chunks))
+        return sample(cache, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_train_adversarial, "sample_chunk", counted)
+    for share, expected in ((1.0, [0, 1, 2, 2]), (0.0, [2, 2])):
+        read.clear()
+        params = dataclasses.replace(_params(), fresh_share=share)
+        losses = _step(RolloutState.start(*_model(), params, CPU), batch, params)
+        assert read == expected and math.isfinite(losses.generator)
 
 
 def test_the_detail_energy_is_the_rms_of_neighbouring_cells_differences_per_channel() -> None:

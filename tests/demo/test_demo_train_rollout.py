@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -13,8 +14,16 @@ from typing import TypeVar
 import pytest
 import torch
 
+from demo import _train_rollout
 from demo._rollout_cache import RolloutCache
-from demo._train_rollout import RolloutParams, RolloutState, average_decay, horizon_at, rollout_step
+from demo._train_rollout import (
+    RolloutParams,
+    RolloutState,
+    average_decay,
+    horizon_at,
+    rollout_step,
+    true_chunks,
+)
 from demo.actions import action_batch
 from demo.autoencoder import AEConfig, DemoEncoder
 from demo.config import CONFIG
@@ -210,3 +219,42 @@ def test_the_weight_average_ramps_up_so_a_short_run_writes_what_it_learned() -> 
     for step in range(152):
         kept *= average_decay(0.995, step)
     assert kept < 1e-3 < 0.995 ** 152
+
+
+def test_a_share_of_steps_starts_from_nothing_as_a_served_session_does() -> None:
+    """``fresh_share``: that share of steps caches no true chunk; without it nothing is drawn, so a run
+    without fresh starts draws its sigmas and noise as before."""
+    gen = torch.Generator().manual_seed(4)
+    before = gen.get_state()
+    assert [true_chunks(RolloutParams(), 2, gen) for _ in range(5)] == [2] * 5
+    assert torch.equal(gen.get_state(), before)
+    assert [true_chunks(RolloutParams(fresh_share=1.0), 2, gen) for _ in range(5)] == [0] * 5
+    draws = [true_chunks(RolloutParams(fresh_share=0.25), 2, torch.Generator().manual_seed(s)) for s in range(400)]
+    assert set(draws) == {0, 2} and draws.count(0) == FRESH_OF_400
+
+
+FRESH_OF_400 = 102  # of seeds 0..399 at share 0.25: torch.rand of each seed's first draw below 0.25
+
+
+@pytest.mark.parametrize(("share", "trained_chunks"), [(0.0, 3), (1.0, 5)])
+def test_a_fresh_step_makes_and_trains_every_chunk_from_the_first(
+        batch: tuple[Episodes, DemoEncoder], monkeypatch: pytest.MonkeyPatch, share: float,
+        trained_chunks: int) -> None:
+    """Five-chunk episodes, a window of two: on true context three chunks are trained, from nothing all
+    five, the first with an empty cache."""
+    read: list[int] = []
+    regress = _train_rollout.regress_loss
+
+    def counted(state: RolloutState, cache: RolloutCache, *args: object) -> torch.Tensor:
+        read.append(len(cache.chunks))
+        return regress(state, cache, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_train_rollout, "regress_loss", counted)
+    params = RolloutParams(batch=2, fresh_share=share)
+    loss = _step(RolloutState.start(*_model(), params, CPU), batch, params)
+    assert TINY.window_chunks == 2 and len(read) == trained_chunks and math.isfinite(loss)
+    assert read == ([2, 2, 2] if share == 0.0 else [0, 1, 2, 2, 2])  # cached chunks each one reads
+
+
+def test_the_cli_rejects_a_fresh_share_outside_zero_to_one(tmp_path: object) -> None:
+    assert rejected_code(tmp_path, "regress", ["--fresh-share", "1.5"]) == "bad_fresh_share"
