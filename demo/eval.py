@@ -3,7 +3,8 @@
 ``--long-play [--seconds 300] [--figures DIR]`` runs the long-play evaluation instead
 (``demo.long_play``: minutes of scripted vigorous play, every number of its targets);
 ``--theme-cycle [--figures DIR]`` the theme-cycle one (``demo.theme_cycle``: the theme changes every
-10 s through all six, twice, under the same play; the avatar must stay).
+10 s through all six, twice, under the same play; the avatar must stay); either with
+``--from-nothing`` starts its play as a served session does, with no true chunk before it.
 ``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
 evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
 records the settings it ran).
@@ -168,6 +169,9 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--theme-cycle", action="store_true",
                    help="run the theme-cycle evaluation (demo/theme_cycle.py): the theme changes every 10 s, "
                         "all six twice")
+    p.add_argument("--from-nothing", action="store_true",
+                   help="with --long-play or --theme-cycle: start the play as a served session does, from its "
+                        "seed and prompt alone, not on two true chunks (its first two chunks are made, not scored)")
     p.add_argument("--figures", type=Path, default=None,
                    help="with --long-play: write long_play_filmstrip.png and long_play_directions.png here; "
                         "with --theme-cycle: theme_cycle_filmstrip.png")
@@ -220,12 +224,15 @@ def main(argv: list[str] | None = None) -> int:
         model = _sampling_variant(args)
         if args.long_play and args.theme_cycle:
             raise DemoError("bad_evaluation", "--long-play and --theme-cycle are two evaluations: run one at a time")
+        if args.from_nothing and not (args.long_play or args.theme_cycle):
+            raise DemoError("bad_evaluation", "--from-nothing starts the play of --long-play or --theme-cycle; "
+                                              "add one of them")
         if args.theme_cycle:
             return _write(run_theme_cycle(args.weights, encoder, args.device, model, args.figures, args.dtype,
-                                          args.attention), args.json)
+                                          args.attention, args.from_nothing), args.json)
         if args.long_play:
             return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
-                                        args.dtype, args.attention), args.json)
+                                        args.dtype, args.attention, args.from_nothing), args.json)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
                           speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip,
                           dtype=args.dtype, attention=args.attention)
@@ -247,24 +254,26 @@ def _write(report: dict[str, object], path: Path | None) -> int:
 
 
 def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelConfig, seconds: float,
-                  figures: Path | None, dtype: str | None = None, attention: str = "sdpa") -> dict[str, object]:
+                  figures: Path | None, dtype: str | None = None, attention: str = "sdpa",
+                  from_nothing: bool = False) -> dict[str, object]:
     """The long-play evaluation of ``weights`` sampled as ``model`` says (see demo.long_play)."""
     from demo.long_play import LongPlayParams, long_play
 
     if seconds < 70.0:
         raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
     engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
-    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds), figures)
+    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds, from_nothing=from_nothing), figures)
     return {**_provenance(engine, weights, device), "long_play": report}
 
 
 def run_theme_cycle(weights: Path, encoder_path: Path, device: str, model: ModelConfig, figures: Path | None,
-                    dtype: str | None = None, attention: str = "sdpa") -> dict[str, object]:
+                    dtype: str | None = None, attention: str = "sdpa", from_nothing: bool = False
+                    ) -> dict[str, object]:
     """The theme-cycle evaluation of ``weights`` sampled as ``model`` says (see demo.theme_cycle)."""
     from demo.theme_cycle import ThemeCycleParams, theme_cycle
 
     engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
-    report = theme_cycle(engine, encoder, worlds, ThemeCycleParams(), figures)
+    report = theme_cycle(engine, encoder, worlds, ThemeCycleParams(from_nothing=from_nothing), figures)
     return {**_provenance(engine, weights, device), "theme_cycle": report}
 
 

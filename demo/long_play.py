@@ -38,6 +38,7 @@ from demo._long_play_stats import (
     theme_report,
 )
 from demo.autoencoder import DemoEncoder
+from demo.errors import DemoError
 from demo.metrics import ThemeClassifier
 from demo.rollout import ContextChunk, open_with_context, run_chunks
 from demo.script import HELD_DIRECTIONS, PlayScript, scripted_play
@@ -71,6 +72,7 @@ class LongPlayParams:
     probe_hold_chunks: int = 16  # ... then holds its direction this long (64 frames)
     theme_chunks: int = 4  # chunks after a prompt change whose frames must show the new theme
     strip_every_seconds: float = 10.0
+    from_nothing: bool = False  # start as a served session does (``play_script``)
 
 
 def _probe_actions(name: str, p: LongPlayParams, fpc: int) -> list[FrameAction]:
@@ -92,7 +94,13 @@ class _Play:
 def play_script(engine: Engine, encoder: DemoEncoder, worlds: Worlds, script: PlayScript, p: LongPlayParams,
                 fork_chunk: int | None = None) -> _Play:
     """One session plays ``script`` after ``p.context_chunks`` true chunks, and the true world plays
-    the same; with ``fork_chunk``, the engine's snapshot and the world at that chunk."""
+    the same; with ``fork_chunk``, the engine's snapshot and the world at that chunk.
+
+    ``p.from_nothing``: the session starts as a served one does, from nothing but its seed and
+    prompt, and makes the first ``p.context_chunks`` chunks itself; they are not returned, so both
+    starts are scored on the same frames. Its world is then its own, not the true world's place:
+    the avatar, the collapse test, the directions and the themes read as before, the colour and
+    texture distances compare it with another place of the same theme."""
     fpc = engine.config.latent_frames_per_chunk
     world = worlds.make(p.world_seed, script.prompts[0])
     truth = []
@@ -103,17 +111,25 @@ def play_script(engine: Engine, encoder: DemoEncoder, worlds: Worlds, script: Pl
             fork_world = worlds.make(p.world_seed, prompt)
             fork_world.state = world.state
         truth.append(world.rollout(script.actions[k * fpc:(k + 1) * fpc]))
-    context = [ContextChunk(truth[k], script.actions[k * fpc:(k + 1) * fpc], script.prompts[k])
-               for k in range(p.context_chunks)]
-    open_with_context(engine, "play", encoder, context, p.world_seed, script.prompts[p.context_chunks])
+    if p.from_nothing:
+        if not engine.open_session("play", seed=p.world_seed, prompt=script.prompts[0]):
+            raise DemoError("kv_full", "the engine's KV pool has no room for the play's session")
+    else:
+        context = [ContextChunk(truth[k], script.actions[k * fpc:(k + 1) * fpc], script.prompts[k])
+                   for k in range(p.context_chunks)]
+        open_with_context(engine, "play", encoder, context, p.world_seed, script.prompts[p.context_chunks])
     model, fork = [], b""
     started = time.perf_counter()
-    for k in range(p.context_chunks, len(script.prompts)):
+    for k in range(0 if p.from_nothing else p.context_chunks, len(script.prompts)):
         if k == fork_chunk:
             fork = engine.snapshot("play")
+        if k == p.context_chunks:
+            started = time.perf_counter()  # the timing covers the scored chunks of either start
         engine.set_prompt("play", script.prompts[k])
-        model.append(run_chunks(engine, {"play": script.actions[k * fpc:(k + 1) * fpc]})["play"])
-        if (k - p.context_chunks + 1) % 64 == 0:
+        frames = run_chunks(engine, {"play": script.actions[k * fpc:(k + 1) * fpc]})["play"]
+        if k >= p.context_chunks:
+            model.append(frames)
+        if k >= p.context_chunks and (k - p.context_chunks + 1) % 64 == 0:
             print(f"[long-play] {(k + 1) * fpc / engine.config.fps:.0f} s of {p.seconds:.0f} s played", flush=True)
     seconds = time.perf_counter() - started
     engine.close_session("play")

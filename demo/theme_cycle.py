@@ -2,8 +2,8 @@
 
 A player who clicks through the theme examples: one session plays the long play's vigorous keys
 (``demo.script``) while the prompt moves to another theme every ``seconds_per_theme`` (10 s), all
-six in a seeded order, twice (two minutes), after two chunks of the true world as context; the
-true world plays the same. Reported: the avatar (visible at the centre, and frames with a second
+six in a seeded order, twice (two minutes), after two chunks of the true world as context (or,
+``from_nothing``, from nothing as a served session starts); the true world plays the same. Reported: the avatar (visible at the centre, and frames with a second
 one) over the whole play, per minute and per theme segment -- the target is the avatar visible in
 >= 0.99 of the frames --, the theme classifier's accuracy over the chunks after each change, and
 the long play's colour, texture and periodic-collapse statistics.
@@ -43,6 +43,7 @@ class ThemeCycleParams:
     context_chunks: int = 2
     theme_chunks: int = 4  # chunks after a change whose frames must show the new theme
     strip_every_seconds: float = 5.0
+    from_nothing: bool = False  # start as a served session does (``demo.long_play.play_script``)
 
 
 def theme_cycle(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: ThemeCycleParams,
@@ -55,7 +56,8 @@ def theme_cycle(engine: Engine, encoder: DemoEncoder, worlds: Worlds, p: ThemeCy
     script = theme_cycle_play(p.script_seed, fps, fpc, p.seconds_per_theme, p.passes)
     seconds = len(script.actions) / fps
     play_params = LongPlayParams(seconds=seconds, world_seed=p.world_seed, script_seed=p.script_seed,
-                                 context_chunks=p.context_chunks, theme_chunks=p.theme_chunks)
+                                 context_chunks=p.context_chunks, theme_chunks=p.theme_chunks,
+                                 from_nothing=p.from_nothing)
     classifier = fit_classifier(EvalParams(), worlds)[0]
     with torch.inference_mode():
         play = play_script(engine, encoder, worlds, script, play_params)

@@ -53,7 +53,8 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                              (["--context-noise", "-1"], "bad_config"),
                                              (["--model", "demo-fine", "--guided-steps", "9"], "bad_config"),
                                              (["--long-play", "--seconds", "30"], "bad_seconds"),
-                                             (["--long-play", "--theme-cycle"], "bad_evaluation")])
+                                             (["--long-play", "--theme-cycle"], "bad_evaluation"),
+                                             (["--from-nothing"], "bad_evaluation: --from-nothing starts")])
 def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], code: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2

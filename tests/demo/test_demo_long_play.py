@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from demo._eval_parts import Worlds
@@ -13,8 +14,9 @@ from demo.autoencoder import ae_config_for
 from demo.config import CONFIG, DEFAULT_WEIGHTS
 from demo.eval import _demo_engine
 from demo.export import ENCODER_FILE, load_encoder
-from demo.long_play import LONG_PLAY_TARGETS, LongPlayParams, long_play
-from demo.script import HELD_DIRECTIONS
+from demo.long_play import LONG_PLAY_TARGETS, LongPlayParams, long_play, play_script
+from demo.rollout import run_chunks
+from demo.script import HELD_DIRECTIONS, scripted_play
 from demo.world import WorldParams
 
 pytestmark = pytest.mark.slow  # ~40 s of CPU rollouts
@@ -33,3 +35,26 @@ def test_a_short_long_play_reports_every_target_and_draws_its_pictures(tmp_path:
         assert all(v["ground_truth"] == 1.0 for v in report["direction"][where].values())  # type: ignore[index]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["long_play_directions.png", "long_play_filmstrip.png"]
     assert engine.kv_stats().per_session == {}  # every session it opened is closed
+
+
+def test_a_play_from_nothing_is_a_served_session_s_from_its_third_chunk() -> None:
+    """``from_nothing``: the play's session opens on its seed and prompt alone, as the daemon opens a
+    player's, and makes its first two chunks itself; the scored frames are that session's from the
+    third chunk on, as many as a play on true context scores, and not the same frames."""
+    engine = _demo_engine(CONFIG, "cpu", DEFAULT_WEIGHTS)
+    encoder = load_encoder(DEFAULT_WEIGHTS.parent / ENCODER_FILE, ae_config_for(CONFIG))
+    fpc = CONFIG.latent_frames_per_chunk
+    script = scripted_play(2, seed=3, fps=CONFIG.fps, frames_per_chunk=fpc)  # 8 chunks
+    worlds = Worlds(WorldParams())
+    nothing = play_script(engine, encoder, worlds, script, LongPlayParams(seconds=2, from_nothing=True))
+    on_truth = play_script(engine, encoder, worlds, script, LongPlayParams(seconds=2))
+    assert engine.open_session("served", seed=LongPlayParams.world_seed, prompt=script.prompts[0])
+    served = []
+    for k, prompt in enumerate(script.prompts):
+        engine.set_prompt("served", prompt)
+        served.append(run_chunks(engine, {"served": script.actions[k * fpc:(k + 1) * fpc]})["served"])
+    engine.close_session("served")
+    assert len(script.prompts) == 8 and nothing.model.shape == on_truth.model.shape == (6 * fpc, *served[0].shape[1:])
+    assert np.array_equal(nothing.model, np.concatenate(served[2:]))
+    assert not np.array_equal(nothing.model[:fpc], on_truth.model[:fpc])
+    assert np.array_equal(nothing.truth, on_truth.truth)  # the true world plays the same either way
