@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One GPU call, several rollout-training recipes side by side: each variant trains from the shipped
-# weights (engine/weights) in its own process on the one GPU for MINUTES (the demo DiT at batch 48
+# weights (engine/weights, or RESUME) in its own process on the one GPU for MINUTES (the demo DiT at batch 48
 # leaves most of an H100/H200 idle, so three share it at little cost each), then OUT gets, per
 # variant, NAME.safetensors (the written weights; the encoder is the shipped one) and NAME.tar.gz
 # (demo.json, losses.png, the training log), plus gpu.txt. At most three variants: the device
@@ -9,6 +9,9 @@
 #   bash scripts/demo_variants_gpu.sh OUT MINUTES "NAME:FLAGS" ["NAME:FLAGS" ...]
 #   e.g. bash scripts/demo_variants_gpu.sh "$OUT" 7.5 "regress8:--max-horizon 8" \
 #          "adv01:--objective adversarial --adversarial-weight 0.1 --max-horizon 8"
+#
+# RESUME (environment): the weights every variant starts from (default engine/weights; a directory
+# outside the tree's tracked files travels with the call's carry list).
 #
 # Evaluate each elsewhere: put NAME.safetensors as demo.safetensors beside engine/weights'
 # demo_encoder.safetensors and the variant's demo.json, then `python -m demo.eval --weights
@@ -31,7 +34,7 @@ for variant in "$@"; do
   work=/tmp/demo-variant-$name
   mkdir -p "$work"
   # shellcheck disable=SC2086  # the variant's flags are split into flags on purpose
-  "$python" -m demo.train_rollout --resume engine/weights --out "$work" --minutes "$minutes" --device "${DEVICE:-cuda}" \
+  "$python" -m demo.train_rollout --resume "${RESUME:-engine/weights}" --out "$work" --minutes "$minutes" --device "${DEVICE:-cuda}" \
     $flags > "$work/train_log.txt" 2>&1 &
   pids+=("$!")
   names+=("$name")
