@@ -4,7 +4,8 @@
 (``demo.long_play``: minutes of scripted vigorous play, every number of its targets);
 ``--theme-cycle [--figures DIR]`` the theme-cycle one (``demo.theme_cycle``: the theme changes every
 10 s through all six, twice, under the same play; the avatar must stay); either with
-``--from-nothing`` starts its play as a served session does, with no true chunk before it.
+``--from-nothing`` starts its play as a served session does, with no true chunk before it, and
+``--play-seed N`` plays another world under other keys.
 ``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
 evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
 records the settings it ran).
@@ -27,6 +28,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import torch
@@ -52,7 +54,11 @@ from engine.config import ModelConfig
 from engine.engine import Engine
 from engine.errors import EngineError
 
-__all__ = ["QUICK", "TARGETS", "TRAINING_CHECK", "evaluate", "main", "save_sheet"]
+if TYPE_CHECKING:
+    from demo.long_play import LongPlayParams
+    from demo.theme_cycle import ThemeCycleParams
+
+__all__ = ["QUICK", "TARGETS", "TRAINING_CHECK", "evaluate", "main", "save_sheet", "seeded"]
 
 TARGETS = {"direction_accuracy": 0.9, "theme_accuracy": 0.9}
 # a short run: the regression guard's rollouts
@@ -172,6 +178,9 @@ def build_eval_parser() -> argparse.ArgumentParser:
     p.add_argument("--from-nothing", action="store_true",
                    help="with --long-play or --theme-cycle: start the play as a served session does, from its "
                         "seed and prompt alone, not on two true chunks (its first two chunks are made, not scored)")
+    p.add_argument("--play-seed", type=int, default=0,
+                   help="with --long-play or --theme-cycle: another play, its world and its keys drawn from "
+                        "this seed (default 0: the play every report so far used)")
     p.add_argument("--figures", type=Path, default=None,
                    help="with --long-play: write long_play_filmstrip.png and long_play_directions.png here; "
                         "with --theme-cycle: theme_cycle_filmstrip.png")
@@ -224,15 +233,20 @@ def main(argv: list[str] | None = None) -> int:
         model = _sampling_variant(args)
         if args.long_play and args.theme_cycle:
             raise DemoError("bad_evaluation", "--long-play and --theme-cycle are two evaluations: run one at a time")
+        if args.play_seed and not (args.long_play or args.theme_cycle):
+            raise DemoError("bad_evaluation", "--play-seed picks the play of --long-play or --theme-cycle; add one "
+                                              "of them")
+        if not 0 <= args.play_seed <= 1000:
+            raise DemoError("bad_seed", f"--play-seed must lie in [0, 1000], got {args.play_seed}")
         if args.from_nothing and not (args.long_play or args.theme_cycle):
             raise DemoError("bad_evaluation", "--from-nothing starts the play of --long-play or --theme-cycle; "
                                               "add one of them")
         if args.theme_cycle:
             return _write(run_theme_cycle(args.weights, encoder, args.device, model, args.figures, args.dtype,
-                                          args.attention, args.from_nothing), args.json)
+                                          args.attention, args.from_nothing, args.play_seed), args.json)
         if args.long_play:
             return _write(run_long_play(args.weights, encoder, args.device, model, args.seconds, args.figures,
-                                        args.dtype, args.attention, args.from_nothing), args.json)
+                                        args.dtype, args.attention, args.from_nothing, args.play_seed), args.json)
         report = evaluate(args.weights, encoder, args.device, params, long=not (args.quick or args.no_long),
                           speed=not (args.quick or args.no_speed), model=model, strip=args.long_strip,
                           dtype=args.dtype, attention=args.attention)
@@ -253,27 +267,38 @@ def _write(report: dict[str, object], path: Path | None) -> int:
     return 0
 
 
+_P = TypeVar("_P", "LongPlayParams", "ThemeCycleParams")
+
+
+def seeded(params: _P, play_seed: int) -> _P:
+    """``params`` for play ``play_seed``: its world seed 1000 apart per play (the probes' worlds sit
+    100-207 above it), its script seed the next one up; play 0 is ``params`` itself."""
+    return replace(params, world_seed=params.world_seed + 1000 * play_seed, script_seed=params.script_seed + play_seed)
+
+
 def run_long_play(weights: Path, encoder_path: Path, device: str, model: ModelConfig, seconds: float,
                   figures: Path | None, dtype: str | None = None, attention: str = "sdpa",
-                  from_nothing: bool = False) -> dict[str, object]:
+                  from_nothing: bool = False, play_seed: int = 0) -> dict[str, object]:
     """The long-play evaluation of ``weights`` sampled as ``model`` says (see demo.long_play)."""
     from demo.long_play import LongPlayParams, long_play
 
     if seconds < 70.0:
         raise DemoError("bad_seconds", f"--seconds must be at least 70 (probes fork after 60 s of play), got {seconds}")
     engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
-    report = long_play(engine, encoder, worlds, LongPlayParams(seconds=seconds, from_nothing=from_nothing), figures)
+    report = long_play(engine, encoder, worlds, seeded(LongPlayParams(seconds=seconds, from_nothing=from_nothing),
+                                                      play_seed), figures)
     return {**_provenance(engine, weights, device), "long_play": report}
 
 
 def run_theme_cycle(weights: Path, encoder_path: Path, device: str, model: ModelConfig, figures: Path | None,
-                    dtype: str | None = None, attention: str = "sdpa", from_nothing: bool = False
-                    ) -> dict[str, object]:
+                    dtype: str | None = None, attention: str = "sdpa", from_nothing: bool = False,
+                    play_seed: int = 0) -> dict[str, object]:
     """The theme-cycle evaluation of ``weights`` sampled as ``model`` says (see demo.theme_cycle)."""
     from demo.theme_cycle import ThemeCycleParams, theme_cycle
 
     engine, encoder, worlds = _played_engine(weights, encoder_path, device, model, dtype, attention)
-    report = theme_cycle(engine, encoder, worlds, ThemeCycleParams(from_nothing=from_nothing), figures)
+    report = theme_cycle(engine, encoder, worlds, seeded(ThemeCycleParams(from_nothing=from_nothing), play_seed),
+                         figures)
     return {**_provenance(engine, weights, device), "theme_cycle": report}
 
 

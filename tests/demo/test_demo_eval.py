@@ -11,8 +11,11 @@ import pytest
 import engine
 from demo.config import CONFIG
 from demo.eval import main as eval_main
+from demo.eval import seeded
 from demo.export import WEIGHTS_FILE
+from demo.long_play import LongPlayParams
 from demo.registration import catalog_with_demo
+from demo.theme_cycle import ThemeCycleParams
 
 WEIGHTS = Path(engine.__file__).parent / "weights" / WEIGHTS_FILE
 
@@ -54,7 +57,9 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                              (["--model", "demo-fine", "--guided-steps", "9"], "bad_config"),
                                              (["--long-play", "--seconds", "30"], "bad_seconds"),
                                              (["--long-play", "--theme-cycle"], "bad_evaluation"),
-                                             (["--from-nothing"], "bad_evaluation: --from-nothing starts")])
+                                             (["--from-nothing"], "bad_evaluation: --from-nothing starts"),
+                                             (["--play-seed", "3"], "bad_evaluation: --play-seed picks"),
+                                             (["--long-play", "--play-seed", "-1"], "bad_seed")])
 def test_bad_sampling_settings_exit_2_with_a_coded_message(flags: list[str], code: str,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     assert eval_main(["--weights", str(WEIGHTS), "--quick", *flags]) == 2
@@ -80,3 +85,11 @@ def test_the_long_strip_shows_truth_above_model_one_frame_per_window(tmp_path: P
     assert report["long"]["collapse_seconds"] == 2.0  # type: ignore[index]
     assert strip.shape == (2 * size, 2 * size, 3)  # one session: truth row, model row; 2 s at one frame per 1 s
     assert int(np.abs(strip[:size].astype(int) - strip[size:].astype(int)).sum()) > 0
+
+
+def test_another_play_seed_moves_the_world_and_the_keys_and_seed_0_is_the_play_reported_so_far() -> None:
+    assert seeded(LongPlayParams(seconds=120, from_nothing=True), 0) == LongPlayParams(seconds=120, from_nothing=True)
+    moved = seeded(LongPlayParams(seconds=120), 2)
+    assert (moved.world_seed, moved.script_seed, moved.seconds) == (907_000, 19, 120)
+    cycle = seeded(ThemeCycleParams(), 1)
+    assert (cycle.world_seed, cycle.script_seed) == (907_000, 30)
