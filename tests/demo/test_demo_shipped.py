@@ -33,11 +33,21 @@ def test_the_shipped_files_are_small_and_describe_their_training() -> None:
     meta = json.loads((WEIGHTS / META_FILE).read_text())
     assert meta["model"] == "demo"
     assert meta["partial"] is False
-    # trained on its own rollouts (stage 3) from a teacher-forced model (stages 1-2), each recorded
-    assert (meta["stage"], meta["rollout"]["params"]["objective"], meta["rollout"]["params"]["max_horizon"]) == (
+    # the detail term (the avatar's place hidden) and a critic, half the episodes starting from nothing
+    # as a served session does (2026-12-07, an H100), on a model trained on its own rollouts (regress,
+    # 2026-12-02), on a teacher-forced one (stages 1-2): each stage recorded
+    rollout = meta["rollout"]
+    params = rollout["params"]
+    assert (meta["stage"], params["objective"], params["max_horizon"], params["fresh_share"], params["batch"]) == (
+        "rollout", "adversarial", 8, 0.5, 48)
+    assert (params["adversarial"]["weight"], params["adversarial"]["detail_weight"],
+            params["adversarial"]["detail_hide_centre"], params["adversarial"]["regress_weight"]) == (0.1, 1.0, 6, 1.0)
+    assert rollout["steps"] == 161 and meta["device"] == "NVIDIA H100 80GB HBM3"
+    before = meta["resumed_from"]
+    assert (before["stage"], before["rollout"]["params"]["objective"], before["rollout"]["params"]["max_horizon"]) == (
         "rollout", "regress", 8)
-    assert meta["rollout"]["steps"] > 100
-    assert meta["resumed_from"]["dit"]["steps"] > 100
+    assert before["rollout"]["steps"] > 100
+    assert before["resumed_from"]["dit"]["steps"] > 100
 
 
 def test_the_committed_numbers_belong_to_these_weights(committed: dict, measured: dict) -> None:  # type: ignore[type-arg]
