@@ -129,9 +129,9 @@ def adversarial_step(state: RolloutState, episodes: Episodes, encoder: DemoEncod
                      attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
                      noise: torch.Generator) -> AdversarialLosses:
     """One step on ``episodes``: the true window cached (none in a fresh step, ``true_chunks``), then
-    per later chunk G's served sample (its last pass with gradient), G's loss and the critic's, and the served chunk written as context; one
-    step of each. ``gen`` (CPU) draws the regress term's sigmas; ``noise`` (on the device) draws
-    every noise tensor."""
+    per later chunk G's served sample (its last pass with gradient), G's loss and the critic's, and the
+    served chunk written as context; one step of each. ``gen`` (CPU) draws the regress term's sigmas;
+    ``noise`` (on the device) draws every noise tensor."""
     adversary = state.adversary
     if adversary is None:
         raise DemoError("no_adversary", "an adversarial step needs a state started with objective 'adversarial' "

@@ -196,10 +196,10 @@ def embed_prompts(dit: CausalDiT, text: HashTextEncoder, prompts: list[list[str]
 def true_chunks(params: RolloutParams, window: int, gen: torch.Generator) -> int:
     """How many of a step's first chunks are the true world's, cached as context: ``window``, or 0 in
     ``fresh_share`` of the steps -- the model then makes every chunk from the first on, from nothing,
-    as a served session starts (no true world exists behind a player's session). The evaluation's
-    long play opens on true chunks; trained only so, a model kept the avatar there and lost it within
-    90 s of a served session (Chromium, 2026-12-07). Draws from ``gen`` only with a share above 0, so
-    runs without fresh starts draw as before."""
+    as the engine makes a player's (no true world lies behind a served session; without fresh starts
+    the trainer never asks for one). Part of the recipe shipped on 2026-12-07 beside the detail term and
+    the critic; its share of the gain was not separated from theirs (MODEL_CARD.md). Draws from ``gen``
+    only with a share above 0, so runs without fresh starts draw as before."""
     if params.fresh_share <= 0.0:
         return window
     return 0 if float(torch.rand((), generator=gen)) < params.fresh_share else window
@@ -254,9 +254,9 @@ def rollout_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, 
                  attend: AttentionBackend, params: RolloutParams, fraction: float, gen: torch.Generator,
                  noise: torch.Generator) -> float:
     """One step: cache the first ``window_chunks`` true chunks of ``episodes`` (none in a fresh step,
-    ``true_chunks``), then per later chunk a    training forward on the true chunk against the self-made context, then the model's own chunk
-    generated into the cache; one optimizer step. Returns the mean loss over the chunks.
-    ``gen`` (CPU) draws sigmas; ``noise`` (on the device) draws every noise tensor."""
+    ``true_chunks``), then per later chunk a training forward on the true chunk against the self-made
+    context, then the model's own chunk generated into the cache; one optimizer step. Returns the mean
+    loss over the chunks. ``gen`` (CPU) draws sigmas; ``noise`` (on the device) draws every noise tensor."""
     fpc, window = config.latent_frames_per_chunk, true_chunks(params, config.window_chunks, gen)
     inputs = step_inputs(state, episodes, encoder, config)
     chunks = inputs.chunks

@@ -3,10 +3,11 @@
 A player who clicks through the theme examples: one session plays the long play's vigorous keys
 (``demo.script``) while the prompt moves to another theme every ``seconds_per_theme`` (10 s), all
 six in a seeded order, twice (two minutes), after two chunks of the true world as context (or,
-``from_nothing``, from nothing as a served session starts); the true world plays the same. Reported: the avatar (visible at the centre, and frames with a second
-one) over the whole play, per minute and per theme segment -- the target is the avatar visible in
->= 0.99 of the frames --, the theme classifier's accuracy over the chunks after each change, and
-the long play's colour, texture and periodic-collapse statistics.
+``from_nothing``, from nothing as a served session starts); the true world plays the same.
+Reported: the avatar (visible at the centre, and frames with a second one) over the whole play,
+per minute and per theme segment -- the target is the avatar visible in >= 0.99 of the frames --,
+the theme classifier's accuracy over the chunks after each change, and the long play's colour,
+texture and periodic-collapse statistics.
 """
 
 from __future__ import annotations
