@@ -93,12 +93,17 @@ async def silent_spectator_is_dropped(running: RunningDaemon, media: str, reason
         audience = live_session(running, sid).audience
         assert len(audience) == 2
         await wait_for(lambda: len(audience) == 1, 60.0)  # the silent one is gone, the other stays
+
+        def left_records() -> list[logging.LogRecord]:
+            return [r for r in caplog.records if getattr(r, "event", None) == "spectator_left"]
+
+        # the daemon runs on its own thread: its `leave` counts and logs just after the member goes
+        await wait_for(lambda: len(left_records()) >= 1, 10.0)
         print(f"\n{media} spectator dropped ({reason}) {time.monotonic() - silent.stopped_reading:.2f} s after it "
               "stopped reading")
         assert dropped(running, reason) == 1
         assert sum(dropped(running, r) for r in ("stalled", "ping_timeout", "rtcp_silent")) == 1
-        left = [r for r in caplog.records if getattr(r, "event", None) == "spectator_left"]
-        assert [(r.session_id, r.media, r.reason) for r in left] == [(sid, media, reason)]  # type: ignore[attr-defined]
+        assert [(r.session_id, r.media, r.reason) for r in left_records()] == [(sid, media, reason)]  # type: ignore[attr-defined]
         end = asyncio.get_running_loop().time() + 20.0
         while await server_holds(running, silent.local_port):  # the server let its socket go
             assert asyncio.get_running_loop().time() < end, "the server still holds the silent socket"
