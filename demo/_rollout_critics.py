@@ -36,8 +36,11 @@ class DmdParams:
 
 @dataclass(frozen=True)
 class DistillParams:
-    """The distill objective (``demo._train_distill``): the teacher's sampling (the shipped model's
-    served settings) and the student's."""
+    """The distill objective (``demo._train_distill``): the teacher's sampling and the student's.
+
+    The teacher's default is the sampling the demo model was served with until 2026-12-07: 3 steps,
+    the first guided on the actions (scale 3). The weights shipped since carry that guidance in one
+    pass (served unguided, ``demo.config``): distilling from them, pass ``teacher_guidance=1``."""
 
     teacher_timesteps: tuple[float, ...] = (1000.0, 667.0, 333.0)
     teacher_guidance: float = 3.0

@@ -7,7 +7,7 @@ colours, no trees, no lakes (texture within bound 0.010). Matching the starting 
 distribution instead (``dmd``, ``distill``) brought its grids back: that teacher drifts. Here the
 true world stays the only teacher, and a critic says what the mean is not:
 
-1. G samples the chunk with the served sampling (3 steps, the first guided on the actions); its last
+1. G samples the chunk with the served sampling (``demo.config``'s 3 steps); its last
    denoise pass runs with gradient and gives x0, the served chunk, which becomes the context
    (``demo._train_dmd.sample_chunk``: what the engine would make). Only the last pass: the detail
    term asks for a sample's detail, which the first pass, from pure noise, cannot give and the

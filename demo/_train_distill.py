@@ -1,10 +1,11 @@
-"""Stage 3 for speed (``--objective distill``): a 2-step unguided sampler distilled from the served one.
+"""Stage 3 for speed (``--objective distill``): an unguided sampler distilled from a guided one.
 
-The served sampling of the shipped model is 3 steps with the first guided on the actions: 2 + 1 + 1
-denoise passes and the cache pass, 5 passes per chunk. The student samples with fewer steps
-(``student_timesteps``, default sigma 1.0 and 0.5) and no guidance: 2 + the cache pass, 3 passes.
-Guidance is what makes held keys move the view at the world's speed (unguided, 0.8x); here the
-student learns to give the guided flow by itself.
+The teacher samples as the demo model was served until 2026-12-07: 3 steps with the first guided on
+the actions, 2 + 1 + 1 denoise passes and the cache pass, 5 passes per chunk. The student samples
+``student_timesteps`` (default sigma 1.0 and 0.5: 2 + the cache pass, 3 passes; the teacher's own
+1000,667,333: 4 passes, the guidance in one, which is how the shipped weights were made) with no
+guidance. Guidance is what makes held keys move the view at the world's speed (unguided, 0.8x); here
+the student learns to give the guided flow by itself.
 
 Every target is a deterministic function of the student's own input, so squared error asks for no
 mean (the regress objective's blur): at each of the student's steps the teacher (the starting DiT,

@@ -7,7 +7,7 @@ mean, a blur. Here, as in Self-Forcing, the target is instead a distribution: th
 caches of the same context frames (the first ``window_chunks`` true chunks, then G's own served
 chunks, each written into all three with the same cache-pass noise). Per later chunk:
 
-1. G samples the chunk with the served sampling (3 steps, the first guided on the actions); at an
+1. G samples the chunk with the served sampling (``demo.config``'s 3 steps); at an
    exit step drawn uniformly among the steps its denoise runs with gradient and gives x0, its clean
    estimate (the other steps run without gradient; the chain continues from x0 to the served chunk,
    which goes into the caches: the context stays what the engine would make);

@@ -11,8 +11,8 @@ chunk by chunk for K chunks:
    cached window -- which from the second chunk on holds what the model generated itself -- and
    the flow-matching loss against the world's true chunk is back-propagated at once (the cached
    K/V are detached, so the graph is one chunk deep);
-2. roll out: the model generates that chunk with the served sampling (3 steps, the first guided
-   on the actions, the cache pass with context noise; ``RolloutCache``), without gradient, and
+2. roll out: the model generates that chunk with the served sampling (``demo.config``: 3 steps,
+   unguided since 2026-12-07, the first guided before; the cache pass with context noise; ``RolloutCache``), without gradient, and
    its K/V become the next chunk's context.
 
 The true world under the same actions is the teacher: wherever the model's own past has drifted

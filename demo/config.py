@@ -2,8 +2,8 @@
 
 Sizing arithmetic (2-core CPU, fp32, 128x128 at 16 fps): latents 8 x 16 x 16 per frame, patch
 (1, 2, 2) -> 64 tokens per frame, 4 latent frames per chunk -> 256 tokens. A chunk costs 3
-denoise passes (the first at double batch: guidance, below) + 1 cache pass over 256 tokens
-attending to <= 768 (a window of 2 chunks + itself), 5 passes' worth. dim 256, 6 layers, ffn 768:
+denoise passes + 1 cache pass over 256 tokens attending to <= 768 (a window of 2 chunks + itself),
+4 passes (5 while the first step was guided at double batch, before 2026-12-07). dim 256, 6 layers, ffn 768:
 ~6.1 M DiT parameters, ~1.6 GFLOP of matmuls + ~0.5 GFLOP of attention per pass -> ~33 ms per
 pass on this CPU, ~170 ms per chunk, plus ~15 ms to decode 4 frames: 17.5-21 frames/s measured
 for 16 fps playback. fp16 weights: 13.9 MB with the decoder and
@@ -15,9 +15,12 @@ a minute, a distance never seen in training; a pure sliding window keeps every q
 distance inside the trained range for endless sessions. The top-down world needs no memory
 beyond what is on screen. The shipped weights were trained with this window (see MODEL_CARD.md).
 
-Sampling: 3 flow-matching steps, the first guided on the actions (scale 3): measured against the
-other settings in MODEL_CARD.md (the keys move the view at the world's speed; more guidance
-overshoots it and blurs the picture, none lets long play fade to plain ground).
+Sampling: 3 flow-matching steps, none guided. The shipped weights give in one pass what the
+sampling they were trained for gave in two: the first step guided on the actions (scale 3, which
+makes held keys move the view at the world's speed; unguided, the same weights turn slower and
+miss directions). That guidance was distilled into them (`demo.train_rollout --objective distill
+--student-timesteps 1000,667,333`, MODEL_CARD.md "Guidance in one pass"), one pass of five less per
+chunk.
 
 Context noise: each chunk's cache pass sees its latents plus seeded noise of std 0.3 (still at
 t = 0); without it the shipped weights' free rollouts collapse into flat colour within 10-25 s.
@@ -71,10 +74,10 @@ CONFIG = ModelConfig(
     action_hidden_dim=64,
     decoder_kind="demo_ae",
     cache_context_noise=0.3,  # measured on the shipped weights: see MODEL_CARD.md
-    # guidance on the actions on the first of the three steps: held keys move the view at 1.04x the
-    # world's speed (MODEL_CARD.md); 2 + 1 + 1 denoise passes + the cache pass
-    action_guidance=3.0,
-    action_guidance_steps=1,
+    # no guidance pass: the weights were distilled to give the guided first step (scale 3) alone
+    # (MODEL_CARD.md); 1 + 1 + 1 denoise passes + the cache pass
+    action_guidance=1.0,
+    action_guidance_steps=0,
     mouse_scale=1.0 / MOUSE_PIXELS_PER_UNIT,
     text_vocab_buckets=1024,
     text_cache_entries=64,

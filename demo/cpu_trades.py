@@ -43,9 +43,13 @@ class Trade:
 
 
 TRADES: tuple[Trade, ...] = (
-    Trade("served", "as served: 3 steps, the first guided (2 passes batched), cache pass, fp32, eager"),
-    Trade("steps2", "2 steps (sigma 1.0, 0.5), the first guided", {"denoise_timesteps": (1000.0, 500.0)}),
-    Trade("no_guidance", "guidance off: the first step runs once, not twice", {"action_guidance": 1.0}),
+    Trade("served", "as served: 3 steps unguided (the weights carry the guidance), cache pass, fp32, eager"),
+    Trade("steps2", "2 steps (sigma 1.0, 0.5)", {"denoise_timesteps": (1000.0, 500.0)}),
+    Trade("guided", "the first step guided on the actions (scale 3, 2 passes batched): served before 2026-12-07",
+          {"action_guidance": 3.0, "action_guidance_steps": 1}),
+    Trade("bf16_matmul_attention_guided", "bf16, the matmul attention and the guided first step (served on such "
+          "a CPU before 2026-12-07)", {"action_guidance": 3.0, "action_guidance_steps": 1}, dtype="bfloat16",
+          attention="matmul"),
     Trade("kv_from_last_pass", "no cache pass: the last denoise pass writes the K/V (an approximation)",
           {"kv_from_last_pass": True}),
     Trade("chunk8", "chunks of 8 frames, window 1 chunk (the same 8 frames of context)",
@@ -54,10 +58,8 @@ TRADES: tuple[Trade, ...] = (
     Trade("compile", "torch.compile of the block kernels on the CPU", compile="on"),
     Trade("matmul_attention", "self-attention as two batched GEMMs around a softmax (exact)", attention="matmul"),
     Trade("bf16_matmul_attention", "bf16 and the matmul attention", dtype="bfloat16", attention="matmul"),
-    Trade("steps2_no_guidance", "combined: 2 steps, no guidance", {"denoise_timesteps": (1000.0, 500.0),
-                                                                    "action_guidance": 1.0}),
-    Trade("steps2_no_guidance_kv_last", "combined: 2 steps, no guidance, no cache pass",
-          {"denoise_timesteps": (1000.0, 500.0), "action_guidance": 1.0, "kv_from_last_pass": True}),
+    Trade("steps2_kv_last", "combined: 2 steps, no cache pass",
+          {"denoise_timesteps": (1000.0, 500.0), "kv_from_last_pass": True}),
 )
 
 

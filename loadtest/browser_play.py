@@ -55,6 +55,9 @@ KEY_CYCLE: tuple[tuple[tuple[str, ...], float], ...] = (
     (("ArrowUp", "ArrowRight"), 2.5), (("ArrowDown", "ArrowLeft"), 2.5), (("Space",), 1.0), ((), 1.5),
     (("ShiftLeft", "ArrowRight"), 2.5), (("ArrowUp",), 2.0), (("ArrowLeft",), 2.0), (("ArrowDown",), 2.0),
 )
+# every frame the page decoded, on the receivers a resync replaced too (world.framesDecoded counts
+# the playing one's)
+DECODED_IN_ALL = "world.framesDecoded + world.framesDecodedBefore"
 # collects every action-to-photon sample with the time it was taken (performance.now() ms): the
 # page keeps only its last 64 in world.a2p
 COLLECT_A2P = """
@@ -170,7 +173,7 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
             raise PageFailed([_describe(e) for e in page.evaluate("world.errors")])
         first_frames_s = time.monotonic() - opened
         page.locator("body").click(position={"x": 5, "y": 5})
-        start_frames, started = page.evaluate("world.framesDecoded"), time.monotonic()
+        start_frames, started = page.evaluate(DECODED_IN_ALL), time.monotonic()
         fps_readings: list[float] = []
         jitter_readings: list[tuple[float, float]] = []  # (seconds into play, the page's jitter buffer ms)
         play_t0_ms = float(page.evaluate("performance.now()"))
@@ -199,7 +202,7 @@ def play(url: str, seconds: float, shots: Path | None = None, shot_every_s: floa
             for key in reversed(keys):
                 page.keyboard.up(key)
         elapsed = time.monotonic() - started
-        decoded = int(page.evaluate("world.framesDecoded")) - int(start_frames)
+        decoded = int(page.evaluate(DECODED_IN_ALL)) - int(start_frames)
         a2p = [float(v) for v in page.evaluate("window.a2pAll || []")]
         a2p_at = [(float(t) - play_t0_ms) / 1000.0 for t in page.evaluate("window.a2pAt || []")]
         errors = page.evaluate("world.errors")

@@ -27,7 +27,7 @@ const status = new StatusLine($("status"));
 
 // What tests and curious humans can read: window.world.
 const world = {
-  session: null, framesDecoded: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
+  session: null, framesDecoded: 0, framesDecodedBefore: 0, fps: 0, actionSent: -1, actionSeq: -1, frameIdx: -1, picture: null,
   frames: [], acks: [], errors: [], a2p: [], steps: status.history,
   jitterMs: null, // the jitter buffer's delay over the last stats interval (not the average since the start)
   leadMs: null, // how long before its frames play the server begins a chunk now (the `stats` message's lead_ms)
@@ -174,6 +174,7 @@ function pollStats() {
     const pc = rtc.pc;
     if (pc !== lastPc) { last = null; lastPc = pc; rate = null; }
     const report = await pc.getStats();
+    if (!rtc || rtc.pc !== pc) return;  // replaced while its stats were read (a resync): not the one playing
     report.forEach((s) => {
       if (s.type !== "inbound-rtp" || s.kind !== "video") return;
       if (status.step !== "playing" || document.hidden || !world.session) {
@@ -488,6 +489,9 @@ async function resync(bufferedMs) {
     const old = rtc;
     rtc = null;
     world.pc = null;  // its closing is not a lost connection
+    // framesDecoded counts the playing receiver's frames; what the replaced ones decoded stays counted here
+    world.framesDecodedBefore += world.framesDecoded;
+    world.framesDecoded = 0;
     old.pc.close();
     await attach(mine);
     lastFrameAt = performance.now();

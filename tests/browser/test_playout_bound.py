@@ -51,6 +51,9 @@ def test_a_resync_replaces_the_peer_and_the_world_plays_on(page: Page, daemon_ur
     page.evaluate("world.resync()")
     page.wait_for_function("world.pc && world.framesDecoded >= 16 && world.resyncs === 1", timeout=30_000)
     assert page.evaluate("(pc) => pc !== world.pc && pc.connectionState === 'closed'", first_pc)
+    # the page counts every frame it decoded: the replaced receiver's stay counted beside the new one's
+    before = page.evaluate("world.framesDecodedBefore")
+    assert before >= 16
     decoded = page.evaluate("world.framesDecoded")
     page.wait_for_function(f"world.framesDecoded >= {decoded} + 16", timeout=30_000)
     expect(page.locator("#status")).to_have_text("Playing")

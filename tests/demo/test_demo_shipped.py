@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import engine
+from demo.config import CONFIG
 from demo.eval import QUICK, evaluate
 from demo.export import ENCODER_FILE, META_FILE, WEIGHTS_FILE
 
@@ -33,17 +34,28 @@ def test_the_shipped_files_are_small_and_describe_their_training() -> None:
     meta = json.loads((WEIGHTS / META_FILE).read_text())
     assert meta["model"] == "demo"
     assert meta["partial"] is False
-    # the detail term (the avatar's place hidden) and a critic, half the episodes starting from nothing
-    # as a served session does (2026-12-07, an H100), on a model trained on its own rollouts (regress,
-    # 2026-12-02), on a teacher-forced one (stages 1-2): each stage recorded
+    # the guidance of the first step distilled into one pass (2026-12-07, CPU): the student samples the
+    # teacher's 3 steps unguided, as the daemon serves it (demo.config)
     rollout = meta["rollout"]
     params = rollout["params"]
-    assert (meta["stage"], params["objective"], params["max_horizon"], params["fresh_share"], params["batch"]) == (
+    distill = params["distill"]
+    assert (meta["stage"], params["objective"], params["fresh_share"], params["batch"], params["max_horizon"]) == (
+        "rollout", "distill", 0.5, 8, 4)
+    assert distill["student_timesteps"] == distill["teacher_timesteps"] == list(CONFIG.denoise_timesteps)
+    assert (distill["teacher_guidance"], distill["teacher_guided_steps"], distill["regress_weight"]) == (3.0, 1, 0.0)
+    assert (CONFIG.action_guidance, CONFIG.action_guidance_steps) == (1.0, 0)
+    assert rollout["steps"] == 90 and meta["device"] == "cpu"
+    # its teacher: the detail term (the avatar's place hidden) and a critic, half the episodes starting
+    # from nothing as a served session does (2026-12-07, an H100), on a model trained on its own
+    # rollouts (regress, 2026-12-02), on a teacher-forced one (stages 1-2): each stage recorded
+    teacher = meta["resumed_from"]
+    params = teacher["rollout"]["params"]
+    assert (teacher["stage"], params["objective"], params["max_horizon"], params["fresh_share"], params["batch"]) == (
         "rollout", "adversarial", 8, 0.5, 48)
     assert (params["adversarial"]["weight"], params["adversarial"]["detail_weight"],
             params["adversarial"]["detail_hide_centre"], params["adversarial"]["regress_weight"]) == (0.1, 1.0, 6, 1.0)
-    assert rollout["steps"] == 161 and meta["device"] == "NVIDIA H100 80GB HBM3"
-    before = meta["resumed_from"]
+    assert teacher["rollout"]["steps"] == 161 and teacher["device"] == "NVIDIA H100 80GB HBM3"
+    before = teacher["resumed_from"]
     assert (before["stage"], before["rollout"]["params"]["objective"], before["rollout"]["params"]["max_horizon"]) == (
         "rollout", "regress", 8)
     assert before["rollout"]["steps"] > 100

@@ -43,14 +43,24 @@ def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: Roll
     return step_with(distill_step, state, batch, params)
 
 
-def test_the_student_samples_two_unguided_steps_and_the_teacher_as_the_shipped_model_is_served() -> None:
+def test_the_student_samples_two_unguided_steps_and_the_teacher_as_the_guided_sampler_it_replaces() -> None:
     distill = DistillParams()
     student, teacher = student_config(CONFIG, distill), teacher_config(CONFIG, distill)
     assert Schedule.from_config(student).sigmas == (1.0, 0.5)
     assert (student.action_guidance, student.action_guidance_steps) == (1.0, 0)
     assert teacher.denoise_timesteps == CONFIG.denoise_timesteps == (1000.0, 667.0, 333.0)
-    assert (teacher.action_guidance, teacher.action_guidance_steps) == (3.0, 1) == (CONFIG.action_guidance,
-                                                                                     CONFIG.action_guidance_steps)
+    assert (teacher.action_guidance, teacher.action_guidance_steps) == (3.0, 1)
+    # the shipped weights carry that guidance in one pass: they are served unguided, at the same steps
+    assert (CONFIG.action_guidance, CONFIG.action_guidance_steps) == (1.0, 0)
+
+
+def test_guidance_in_one_pass_changes_the_first_step_alone() -> None:
+    """The shipped recipe (--student-timesteps 1000,667,333): the student samples the teacher's steps
+    unguided; only the first step's target is guided."""
+    distill = DistillParams(student_timesteps=(1000.0, 667.0, 333.0))
+    student, teacher = student_config(CONFIG, distill), teacher_config(CONFIG, distill)
+    assert student.denoise_timesteps == teacher.denoise_timesteps
+    assert (student.action_guidance, student.action_guidance_steps, teacher.action_guidance_steps) == (1.0, 0, 1)
 
 
 def test_where_the_teacher_samples_as_the_student_does_the_loss_is_zero_and_nothing_moves(

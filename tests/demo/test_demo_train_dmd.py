@@ -43,7 +43,9 @@ def _step(state: RolloutState, batch: tuple[Episodes, DemoEncoder], params: Roll
 
 def test_a_dmd_step_moves_the_generator_and_the_fake_score_but_not_the_real_one(
         batch: tuple[Episodes, DemoEncoder]) -> None:
-    params = _params()
+    # R guided on the actions, F not: they differ from the first step (with the config's guidance, none
+    # since the served model carries it in its weights, R = F at the start and the generator's loss is 0)
+    params = _params(real_guidance=3.0)
     state = RolloutState.start(*_model(), params, CPU)
     assert state.critics is not None and state.objective == "dmd"
     start = copy.deepcopy(state.dit)
@@ -76,7 +78,7 @@ def test_with_the_fake_score_untrained_and_the_real_one_unguided_the_generator_s
     assert losses.generator == 0.0 and math.isnan(losses.fake) and state.critics and state.critics.losses == []
     assert same_weights(state.dit, start)
     assert all(torch.equal(p, q) for p, q in zip(state.text.parameters(), text.parameters(), strict=True))
-    guided = _params(fake_steps=0)  # R guided on the actions (3.0) differs from F unguided: G moves
+    guided = _params(fake_steps=0, real_guidance=3.0)  # R guided on the actions differs from F unguided: G moves
     state = RolloutState.start(*_model(), guided, CPU)
     assert _step(state, batch, guided).generator > 0 and not same_weights(state.dit, start)
 
