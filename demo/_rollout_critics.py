@@ -50,6 +50,8 @@ class DistillParams:
     min_sigma: float = 0.02  # the anchor's noise level: uniform in [min_sigma, max_sigma]
     max_sigma: float = 0.98
     regress_weight: float = 0.0  # weight of the true-world regression term (the regress objective's) added
+    detail_weight: float = 0.0  # the student's chunk's spatial spectrum matched to the true chunk's (``detail_loss``)
+    detail_hide_centre: int = 0  # the centre square of this many latent cells a side left out of the detail term
 
 
 @dataclass

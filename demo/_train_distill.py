@@ -20,6 +20,13 @@ network reads its own K/V of them. Cached K/V carry no gradient: one chunk deep.
 At zero loss the student's first step equals the teacher's guided first step, and its later steps
 the teacher's estimates at the student's sigmas.
 
+``detail_weight`` > 0 adds the adversarial objective's detail term (``detail_loss``) on the chunk the
+student serves (its last step's clean estimate, with gradient) against the true chunk's spectrum. The
+teacher's own chunks lose detail chunk after chunk (texture within bound 0.25-0.48 over five minutes for
+the weights shipped 2026-12-07), and a student distilled to them alone inherits that; 2-step students
+lost the ground entirely (texture 0.008 with the regress term, H100 2026-12-07). The term asks the
+student for the world's detail where the teacher gives its flow.
+
 ``regress_weight`` > 0 adds the regress objective's term on the same student context: the true
 world's chunk, noised, denoised reading the student's cache. The teacher's rollouts collapse in
 half the seconds of a long play, and a student distilled from it alone lost the avatar (H100,
@@ -32,6 +39,7 @@ import torch
 
 from demo._rollout_cache import RolloutCache
 from demo._rollout_critics import DistillParams
+from demo._train_adversarial import detail_loss
 from demo._train_rollout import (
     RolloutParams,
     RolloutState,
@@ -66,9 +74,10 @@ def teacher_config(config: ModelConfig, distill: DistillParams) -> ModelConfig:
 
 
 def _chunk_loss(student: RolloutCache, teacher: RolloutCache, distill: DistillParams, actions: torch.Tensor,
-                prompt: torch.Tensor, teacher_prompt: torch.Tensor, gen: torch.Generator,
+                prompt: torch.Tensor, teacher_prompt: torch.Tensor, true: torch.Tensor, gen: torch.Generator,
                 noise: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(the loss of one chunk, with gradient; the student's chunk as it would serve it, detached)."""
+    """(the loss of one chunk, with gradient; the student's chunk as it would serve it, detached).
+    ``true``: the true world's chunk, which the detail term's spectrum is taken from."""
     c, schedule = student.config, student.schedule
     shape = (actions.shape[0], c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width)
     device = actions.device
@@ -82,6 +91,9 @@ def _chunk_loss(student: RolloutCache, teacher: RolloutCache, distill: DistillPa
             target = teacher.guided_flow(x, sigma, actions, teacher_prompt, guidance)
         flow = student.flow(x, sigma, actions, prompt)
         loss = loss + (flow - target).pow(2).mean() / schedule.steps
+        if step + 1 == schedule.steps and distill.detail_weight > 0:
+            served = schedule.clean_estimate(x, flow, step)  # with gradient through the last pass
+            loss = loss + distill.detail_weight * detail_loss(served, true, distill.detail_hide_centre)
         clean = schedule.clean_estimate(x, flow.detach(), step)
         if step + 1 < schedule.steps:
             x = schedule.renoise(clean, torch.randn(shape, generator=noise, device=device), step + 1)
@@ -122,7 +134,8 @@ def distill_step(state: RolloutState, episodes: Episodes, encoder: DemoEncoder, 
             seen = student.seen(inputs.clean[:, :, k * fpc:(k + 1) * fpc], noise)
         else:
             prompt = state.dit.embed_text(state.text.encode(inputs.prompts[k]))  # with gradient
-            loss, served = _chunk_loss(student, teacher, distill, actions, prompt, teacher_ctx[k], gen, noise)
+            loss, served = _chunk_loss(student, teacher, distill, actions, prompt, teacher_ctx[k],
+                                       inputs.clean[:, :, k * fpc:(k + 1) * fpc], gen, noise)
             if distill.regress_weight > 0:
                 loss = loss + distill.regress_weight * regress_loss(state, student, inputs, k, params, gen, noise)
             (loss / rolled).backward()

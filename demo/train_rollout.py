@@ -101,10 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--critic-lr", type=float, default=None,
                    help="adversarial: the critic's learning rate (default --lr)")
     p.add_argument("--detail-weight", type=float, default=AdversarialParams.detail_weight,
-                   help="adversarial: weight of the term matching the chunks' spatial detail to the world's "
-                        "(default %(default)s)")
+                   help="adversarial and distill: weight of the term matching the chunks' spatial detail to the "
+                        "world's (default %(default)s)")
     p.add_argument("--detail-hide-centre", type=int, default=AdversarialParams.detail_hide_centre,
-                   help="adversarial: leave the centre square of this many latent cells a side (the avatar's "
+                   help="adversarial and distill: leave the centre square of this many latent cells a side (the avatar's "
                         "place) out of the detail term (default %(default)s: none)")
     p.add_argument("--fresh-share", type=float, default=RolloutParams.fresh_share,
                    help="the share of steps whose episodes start from nothing, the model making every chunk from "
@@ -164,7 +164,8 @@ def _distill(args: argparse.Namespace) -> DistillParams:
     if not 0.0 < args.teacher_guidance <= 20.0:
         raise DemoError("bad_guidance", f"--teacher-guidance must lie in (0, 20], got {args.teacher_guidance}")
     return DistillParams(student_timesteps=steps, anchor_weight=args.anchor_weight,
-                         teacher_guidance=args.teacher_guidance, regress_weight=args.regress_weight or 0.0)
+                         teacher_guidance=args.teacher_guidance, regress_weight=args.regress_weight or 0.0,
+                         detail_weight=args.detail_weight, detail_hide_centre=args.detail_hide_centre)
 
 
 def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:

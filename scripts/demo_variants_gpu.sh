@@ -12,6 +12,10 @@
 #
 # RESUME (environment): the weights every variant starts from (default engine/weights; a directory
 # outside the tree's tracked files travels with the call's carry list).
+# CONTINUE=1 (environment): each variant continues its run of the previous call exactly (optimizer,
+# step, average, critic or teacher: /tmp/demo-variant-NAME/rollout_state.pt, which lives while the
+# machine stays up); a variant without that state fails. Give the first call --schedule-minutes over
+# all the calls so that the horizon growth and the learning-rate decay span them.
 #
 # Evaluate each elsewhere: put NAME.safetensors as demo.safetensors beside engine/weights'
 # demo_encoder.safetensors and the variant's demo.json, then `python -m demo.eval --weights
@@ -32,9 +36,15 @@ for variant in "$@"; do
   name=${variant%%:*}
   flags=${variant#*:}
   work=/tmp/demo-variant-$name
+  from=${RESUME:-engine/weights}
+  if [ "${CONTINUE:-0}" = 1 ]; then
+    [ -f "$work/rollout_state.pt" ] || { echo "CONTINUE=1: $work holds no rollout_state.pt to continue" >&2; exit 2; }
+    from=$work
+    [ -f "$work/train_log.txt" ] && mv "$work/train_log.txt" "$work/train_log_before.txt"
+  fi
   mkdir -p "$work"
   # shellcheck disable=SC2086  # the variant's flags are split into flags on purpose
-  "$python" -m demo.train_rollout --resume "${RESUME:-engine/weights}" --out "$work" --minutes "$minutes" --device "${DEVICE:-cuda}" \
+  "$python" -m demo.train_rollout --resume "$from" --out "$work" --minutes "$minutes" --device "${DEVICE:-cuda}" \
     $flags > "$work/train_log.txt" 2>&1 &
   pids+=("$!")
   names+=("$name")

@@ -112,6 +112,20 @@ def test_the_regress_weight_adds_the_true_world_term_on_the_student_s_context(
     assert _step(RolloutState.start(*_model(), twice, CPU), batch, twice) == pytest.approx(2 * loss, rel=1e-5)
 
 
+def test_the_detail_weight_adds_the_spectrum_term_on_the_student_s_served_chunk(
+        batch: tuple[Episodes, DemoEncoder]) -> None:
+    # teacher unguided and no anchor: the distill term is exactly 0, so what is left is the detail term
+    only_detail = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=1.0)
+    state = RolloutState.start(*_model(), only_detail, CPU)
+    start = copy.deepcopy(state.dit)
+    loss = _step(state, batch, only_detail)
+    assert loss > 0 and not same_weights(state.dit, start)  # its gradient reaches the student through the last pass
+    twice = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=2.0)  # the same draws, twice the weight
+    assert _step(RolloutState.start(*_model(), twice, CPU), batch, twice) == pytest.approx(2 * loss, rel=1e-5)
+    hidden = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=1.0, detail_hide_centre=2)
+    assert _step(RolloutState.start(*_model(), hidden, CPU), batch, hidden) != pytest.approx(loss, rel=1e-3)
+
+
 def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
     params = _params()
     straight, resumed = straight_and_resumed(params, lambda state: _step(state, batch, params))
@@ -141,3 +155,12 @@ def test_the_cli_trains_a_distilled_student_from_the_shipped_weights(tmp_path: o
     meta = json.loads(paths["meta"].read_text())
     assert meta["rollout"]["params"]["objective"] == "distill"
     assert meta["rollout"]["params"]["distill"]["student_timesteps"] == [1000.0, 500.0]
+    assert meta["rollout"]["params"]["distill"]["detail_weight"] == 0.0
+
+
+def test_the_cli_passes_the_detail_term_to_the_distill_objective(tmp_path: object) -> None:
+    out = tmp_path / "distill_detail"  # type: ignore[operator]
+    paths = cli_one_step(out, "distill", ["--detail-weight", "1.5", "--detail-hide-centre", "6",
+                                          "--teacher-guidance", "1"])
+    distill = json.loads(paths["meta"].read_text())["rollout"]["params"]["distill"]
+    assert (distill["detail_weight"], distill["detail_hide_centre"], distill["teacher_guidance"]) == (1.5, 6, 1.0)
