@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from demo.config import GUIDED_SCALE, GUIDED_STEPS
 from engine.config import ModelConfig
 from engine.model import CausalDiT
 from engine.text import HashTextEncoder
@@ -43,8 +44,8 @@ class DistillParams:
     pass (served unguided, ``demo.config``): distilling from them, pass ``teacher_guidance=1``."""
 
     teacher_timesteps: tuple[float, ...] = (1000.0, 667.0, 333.0)
-    teacher_guidance: float = 3.0
-    teacher_guided_steps: int = 1
+    teacher_guidance: float = GUIDED_SCALE
+    teacher_guided_steps: int = GUIDED_STEPS
     student_timesteps: tuple[float, ...] = (1000.0, 500.0)
     anchor_weight: float = 0.5  # the term keeping the student's flow at a random sigma the teacher's
     min_sigma: float = 0.02  # the anchor's noise level: uniform in [min_sigma, max_sigma]

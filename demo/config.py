@@ -36,7 +36,8 @@ from demo.themes import PROMPT_EXAMPLES
 from engine.api import ActionSpace
 from engine.config import ModelConfig
 
-__all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "MODELS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
+__all__ = ["AE_CONFIG", "CONFIG", "DEFAULT_WEIGHTS", "FINE_CONFIG", "GUIDED_SAMPLING", "GUIDED_SCALE", "GUIDED_STEPS",
+           "MODELS", "MOUSE_PIXELS_PER_UNIT", "TRAIN_CHUNKS"]
 
 AE_CONFIG = AEConfig(latent_channels=8, downsample=8)
 MOUSE_PIXELS_PER_UNIT = 24.0  # mouse px per frame that map to action feature 1.0 (the world's pan clamp)
@@ -85,6 +86,12 @@ CONFIG = ModelConfig(
     # against 330-600 ms at the engine's usual 2 (MODEL_CARD.md)
     extra={"default_weights": str(DEFAULT_WEIGHTS), "prompt_examples": PROMPT_EXAMPLES, "lead_chunks": 1.0},
 )
+
+# The sampling served until 2026-12-07 (config overrides): the first of the 3 steps guided on the actions
+# at scale 3, its two passes batched. The shipped weights give it in one pass; the distill objective's
+# teacher and demo.cpu_trades' guided trades sample it.
+GUIDED_SCALE, GUIDED_STEPS = 3.0, 1
+GUIDED_SAMPLING: dict[str, object] = {"action_guidance": GUIDED_SCALE, "action_guidance_steps": GUIDED_STEPS}
 
 # An experiment, not served: the same world model over a 4x autoencoder (latent cell 4 px, 4 channels,
 # 32 x 32 latents, patch 4 x 4 -> still 64 tokens of 16 px per frame). The shipped 8x model moves in

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from demo._eval_parts import EvalParams, streaming_speed
-from demo.config import CONFIG, DEFAULT_WEIGHTS
+from demo.config import CONFIG, DEFAULT_WEIGHTS, GUIDED_SAMPLING
 from demo.errors import DemoError
 from demo.eval import QUICK, _demo_engine, evaluate
 from demo.export import ENCODER_FILE
@@ -46,9 +46,9 @@ TRADES: tuple[Trade, ...] = (
     Trade("served", "as served: 3 steps unguided (the weights carry the guidance), cache pass, fp32, eager"),
     Trade("steps2", "2 steps (sigma 1.0, 0.5)", {"denoise_timesteps": (1000.0, 500.0)}),
     Trade("guided", "the first step guided on the actions (scale 3, 2 passes batched): served before 2026-12-07",
-          {"action_guidance": 3.0, "action_guidance_steps": 1}),
+          GUIDED_SAMPLING),
     Trade("bf16_matmul_attention_guided", "bf16, the matmul attention and the guided first step (served on such "
-          "a CPU before 2026-12-07)", {"action_guidance": 3.0, "action_guidance_steps": 1}, dtype="bfloat16",
+          "a CPU before 2026-12-07)", GUIDED_SAMPLING, dtype="bfloat16",
           attention="matmul"),
     Trade("kv_from_last_pass", "no cache pass: the last denoise pass writes the K/V (an approximation)",
           {"kv_from_last_pass": True}),
