@@ -53,7 +53,9 @@ __all__ = ["LONG_PLAY_TARGETS", "LongPlayParams", "long_play", "play_script", "t
 LONG_PLAY_TARGETS = {
     "avatar_visible_share": 0.99,  # >= : frames in which the avatar is there
     "colour_within_bound_share": 0.90,  # >= : seconds whose colour distance is within the world's own bound
-    "texture_within_bound_share": 0.90,  # >= : the same for patch texture
+    # >= : the same for patch texture; 0.80, as the autoencoder alone reaches 0.886 (the world's frames
+    # through it, MODEL_CARD.md), so 0.90 would ask the model to beat its own decoder
+    "texture_within_bound_share": 0.80,
     "spectral_within_bound_share": 0.99,  # >= : seconds without a stronger periodic peak than the world ever has
     "worst_direction_from_rest": 0.90,  # >= : the worst of the 8 directions
     "worst_direction_after_play": 0.90,  # >= : the same after probe_after_seconds of play

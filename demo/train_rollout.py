@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import json
 import sys
 import time
 from pathlib import Path
@@ -50,7 +51,8 @@ from engine._setup import parse_device
 from engine.attention import AttentionBackend
 from engine.errors import ConfigError
 
-__all__ = ["DEFAULT_OBJECTIVE", "STATE_FILE", "build_parser", "main", "run", "schedule_fraction"]
+__all__ = ["DEFAULT_OBJECTIVE", "STATE_FILE", "build_parser", "changed_settings", "main", "run",
+           "schedule_fraction"]
 
 STATE_FILE = "rollout_state.pt"
 DEFAULT_OBJECTIVE = "regress"  # of a new run; a resumed run keeps its own
@@ -106,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--detail-hide-centre", type=int, default=AdversarialParams.detail_hide_centre,
                    help="adversarial and distill: leave the centre square of this many latent cells a side (the avatar's "
                         "place) out of the detail term (default %(default)s: none)")
+    p.add_argument("--new-settings", action="store_true",
+                   help="continue a run under settings other than the ones it was trained with (without it, "
+                        "continuing with other flags is refused: give the flags the run was started with)")
     p.add_argument("--fresh-share", type=float, default=RolloutParams.fresh_share,
                    help="the share of steps whose episodes start from nothing, the model making every chunk from "
                         "the first, as a served session starts (default %(default)s: all start on true chunks)")
@@ -194,6 +199,23 @@ def _params(args: argparse.Namespace, cuda: bool) -> RolloutParams:
                          distill=distill, adversarial=adversarial)
 
 
+def changed_settings(rollout: object, params: RolloutParams) -> list[str]:
+    """The settings of ``params`` that differ from those a run was trained with (``rollout``: the
+    ``rollout`` entry of its demo.json), as 'name: saved -> now'; none where nothing was saved."""
+    saved = rollout.get("params") if isinstance(rollout, dict) else None
+    if not isinstance(saved, dict):
+        return []
+    now = json.loads(json.dumps(dataclasses.asdict(params)))  # tuples as the lists the meta holds
+    changed = []
+    for name, value in now.items():
+        if isinstance(value, dict) and isinstance(saved.get(name), dict):
+            changed += [f"{name}.{k}: {saved[name].get(k)!r} -> {v!r}" for k, v in value.items()
+                        if saved[name].get(k) != v]
+        elif saved.get(name) != value:
+            changed.append(f"{name}: {saved.get(name)!r} -> {value!r}")
+    return changed
+
+
 def _tail_mean(values: list[float]) -> float:
     return sum(values[-20:]) / max(1, len(values[-20:]))
 
@@ -222,6 +244,11 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
     state = RolloutState.start(trained.dit, trained.text, params, device)
     saved = args.resume / STATE_FILE
     if saved.is_file():
+        changed = changed_settings(trained.meta.get("rollout"), params)
+        if changed and not args.new_settings:
+            raise DemoError("settings_changed", f"the run in {args.resume} was trained with other settings than these "
+                                                f"flags give ({'; '.join(changed)}): give the flags it was started "
+                                                "with to continue it exactly, or --new-settings to go on under these")
         state.load_state_dict(torch.load(saved, map_location=device, weights_only=True))
         print(f"[resume] {saved}: step {state.step}, {state.seconds:.0f} s trained", flush=True)
     else:

@@ -14,8 +14,9 @@
 # outside the tree's tracked files travels with the call's carry list).
 # CONTINUE=1 (environment): each variant continues its run of the previous call exactly (optimizer,
 # step, average, critic or teacher: /tmp/demo-variant-NAME/rollout_state.pt, which lives while the
-# machine stays up); a variant without that state fails. Give the first call --schedule-minutes over
-# all the calls so that the horizon growth and the learning-rate decay span them.
+# machine stays up); a variant without that state fails. Give each variant the very flags of the
+# first call (the trainer refuses others: --new-settings overrides), and the first call
+# --schedule-minutes over all the calls so that the horizon growth and the learning-rate decay span them.
 #
 # Evaluate each elsewhere: put NAME.safetensors as demo.safetensors beside engine/weights'
 # demo_encoder.safetensors and the variant's demo.json, then `python -m demo.eval --weights

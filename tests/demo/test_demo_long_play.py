@@ -58,3 +58,10 @@ def test_a_play_from_nothing_is_a_served_session_s_from_its_third_chunk() -> Non
     assert np.array_equal(nothing.model, np.concatenate(served[2:]))
     assert not np.array_equal(nothing.model[:fpc], on_truth.model[:fpc])
     assert np.array_equal(nothing.truth, on_truth.truth)  # the true world plays the same either way
+
+
+def test_the_targets_are_the_ones_a_five_minute_play_is_held_to() -> None:
+    assert LONG_PLAY_TARGETS == {"avatar_visible_share": 0.99, "colour_within_bound_share": 0.90,
+                                 "texture_within_bound_share": 0.80, "spectral_within_bound_share": 0.99,
+                                 "worst_direction_from_rest": 0.90, "worst_direction_after_play": 0.90,
+                                 "theme_accuracy_after_change": 0.90}

@@ -16,6 +16,8 @@ from demo._train_rollout import RolloutParams, RolloutState
 from demo.autoencoder import DemoEncoder
 from demo.config import CONFIG
 from demo.data import Episodes
+from demo.errors import DemoError
+from demo.train_rollout import build_parser, run
 from engine.sampling import Schedule
 from tests.demo.test_demo_train_rollout import (
     CPU,
@@ -158,3 +160,19 @@ def test_the_cli_passes_the_detail_term_to_the_distill_objective(tmp_path: objec
                                           "--teacher-guidance", "1"])
     distill = json.loads(paths["meta"].read_text())["rollout"]["params"]["distill"]
     assert (distill["detail_weight"], distill["detail_hide_centre"], distill["teacher_guidance"]) == (1.5, 6, 1.0)
+
+
+def test_a_run_continues_only_under_the_settings_it_was_started_with(tmp_path: object) -> None:
+    """Continuing a run with flags left out would train on under the defaults (horizon 24, no detail
+    term, the teacher guided): refused, naming what changed; the same flags continue it."""
+    first, second = tmp_path / "first", tmp_path / "second"  # type: ignore[operator]
+    flags = ["--detail-weight", "1", "--teacher-guidance", "1"]
+    cli_one_step(first, "distill", flags)
+    tiny = ["--device", "cpu", "--steps", "1", "--batch", "1", "--pool", "1", "--min-horizon", "1", "--max-horizon", "1"]
+    with pytest.raises(DemoError) as caught:
+        run(build_parser().parse_args(["--resume", str(first), "--out", str(second), *tiny, "--teacher-guidance", "1"]))
+    assert caught.value.code == "settings_changed"
+    assert "distill.detail_weight: 1.0 -> 0.0" in str(caught.value) and "--new-settings" in str(caught.value)
+    assert not (second / "demo.safetensors").exists()
+    paths = run(build_parser().parse_args(["--resume", str(first), "--out", str(second), *tiny, *flags]))
+    assert torch.load(paths["state"], map_location="cpu", weights_only=True)["step"] == 2
