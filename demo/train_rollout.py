@@ -265,7 +265,7 @@ def run(args: argparse.Namespace) -> dict[str, Path]:
                     log_every=10)
     before, first_step = state.seconds, state.step
     if state.objective == "distill":
-        log = LossLog({"distill: student flow vs the teacher's served (guided) flow": state.losses})
+        log = LossLog({"distill: student flow vs the teacher's, plus any detail and regress terms": state.losses})
     elif state.adversary is not None:
         log = LossLog({"generator: critic term + regress term (self-made context)": state.losses,
                        "critic: hinge loss, true chunks against the generator's": state.adversary.losses})

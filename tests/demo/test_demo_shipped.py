@@ -34,21 +34,29 @@ def test_the_shipped_files_are_small_and_describe_their_training() -> None:
     meta = json.loads((WEIGHTS / META_FILE).read_text())
     assert meta["model"] == "demo"
     assert meta["partial"] is False
-    # the guidance of the first step distilled into one pass (2026-12-07, CPU): the student samples the
-    # teacher's 3 steps unguided, as the daemon serves it (demo.config)
-    rollout = meta["rollout"]
-    params = rollout["params"]
-    distill = params["distill"]
-    assert (meta["stage"], params["objective"], params["fresh_share"], params["batch"], params["max_horizon"]) == (
-        "rollout", "distill", 0.5, 8, 4)
-    assert distill["student_timesteps"] == distill["teacher_timesteps"] == list(CONFIG.denoise_timesteps)
-    assert (distill["teacher_guidance"], distill["teacher_guided_steps"], distill["regress_weight"]) == (3.0, 1, 0.0)
+    # the detail term on the served chunk, anchored to the model's own flows (distill, teacher unguided),
+    # in two runs on an H100 (2026-12-07): 135 steps from the weights below, then 94 from those; the
+    # student samples as the daemon serves it (demo.config: 3 steps, unguided)
+    for run, steps, min_horizon in ((meta, 94, 6), (meta["resumed_from"], 135, 4)):
+        params = run["rollout"]["params"]
+        distill = params["distill"]
+        assert (run["stage"], params["objective"], params["fresh_share"], params["batch"], params["min_horizon"],
+                params["max_horizon"], params["lr"]) == ("rollout", "distill", 0.5, 48, min_horizon, 8, 1e-4)
+        assert distill["student_timesteps"] == distill["teacher_timesteps"] == list(CONFIG.denoise_timesteps)
+        assert (distill["teacher_guidance"], distill["detail_weight"], distill["detail_hide_centre"],
+                distill["regress_weight"]) == (1.0, 1.0, 6, 0.0)
+        assert run["rollout"]["steps"] == steps and run["device"] == "NVIDIA H100 80GB HBM3"
     assert (CONFIG.action_guidance, CONFIG.action_guidance_steps) == (1.0, 0)
-    assert rollout["steps"] == 90 and meta["device"] == "cpu"
+    # under them: the guidance of the first step distilled into one pass (2026-12-07, CPU)
+    one_pass = meta["resumed_from"]["resumed_from"]
+    params = one_pass["rollout"]["params"]
+    assert (params["objective"], params["distill"]["teacher_guidance"], params["distill"]["teacher_guided_steps"],
+            params["batch"], params["max_horizon"]) == ("distill", 3.0, 1, 8, 4)
+    assert one_pass["rollout"]["steps"] == 90 and one_pass["device"] == "cpu"
     # its teacher: the detail term (the avatar's place hidden) and a critic, half the episodes starting
     # from nothing as a served session does (2026-12-07, an H100), on a model trained on its own
     # rollouts (regress, 2026-12-02), on a teacher-forced one (stages 1-2): each stage recorded
-    teacher = meta["resumed_from"]
+    teacher = one_pass["resumed_from"]
     params = teacher["rollout"]["params"]
     assert (teacher["stage"], params["objective"], params["max_horizon"], params["fresh_share"], params["batch"]) == (
         "rollout", "adversarial", 8, 0.5, 48)

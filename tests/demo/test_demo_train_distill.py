@@ -94,32 +94,30 @@ def test_the_anchor_weight_adds_the_unguided_term(batch: tuple[Episodes, DemoEnc
     assert _step(RolloutState.start(*_model(), unguided, CPU), batch, unguided) == 0.0
 
 
+def _only_term(batch: tuple[Episodes, DemoEncoder], **term: float) -> float:
+    """The loss of one step with the teacher unguided and no anchor, where the distill term is exactly 0
+    and what is left is ``term``; the step must move the student (the term's gradient reaches it)."""
+    params = _params(teacher_guidance=1.0, anchor_weight=0.0, **term)
+    state = RolloutState.start(*_model(), params, CPU)
+    start = copy.deepcopy(state.dit)
+    loss = _step(state, batch, params)
+    assert loss > 0 and not same_weights(state.dit, start)
+    return loss
+
+
 def test_the_regress_weight_adds_the_true_world_term_on_the_student_s_context(
         batch: tuple[Episodes, DemoEncoder]) -> None:
-    # teacher unguided and no anchor: the distill term is exactly 0, so what is left is the regress term
-    only_regress = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=2.0)
-    state = RolloutState.start(*_model(), only_regress, CPU)
-    start = copy.deepcopy(state.dit)
-    loss = _step(state, batch, only_regress)
-    assert loss > 0 and not same_weights(state.dit, start)
+    loss = _only_term(batch, regress_weight=2.0)
     none = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=0.0)
     assert _step(RolloutState.start(*_model(), none, CPU), batch, none) == 0.0
-    twice = _params(teacher_guidance=1.0, anchor_weight=0.0, regress_weight=4.0)  # the same draws, twice the weight
-    assert _step(RolloutState.start(*_model(), twice, CPU), batch, twice) == pytest.approx(2 * loss, rel=1e-5)
+    assert _only_term(batch, regress_weight=4.0) == pytest.approx(2 * loss, rel=1e-5)  # the same draws, twice the weight
 
 
 def test_the_detail_weight_adds_the_spectrum_term_on_the_student_s_served_chunk(
         batch: tuple[Episodes, DemoEncoder]) -> None:
-    # teacher unguided and no anchor: the distill term is exactly 0, so what is left is the detail term
-    only_detail = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=1.0)
-    state = RolloutState.start(*_model(), only_detail, CPU)
-    start = copy.deepcopy(state.dit)
-    loss = _step(state, batch, only_detail)
-    assert loss > 0 and not same_weights(state.dit, start)  # its gradient reaches the student through the last pass
-    twice = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=2.0)  # the same draws, twice the weight
-    assert _step(RolloutState.start(*_model(), twice, CPU), batch, twice) == pytest.approx(2 * loss, rel=1e-5)
-    hidden = _params(teacher_guidance=1.0, anchor_weight=0.0, detail_weight=1.0, detail_hide_centre=2)
-    assert _step(RolloutState.start(*_model(), hidden, CPU), batch, hidden) != pytest.approx(loss, rel=1e-3)
+    loss = _only_term(batch, detail_weight=1.0)  # its gradient reaches the student through the last pass
+    assert _only_term(batch, detail_weight=2.0) == pytest.approx(2 * loss, rel=1e-5)
+    assert _only_term(batch, detail_weight=1.0, detail_hide_centre=2) != pytest.approx(loss, rel=1e-3)
 
 
 def test_a_saved_distill_state_resumes_the_very_step(batch: tuple[Episodes, DemoEncoder]) -> None:
