@@ -8,6 +8,7 @@ casts and gated residuals into a few kernels. Self-attention over the KV context
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -19,7 +20,7 @@ from engine.model.kv_fp8 import chunk_mean, to_e4m3
 from engine.model.layers import gate, layer_norm, modulate
 from engine.rope import apply_rope
 
-__all__ = ["QKV", "BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "linear_gelu_tanh", "merge_chunks",
+__all__ = ["QKV", "BlockKernels", "Fp8Linear", "Fp8Pair", "Fp8Quant", "gelu_tanh_", "linear_gelu_tanh", "merge_chunks",
            "post_attention", "pre_attention", "quantize_rows"]
 
 Fp8Quant = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]  # q scale, k scale, k mean, v scale
@@ -131,9 +132,27 @@ def linear_gelu_tanh(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) 
     kernel cost ~2.6 ms per wan-1.3b pass on the H200); an opaque op, so torch.compile keeps it
     whole. Elsewhere the plain expression."""
     if x.device.type != "cuda":  # the CPU's _addmm_activation applies the exact (erf) GELU
-        return F.gelu(F.linear(x, weight, bias), approximate="tanh")
+        hidden = F.linear(x, weight, bias)
+        return gelu_tanh_(hidden) if hidden.dtype == torch.float32 else F.gelu(hidden, approximate="tanh")
     flat = torch._addmm_activation(bias, x.reshape(-1, x.shape[-1]), weight.t(), use_gelu=True)
     return flat.view(*x.shape[:-1], weight.shape[0])
+
+
+# gelu_tanh(x) = x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+_GELU_2U_LINEAR = 2.0 * math.sqrt(2.0 / math.pi)
+_GELU_2U_CUBIC = _GELU_2U_LINEAR * 0.044715
+
+
+def gelu_tanh_(x: torch.Tensor) -> torch.Tensor:
+    """GELU (tanh form) of ``x`` in place, as x * sigmoid(2u): the same function as
+    ``F.gelu(x, approximate="tanh")`` (fp32: within 1e-6 of it), in four in-place elementwise passes
+    where the CPU's tanh GELU kernel costs twice as much (256 x 768 fp32 on one AVX2 core: 0.32
+    against 0.72 ms; 6 of them a DiT pass of the demo model). For fp32: in bf16 each in-place pass
+    rounds, up to 1.3x the tanh kernel's error, so bf16 keeps the kernel. ``x`` must be a fresh tensor
+    nobody else holds (an inference-only path: no autograd through in-place ops)."""
+    u = x * x
+    u.mul_(_GELU_2U_CUBIC).add_(_GELU_2U_LINEAR).mul_(x).sigmoid_()
+    return x.mul_(u)
 
 
 @linear_gelu_tanh.register_fake
