@@ -94,7 +94,9 @@ def _chunk_loss(student: RolloutCache, teacher: RolloutCache, distill: DistillPa
         if step + 1 == schedule.steps and distill.detail_weight > 0:
             served = schedule.clean_estimate(x, flow, step)  # with gradient through the last pass
             loss = loss + distill.detail_weight * detail_loss(served, true, distill.detail_hide_centre)
-        clean = schedule.clean_estimate(x, flow.detach(), step)
+            clean = served.detach()
+        else:
+            clean = schedule.clean_estimate(x, flow.detach(), step)
         if step + 1 < schedule.steps:
             x = schedule.renoise(clean, torch.randn(shape, generator=noise, device=device), step + 1)
     if distill.anchor_weight > 0:

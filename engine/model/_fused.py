@@ -162,9 +162,13 @@ def _linear_gelu_tanh_shape(x: torch.Tensor, weight: torch.Tensor, bias: torch.T
 
 def _ffn_hidden(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """The FFN's GELU(tanh) hidden layer: the one-GEMM op for inference, the plain expression when
-    gradients are recorded (training: the op has no backward)."""
+    gradients are recorded (training: the op has no backward), on a CPU in fp32 the op's own formula
+    out of place, so that a model and its frozen copy (a distill teacher) compute the same numbers."""
     if torch.is_grad_enabled():
-        return F.gelu(F.linear(h, weight, bias), approximate="tanh")
+        hidden = F.linear(h, weight, bias)
+        if hidden.device.type == "cpu" and hidden.dtype == torch.float32:  # bit for bit the op's CPU path
+            return hidden * ((hidden * hidden * _GELU_2U_CUBIC + _GELU_2U_LINEAR) * hidden).sigmoid()
+        return F.gelu(hidden, approximate="tanh")
     return linear_gelu_tanh(h, weight, bias)
 
 

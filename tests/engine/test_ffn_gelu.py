@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from engine.model._fused import gelu_tanh_, linear_gelu_tanh
+from engine.model._fused import _ffn_hidden, gelu_tanh_, linear_gelu_tanh
 
 
 def test_gelu_tanh_in_place_is_the_tanh_gelu_in_fp32() -> None:
@@ -36,3 +36,18 @@ def test_linear_gelu_on_cpu_matches_the_plain_expression_in_each_dtype() -> None
         want = F.gelu(F.linear(*args), approximate="tanh")
         assert got.dtype == dtype and got.shape == (2, 64, 96)
         torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def test_the_training_path_computes_the_inference_numbers_bit_for_bit_on_cpu() -> None:
+    """A frozen copy of a model (the distill teacher, no gradient) and the model being trained give
+    the same numbers: the student equal to its teacher has a distill loss of exactly 0."""
+    gen = torch.Generator().manual_seed(1)
+    h = torch.randn(3, 50, 32, generator=gen)
+    weight = (torch.randn(96, 32, generator=gen) / 4).requires_grad_()
+    bias = torch.randn(96, generator=gen)
+    with torch.no_grad():
+        inference = _ffn_hidden(h, weight, bias)
+    training = _ffn_hidden(h, weight, bias)
+    assert training.requires_grad and torch.equal(training.detach(), inference)
+    training.sum().backward()
+    assert weight.grad is not None and torch.isfinite(weight.grad).all()
