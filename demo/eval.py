@@ -6,7 +6,7 @@
 10 s through all six, twice, under the same play; the avatar must stay); either with
 ``--from-nothing`` starts its play as a served session does, with no true chunk before it, and
 ``--play-seed N`` plays another world under other keys.
-``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale`` and ``--context-noise``
+``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale``, ``--context-noise`` and ``--recontext``
 evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
 records the settings it ran).
 
@@ -68,7 +68,7 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
 
 # the config fields that say how the model is sampled (recorded in every report)
 _SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "action_guidance_rescale",
-             "cache_context_noise", "kv_from_last_pass")
+             "cache_context_noise", "kv_from_last_pass", "recontext_on_prompt_change")
 
 
 def _sampling(cfg: ModelConfig) -> dict[str, object]:
@@ -166,6 +166,8 @@ def build_eval_parser() -> argparse.ArgumentParser:
                                                                      "latents for its cache pass")
     p.add_argument("--kv-from-last-pass", action="store_true",
                    help="skip the cache pass: the last denoise pass writes each chunk's K/V (an approximation)")
+    p.add_argument("--recontext", default=None, choices=["on", "off"],
+                   help="on a prompt change, rewrite the window's K/V under the new prompt (default: the config's)")
     p.add_argument("--dtype", default=None, help="engine dtype (default float32 on the CPU; bfloat16 is a speed trade)")
     p.add_argument("--attention", default="sdpa", choices=["sdpa", "matmul"],
                    help="self-attention backend (default sdpa; the daemon picks the faster at warmup)")
@@ -211,6 +213,8 @@ def _sampling_variant(args: argparse.Namespace) -> ModelConfig:
         changes["action_guidance_rescale"] = args.guidance_rescale
     if args.kv_from_last_pass:
         changes["kv_from_last_pass"] = True
+    if args.recontext is not None:
+        changes["recontext_on_prompt_change"] = args.recontext == "on"
     config = MODELS[args.model]
     if not changes:
         return config

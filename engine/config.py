@@ -87,6 +87,10 @@ class ModelConfig:
     # Masks the small errors a model's own chunks carry into its context so they do not compound
     # (demo: without it, free rollouts drift into flat colour within 10-25 s). 0 = exact latents.
     cache_context_noise: float = 0.0
+    # when a session's prompt changes, the first chunk begun under the new prompt first rewrites the
+    # K/V of the window's chunks under it (one cache pass each, the window's chunks before it their
+    # context): the context is read as made under the new prompt, not the old (Engine.begin_chunk)
+    recontext_on_prompt_change: bool = False
     # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
     # the FFN GEMMs in FP8 (lossy); the q/k/v and cross-attention q projections in FP8 (lossy; their
     # activations quantized in the norm kernel before each GEMM); each chunk's K/V written by its

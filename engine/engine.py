@@ -151,6 +151,8 @@ class Engine:
             )
         c = self.config
         encoded = encode_actions(c.action_space, actions, c.latent_frames_per_chunk, c.mouse_scale)
+        if c.recontext_on_prompt_change and self._prompt_changed(state):
+            self.runner.rewrite_window(state, self._context(state))
         index = state.next_chunk
         shape = (c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width)
         state.work = ChunkWork(
@@ -164,6 +166,12 @@ class Engine:
         )
         state.next_chunk = index + 1
         return index
+
+    @staticmethod
+    def _prompt_changed(state: EngineSession) -> bool:
+        """Whether the last finished chunk was made under another prompt than the session's now."""
+        last = state.records.get(state.handle.written - 1)
+        return state.handle.on_device and last is not None and last.prompt != state.prompt
 
     def next_phase(self, session_id: str) -> Phase | None:
         return self._state(session_id).phase()

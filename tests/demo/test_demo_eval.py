@@ -34,16 +34,19 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
                                   "action_guidance_steps": CONFIG.action_guidance_steps,
                                   "action_guidance_rescale": CONFIG.action_guidance_rescale,
                                   "cache_context_noise": CONFIG.cache_context_noise,
-                                  "kv_from_last_pass": CONFIG.kv_from_last_pass}
+                                  "kv_from_last_pass": CONFIG.kv_from_last_pass,
+                                  "recontext_on_prompt_change": CONFIG.recontext_on_prompt_change}
 
 
 @pytest.mark.slow
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
-                     "--guidance-rescale", "0.25", "--context-noise", "0.5", "--kv-from-last-pass")
+                     "--guidance-rescale", "0.25", "--context-noise", "0.5", "--kv-from-last-pass",
+                     "--recontext", "off" if CONFIG.recontext_on_prompt_change else "on")
     assert report["sampling"] == {"denoise_timesteps": [1000.0, 500.0], "action_guidance": 2.0,
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
-                                  "cache_context_noise": 0.5, "kv_from_last_pass": True}
+                                  "cache_context_noise": 0.5, "kv_from_last_pass": True,
+                                  "recontext_on_prompt_change": not CONFIG.recontext_on_prompt_change}
     assert report["model"] == "demo+sampling"
     assert "demo+sampling" not in catalog_with_demo().names()
 
