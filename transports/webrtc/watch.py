@@ -34,8 +34,8 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
     marks: dict[str, float] = {}
     out["marks_s"] = marks
 
-    def mark(name: str) -> None:
-        marks.setdefault(name, round(time.monotonic() - began, 4))
+    def mark(name: str, at: float | None = None) -> None:
+        marks.setdefault(name, round((time.monotonic() if at is None else at) - began, 4))
 
     @pc.on("track")
     def on_track(track: Any) -> None:
@@ -59,9 +59,10 @@ async def watch(webrtc_url: str, token: str, start: float, stop: float) -> dict[
                 await asyncio.wait_for(track.recv(), max(0.01, stop - time.monotonic()))
             except (TimeoutError, MediaStreamError):
                 break
-            if "first_frame_s" not in out:
-                out["first_frame_s"] = time.monotonic() - began
-                mark("frame")
+            if "first_frame_s" not in out:  # one clock reading for both: the mark is the latency rounded
+                arrived = time.monotonic()
+                out["first_frame_s"] = arrived - began
+                mark("frame", arrived)
             frames += 1
             if time.monotonic() >= start:
                 counted += 1
