@@ -196,12 +196,11 @@ class PhaseRunner:
             job = self.lane.launch(latents, caches)
         return PendingDecode(list(states), works, start, end, job)
 
-    def rewrite_window(self, state: EngineSession, context: torch.Tensor) -> list[int]:
+    def rewrite_window(self, state: EngineSession, context: torch.Tensor) -> None:
         """Rewrite the K/V of the window's finished chunks under the prompt embedding ``context`` (the
         session's new prompt), oldest first, each reading the sink and the window's chunks before it
         (those before the window are evicted: the oldest reads one chunk less than when it was
-        made). Their records take the new prompt, so a snapshot restores the same reading. Returns
-        the chunks rewritten."""
+        made). Their records take the new prompt, so a snapshot restores the same reading."""
         handle = state.handle
         window = [j for j in range(max(handle.sink_chunks, handle.written - handle.window_chunks), handle.written)
                   if j in state.records]
@@ -211,7 +210,6 @@ class PhaseRunner:
             latents = self._cache_input(state.seed, index, record.latents.to(self.device))[None]
             self.write_kv(latents, [record], context[None], [slabs], [handle.slab_of(index)])
             state.records[index] = ChunkRecord(index, record.latents, record.actions, state.prompt)
-        return window
 
     def recompute(self, state: EngineSession, records: list[ChunkRecord], embed: dict[str, torch.Tensor]) -> None:
         """Rebuild a session's KV from clean latents, chunk by chunk in order (exact while every

@@ -426,7 +426,10 @@ class Daemon:
         self._spawn(self.finish_close(session_id, reason), f"close-{session_id}")
 
     async def finish_close(self, session_id: str, reason: str) -> None:
-        """Free the session's engine state; forget it (a failed one is kept a while for status)."""
+        """Free the session's engine state; forget it (a failed one is kept a while for status). The
+        log's `close` is at the time the close was asked: the engine frees the state between two
+        steps, which on a busy engine is a chunk later, and a recorded trace replays the ask."""
+        asked = time.time()
         session = self.sessions.get(session_id)
         if session is None:
             return
@@ -447,7 +450,7 @@ class Daemon:
             await asyncio.sleep(_FAILED_KEEP_S)  # status still says `failed` for a while
             if self.sessions.get(session_id) is not session:
                 return
-        self.writer.log(session_id, "close", {"reason": reason})
+        self.writer.log(session_id, "close", {"reason": reason}, at=asked)
         self.sessions.pop(session_id, None)
         self._resume_locks.pop(session_id, None)
         await self.positions.close(session_id)  # a position write in flight lands before the delete

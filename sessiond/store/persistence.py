@@ -39,10 +39,12 @@ class StoreWriter:
         self.healthy = True
         self.events_dropped = 0
 
-    def log(self, session_id: str, ev: str, fields: dict[str, Any]) -> None:
+    def log(self, session_id: str, ev: str, fields: dict[str, Any], at: float | None = None) -> None:
+        """One event of the log, at `at` (wall clock, when it was asked for) or now."""
         if len(self._events) == self._events.maxlen:
             self.events_dropped += 1
-        self._events.append(StoredEvent(t=time.time(), session_id=session_id, ev=ev, fields=fields))
+        self._events.append(StoredEvent(t=time.time() if at is None else at, session_id=session_id, ev=ev,
+                                        fields=fields))
 
     def persist(self, session_id: str) -> None:
         self._dirty.add(session_id)
