@@ -6,8 +6,8 @@
 10 s through all six, twice, under the same play; the avatar must stay); either with
 ``--from-nothing`` starts its play as a served session does, with no true chunk before it, and
 ``--play-seed N`` plays another world under other keys.
-``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale``, ``--context-noise`` and ``--recontext``
-evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
+``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale``, ``--context-noise``, ``--recontext``,
+``--prompt-guidance`` and ``--prompt-guidance-chunks`` evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
 records the settings it ran).
 
 Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
@@ -68,7 +68,8 @@ QUICK = EvalParams(directions=("right", "up-left"), direction_chunks=4, fidelity
 
 # the config fields that say how the model is sampled (recorded in every report)
 _SAMPLING = ("denoise_timesteps", "action_guidance", "action_guidance_steps", "action_guidance_rescale",
-             "cache_context_noise", "kv_from_last_pass", "recontext_on_prompt_change")
+             "cache_context_noise", "kv_from_last_pass", "recontext_on_prompt_change", "prompt_change_guidance",
+             "prompt_change_guidance_chunks", "prompt_change_guidance_steps")
 
 
 def _sampling(cfg: ModelConfig) -> dict[str, object]:
@@ -168,6 +169,11 @@ def build_eval_parser() -> argparse.ArgumentParser:
                    help="skip the cache pass: the last denoise pass writes each chunk's K/V (an approximation)")
     p.add_argument("--recontext", default=None, choices=["on", "off"],
                    help="on a prompt change, rewrite the window's K/V under the new prompt (default: the config's)")
+    p.add_argument("--prompt-guidance", type=float, default=None,
+                   help="guidance away from the prompt a session changed from, on the first chunks under the new one "
+                        "(1 = none; default: the config's)")
+    p.add_argument("--prompt-guidance-chunks", type=int, default=None,
+                   help="how many chunks after a prompt change are guided (default: the config's)")
     p.add_argument("--dtype", default=None, help="engine dtype (default float32 on the CPU; bfloat16 is a speed trade)")
     p.add_argument("--attention", default="sdpa", choices=["sdpa", "matmul"],
                    help="self-attention backend (default sdpa; the daemon picks the faster at warmup)")
@@ -215,6 +221,10 @@ def _sampling_variant(args: argparse.Namespace) -> ModelConfig:
         changes["kv_from_last_pass"] = True
     if args.recontext is not None:
         changes["recontext_on_prompt_change"] = args.recontext == "on"
+    if args.prompt_guidance is not None:
+        changes["prompt_change_guidance"] = args.prompt_guidance
+    if args.prompt_guidance_chunks is not None:
+        changes["prompt_change_guidance_chunks"] = args.prompt_guidance_chunks
     config = MODELS[args.model]
     if not changes:
         return config

@@ -107,29 +107,51 @@ class PhaseRunner:
         c = self.config
         if not c.kv_from_last_pass or any(w.step + 1 != w.steps for w in works):
             return None
-        if c.action_guidance != 1.0 and any(w.step < c.action_guidance_steps for w in works):
+        if any(self._acted(w) or self._prompted(w) for w in works):
             return None
         return [s.handle.slab_for_write(self.pool, w.index) for s, w in zip(states, works, strict=True)]
 
+    def _acted(self, work: ChunkWork) -> bool:
+        """Whether this step of the chunk is guided on the actions."""
+        return self.config.action_guidance != 1.0 and work.step < self.config.action_guidance_steps
+
+    def _prompted(self, work: ChunkWork) -> bool:
+        """Whether this step of the chunk is guided away from the prompt its session changed from."""
+        c = self.config
+        return c.prompt_change_guidance != 1.0 and work.old_context is not None and \
+            work.step < c.prompt_change_guidance_steps
+
     def _flow(self, x: torch.Tensor, timesteps: list[float], works: list[ChunkWork], contexts: torch.Tensor,
               slabs: list[list[int]], writes: list[int] | None = None) -> torch.Tensor:
-        """The model's flow for a denoise step; with guidance on the actions, the samples still in
-        their first `action_guidance_steps` steps also run with no input, in the same batched pass,
-        and get flow(no input) + g * (flow(actions) - flow(no input)). Per sample: a session's
-        result does not depend on what it is batched with."""
+        """The model's flow for a denoise step. Guided samples also run, in the same batched pass, with
+        no input (guidance on the actions: flow(no input) + g * (flow(actions) - flow(no input))) and
+        under the prompt their session changed from (prompt_change_guidance: + (g' - 1) * (flow(new) -
+        flow(old))). Per sample: a session's result does not depend on what it is batched with."""
         c = self.config
-        guided = [i for i, w in enumerate(works) if w.step < c.action_guidance_steps] if c.action_guidance != 1.0 else []
-        if not guided:
+        acted = [i for i, w in enumerate(works) if self._acted(w)]
+        prompted = [i for i, w in enumerate(works) if self._prompted(w)]
+        if not acted and not prompted:
             return self.forward(x, timesteps, works, contexts, slabs, writes)
-        idle = [ChunkWork(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].context,
-                          works[i].prompt, works[i].steps, cross=works[i].cross) for i in guided]
+        extra = [ChunkWork(works[i].index, works[i].x, torch.zeros_like(works[i].actions), works[i].context,
+                           works[i].prompt, works[i].steps, cross=works[i].cross) for i in acted]
+        extra += [ChunkWork(works[i].index, works[i].x, works[i].actions, works[i].old_context,  # type: ignore[arg-type]
+                            works[i].prompt, works[i].steps, cross=works[i].old_cross) for i in prompted]
+        rows = acted + prompted
         both = self.forward(
-            torch.cat([x, torch.stack([x[i] for i in guided])]), timesteps + [timesteps[i] for i in guided],
-            [*works, *idle], torch.cat([contexts, torch.stack([contexts[i] for i in guided])]),
-            slabs + [slabs[i] for i in guided], None,
+            torch.cat([x, torch.stack([x[i] for i in rows])]), timesteps + [timesteps[i] for i in rows],
+            [*works, *extra], torch.cat([contexts, torch.stack([w.context for w in extra])]),
+            slabs + [slabs[i] for i in rows], None,
         )
-        still = dict(zip(guided, both[len(works):], strict=True))
-        return torch.stack([self._guide(both[i], still[i]) if i in still else both[i] for i in range(len(works))])
+        n = len(works)
+        still = dict(zip(acted, both[n:n + len(acted)], strict=True))
+        old = dict(zip(prompted, both[n + len(acted):], strict=True))
+        flows = []
+        for i in range(n):
+            flow = self._guide(both[i], still[i]) if i in still else both[i]
+            if i in old:
+                flow = flow + (c.prompt_change_guidance - 1.0) * (both[i] - old[i])
+            flows.append(flow)
+        return torch.stack(flows)
 
     def _guide(self, acted: torch.Tensor, still: torch.Tensor) -> torch.Tensor:
         """One sample's guided flow; with `action_guidance_rescale` r, its std is pulled (by r) toward

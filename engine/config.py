@@ -91,6 +91,15 @@ class ModelConfig:
     # K/V of the window's chunks under it (one cache pass each, the window's chunks before it their
     # context): the context is read as made under the new prompt, not the old (Engine.begin_chunk)
     recontext_on_prompt_change: bool = False
+    # guidance on a prompt change (classifier-free style, the old prompt in the place of "no
+    # prompt"): the first `prompt_change_guidance_chunks` chunks begun under a new prompt take, on
+    # their first `prompt_change_guidance_steps` denoise steps, flow(old prompt) + prompt_change_guidance
+    # * (flow(new prompt) - flow(old prompt)), the old prompt's pass batched beside (one more row for
+    # those chunks and steps only); 1.0 = off. It pushes toward the new prompt where the window, made
+    # under the old one, holds the picture back. With action guidance on too, both differences add.
+    prompt_change_guidance: float = 1.0
+    prompt_change_guidance_chunks: int = 4
+    prompt_change_guidance_steps: int = 1
     # speed options (see engine/README.md, "Levers"): CUDA graphs over whole DiT passes (exact);
     # the FFN GEMMs in FP8 (lossy); the q/k/v and cross-attention q projections in FP8 (lossy; their
     # activations quantized in the norm kernel before each GEMM); each chunk's K/V written by its
@@ -122,6 +131,13 @@ class ModelConfig:
             problems.append(f"denoise_timesteps must lie in (0, {self.num_train_timesteps}]")
         if self.action_guidance <= 0.0:
             problems.append(f"action_guidance must be > 0 (1 = none), got {self.action_guidance}")
+        if self.prompt_change_guidance <= 0.0:
+            problems.append(f"prompt_change_guidance must be > 0 (1 = none), got {self.prompt_change_guidance}")
+        if self.prompt_change_guidance_chunks < 0:
+            problems.append(f"prompt_change_guidance_chunks must be >= 0, got {self.prompt_change_guidance_chunks}")
+        if not 0 <= self.prompt_change_guidance_steps <= len(self.denoise_timesteps):
+            problems.append(f"prompt_change_guidance_steps must lie in [0, {len(self.denoise_timesteps)}] "
+                            f"(the number of denoise steps), got {self.prompt_change_guidance_steps}")
         if self.cache_context_noise < 0.0:
             problems.append(f"cache_context_noise must be >= 0, got {self.cache_context_noise}")
         if not 0.0 <= self.action_guidance_rescale <= 1.0:

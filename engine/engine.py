@@ -164,8 +164,28 @@ class Engine:
             steps=self.parts.schedule.steps,
             cross=state.cross,
         )
+        old = self._changed_from(state, index)
+        if old is not None:
+            state.work.old_context = self.embed_prompt(old)
+            with torch.no_grad():
+                state.work.old_cross = self.parts.model.cross_kv_all(state.work.old_context[None])
         state.next_chunk = index + 1
         return index
+
+    def _changed_from(self, state: EngineSession, index: int) -> str | None:
+        """With prompt_change_guidance: the prompt the session changed from, if chunk `index` is among
+        the first `prompt_change_guidance_chunks` begun under its prompt (read from the finished chunks'
+        records, so a restored snapshot guides as the session would have); else None."""
+        c = self.config
+        if c.prompt_change_guidance == 1.0 or c.prompt_change_guidance_steps == 0:
+            return None
+        for j in range(index - 1, index - 1 - c.prompt_change_guidance_chunks, -1):
+            record = state.records.get(j)
+            if record is None:
+                return None
+            if record.prompt != state.prompt:
+                return record.prompt
+        return None
 
     @staticmethod
     def _prompt_changed(state: EngineSession) -> bool:
@@ -373,6 +393,9 @@ class Engine:
             work.x, work.actions, work.context = work.x.to(device), work.actions.to(device), work.context.to(device)
             work.clean = None if work.clean is None else work.clean.to(device)
             work.cross = state.cross if work.prompt == state.context_prompt else None
+            if work.old_context is not None and work.old_cross is not None:
+                work.old_context = work.old_context.to(device)
+                work.old_cross = (work.old_cross[0].to(device), work.old_cross[1].to(device))
 
     # snapshots ---------------------------------------------------------------------------------
     def snapshot(self, session_id: str) -> bytes:

@@ -38,6 +38,10 @@ class ChunkWork:
     clean: torch.Tensor | None = None  # (C, frames, h, w) after the last denoise step
     decoded_latents: int = 0  # latent frames decoded (decode runs before the cache pass: first frames sooner)
     kv_written: bool = False  # the last denoise pass wrote the chunk's K/V (kv_from_last_pass)
+    # prompt_change_guidance: the prompt the session changed from (its embedding and cross K, V), for
+    # a chunk among the first begun under the new one; None otherwise
+    old_context: torch.Tensor | None = None
+    old_cross: tuple[torch.Tensor, torch.Tensor] | None = None
 
     @property
     def decoded(self) -> bool:

@@ -35,18 +35,24 @@ def test_the_report_records_the_served_sampling_settings(tmp_path: Path) -> None
                                   "action_guidance_rescale": CONFIG.action_guidance_rescale,
                                   "cache_context_noise": CONFIG.cache_context_noise,
                                   "kv_from_last_pass": CONFIG.kv_from_last_pass,
-                                  "recontext_on_prompt_change": CONFIG.recontext_on_prompt_change}
+                                  "recontext_on_prompt_change": CONFIG.recontext_on_prompt_change,
+                                  "prompt_change_guidance": CONFIG.prompt_change_guidance,
+                                  "prompt_change_guidance_chunks": CONFIG.prompt_change_guidance_chunks,
+                                  "prompt_change_guidance_steps": CONFIG.prompt_change_guidance_steps}
 
 
 @pytest.mark.slow
 def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_path: Path) -> None:
     report = _report(tmp_path, "--timesteps", "1000,500", "--guidance", "2", "--guided-steps", "1",
                      "--guidance-rescale", "0.25", "--context-noise", "0.5", "--kv-from-last-pass",
-                     "--recontext", "off" if CONFIG.recontext_on_prompt_change else "on")
+                     "--recontext", "off" if CONFIG.recontext_on_prompt_change else "on",
+                     "--prompt-guidance", "1.75", "--prompt-guidance-chunks", "3")
     assert report["sampling"] == {"denoise_timesteps": [1000.0, 500.0], "action_guidance": 2.0,
                                   "action_guidance_steps": 1, "action_guidance_rescale": 0.25,
                                   "cache_context_noise": 0.5, "kv_from_last_pass": True,
-                                  "recontext_on_prompt_change": not CONFIG.recontext_on_prompt_change}
+                                  "recontext_on_prompt_change": not CONFIG.recontext_on_prompt_change,
+                                  "prompt_change_guidance": 1.75, "prompt_change_guidance_chunks": 3,
+                                  "prompt_change_guidance_steps": CONFIG.prompt_change_guidance_steps}
     assert report["model"] == "demo+sampling"
     assert "demo+sampling" not in catalog_with_demo().names()
 
@@ -57,6 +63,8 @@ def test_other_sampling_settings_are_evaluated_and_recorded_then_forgotten(tmp_p
                                              (["--guidance", "0"], "bad_config"),
                                              (["--guidance-rescale", "1.5"], "bad_config"),
                                              (["--context-noise", "-1"], "bad_config"),
+                                             (["--prompt-guidance", "0"], "bad_config"),
+                                             (["--prompt-guidance-chunks", "-2"], "bad_config"),
                                              (["--model", "demo-fine", "--guided-steps", "9"], "bad_config"),
                                              (["--long-play", "--seconds", "30"], "bad_seconds"),
                                              (["--long-play", "--theme-cycle"], "bad_evaluation"),
