@@ -111,7 +111,8 @@ def image_report(model: np.ndarray, truth: np.ndarray, frame_themes: list[str], 
 
 def theme_report(model: np.ndarray, classifier: ThemeClassifier, script: PlayScript, context_chunks: int,
                  theme_chunks: int, fpc: int) -> dict[str, Any]:
-    """Classifier accuracy over the ``theme_chunks`` chunks after each prompt change, and overall."""
+    """Classifier accuracy over the ``theme_chunks`` chunks after each prompt change, and overall; for
+    each change, the themes its missed frames were read as (``misread_as``: theme -> frames)."""
     predicted = classifier.predict(model)
     wanted = [script.theme_of_chunk(k) for k in range(context_chunks, len(script.prompts)) for _ in range(fpc)]
     hits = np.array([p == w for p, w in zip(predicted, wanted, strict=True)])
@@ -123,7 +124,12 @@ def theme_report(model: np.ndarray, classifier: ThemeClassifier, script: PlayScr
         lo = (change - context_chunks) * fpc
         part = hits[lo:lo + theme_chunks * fpc]
         after.extend(part.tolist())
-        by_change.append({"chunk": change, "theme": script.theme_of_chunk(change), "accuracy": float(part.mean())})
+        misread: dict[str, int] = {}
+        for read, hit in zip(predicted[lo:lo + theme_chunks * fpc], part, strict=True):
+            if not hit:
+                misread[read] = misread.get(read, 0) + 1
+        by_change.append({"chunk": change, "theme": script.theme_of_chunk(change), "accuracy": float(part.mean()),
+                          "misread_as": dict(sorted(misread.items()))})
     return {
         "after_change": float(np.mean(after)) if after else float("nan"),
         "by_change": by_change,
