@@ -27,7 +27,7 @@ from engine.errors import ConfigError, EngineError, SessionStateError
 from engine.kv import KVHandle
 from engine.placement import DecodeLane, DecoderPlacement, decoder_device
 from engine.sampling import seeded_noise
-from engine.session import ChunkWork, EngineSession
+from engine.session import ChunkRecord, ChunkWork, EngineSession
 from engine.snapshot import Snapshot, decode_snapshot, encode_snapshot
 
 __all__ = ["Engine"]
@@ -174,18 +174,19 @@ class Engine:
 
     def _changed_from(self, state: EngineSession, index: int) -> str | None:
         """With prompt_change_guidance: the prompt the session changed from, if chunk `index` is among
-        the first `prompt_change_guidance_chunks` begun under its prompt (read from the finished chunks'
-        records, so a restored snapshot guides as the session would have); else None."""
+        the first `prompt_change_guidance_chunks` begun under its prompt; else None. The change is
+        noted when its first chunk begins (the chunk before it, finished, was made under another
+        prompt) and forgotten when a rollback returns to before it."""
+        last = state.records.get(index - 1)
+        if last is not None and last.prompt != state.prompt:
+            state.prompt_changed = (index, last.prompt)
+        elif state.prompt_changed is not None and state.prompt_changed[0] >= index:
+            state.prompt_changed = None
         c = self.config
-        if c.prompt_change_guidance == 1.0 or c.prompt_change_guidance_steps == 0:
+        if c.prompt_change_guidance == 1.0 or c.prompt_change_guidance_steps == 0 or state.prompt_changed is None:
             return None
-        for j in range(index - 1, index - 1 - c.prompt_change_guidance_chunks, -1):
-            record = state.records.get(j)
-            if record is None:
-                return None
-            if record.prompt != state.prompt:
-                return record.prompt
-        return None
+        first, old = state.prompt_changed
+        return old if index - first < c.prompt_change_guidance_chunks else None
 
     @staticmethod
     def _prompt_changed(state: EngineSession) -> bool:
@@ -422,6 +423,7 @@ class Engine:
 
     def _load_records(self, state: EngineSession, snap: Snapshot) -> None:
         state.records = {r.index: r for r in snap.records}
+        state.prompt_changed = _last_prompt_change(snap.records)
         self.recompute_kv(state.session_id)
         state.next_chunk = state.decoded = snap.next_chunk
         state.delivered = state.handle.delivered = min(snap.delivered, snap.next_chunk - 1)
@@ -459,3 +461,13 @@ def _merge_keys(values: dict[str, float] | dict[str, int]) -> dict:  # type: ign
         name = key.split(":")[0]
         merged[name] = merged.get(name, 0) + value
     return merged
+
+
+def _last_prompt_change(records: list[ChunkRecord]) -> tuple[int, str] | None:
+    """The last prompt change among consecutive finished chunks: (its first chunk, the prompt before)."""
+    by_index = {r.index: r for r in records}
+    for record in sorted(records, key=lambda r: r.index, reverse=True):
+        before = by_index.get(record.index - 1)
+        if before is not None and before.prompt != record.prompt:
+            return record.index, before.prompt
+    return None

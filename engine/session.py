@@ -76,6 +76,8 @@ class EngineSession:
     context_prompt: str | None = None  # prompt whose embedding is in `context`
     context: torch.Tensor | None = None
     cross: tuple[torch.Tensor, torch.Tensor] | None = None  # cross-attention K, V of `context` (see ChunkWork)
+    # the last prompt change: (the first chunk begun under the new prompt, the prompt before it)
+    prompt_changed: tuple[int, str] | None = None
 
     def phase(self) -> Phase | None:
         return None if self.work is None else self.work.phase

@@ -80,6 +80,34 @@ def test_the_first_chunks_under_a_new_prompt_know_the_old_one_and_the_next_do_no
     assert torch.equal(olds[1], guided.embed_prompt(VALLEY))
 
 
+def test_as_many_chunks_are_guided_as_configured_however_few_records_the_engine_keeps() -> None:
+    guided = _guided("tiny+pg-4", prompt_change_guidance_chunks=4)
+    _open(guided)
+    run_chunks(guided, "s", 3, W)
+    guided.set_prompt("s", SNOW)
+    calls = _counting(guided)
+    run_chunks(guided, "s", 6, W)
+    steps = guided.parts.schedule.steps
+    assert calls == ([2] + [1] * (steps - 1)) * 4 + [1] * (2 * steps)
+    assert 2 not in guided.session("s").records  # the chunk before the change is long forgotten
+
+
+def test_a_rollback_to_the_change_with_the_old_prompt_set_back_forgets_it() -> None:
+    guided = _guided()
+    _open(guided)
+    run_chunks(guided, "s", 2, W)
+    guided.mark_delivered("s", 1)  # the viewer saw chunks 0 and 1: a rollback returns to chunk 2
+    guided.set_prompt("s", SNOW)
+    guided.begin_chunk("s", W)  # chunk 2, the first under the new prompt: guided
+    assert guided.session("s").prompt_changed == (2, VALLEY)
+    assert guided.rollback("s") == 2
+    guided.set_prompt("s", VALLEY)
+    work_index = guided.begin_chunk("s", W)
+    work = guided.session("s").work
+    assert work_index == 2 and work is not None and work.old_context is None
+    assert guided.session("s").prompt_changed is None
+
+
 def test_a_guided_chunk_runs_its_first_step_with_the_old_prompt_beside_and_later_steps_alone() -> None:
     guided = _guided()
     _open(guided)
