@@ -102,7 +102,8 @@ async def _create(daemon: Daemon, req: CreateSessionRequest, base_url: str, sid:
     log_event("created", sid, mode=record.mode, model=record.model)
     session.set_state(SessionState.IDLE)
     daemon.writer.log(sid, "create", {"mode": record.mode, "prompt": record.prompt, "seed": record.seed,
-                                      "model": record.model, **({"players": record.players} if record.players > 1 else {})})
+                                      "model": record.model, **({"players": record.players} if record.players > 1 else {})},
+                      at=now)  # when it was asked: the engine opens it between two steps
     return CreateSessionResponse(token=token, **public)
 
 
