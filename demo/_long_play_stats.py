@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -124,10 +125,8 @@ def theme_report(model: np.ndarray, classifier: ThemeClassifier, script: PlayScr
         lo = (change - context_chunks) * fpc
         part = hits[lo:lo + theme_chunks * fpc]
         after.extend(part.tolist())
-        misread: dict[str, int] = {}
-        for read, hit in zip(predicted[lo:lo + theme_chunks * fpc], part, strict=True):
-            if not hit:
-                misread[read] = misread.get(read, 0) + 1
+        misread = Counter(read for read, hit in zip(predicted[lo:lo + theme_chunks * fpc], part, strict=True)
+                          if not hit)
         by_change.append({"chunk": change, "theme": script.theme_of_chunk(change), "accuracy": float(part.mean()),
                           "misread_as": dict(sorted(misread.items()))})
     return {

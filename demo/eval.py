@@ -6,9 +6,9 @@
 10 s through all six, twice, under the same play; the avatar must stay); either with
 ``--from-nothing`` starts its play as a served session does, with no true chunk before it, and
 ``--play-seed N`` plays another world under other keys.
-``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale``, ``--context-noise``, ``--recontext``,
-``--prompt-guidance`` and ``--prompt-guidance-chunks`` evaluate other sampling settings than the ones ``demo/config.py`` serves with (the report
-records the settings it ran).
+``--timesteps``, ``--guidance``, ``--guided-steps``, ``--guidance-rescale``, ``--context-noise``,
+``--recontext``, ``--prompt-guidance`` and ``--prompt-guidance-chunks`` evaluate other sampling settings
+than the ones ``demo/config.py`` serves with (the report records the settings it ran).
 
 Rollouts run through the real Engine API, started from ground-truth chunks (encoded and handed
 over as a continuation snapshot) under the same seeds, actions and prompts as the world.

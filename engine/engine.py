@@ -151,9 +151,10 @@ class Engine:
             )
         c = self.config
         encoded = encode_actions(c.action_space, actions, c.latent_frames_per_chunk, c.mouse_scale)
+        index = state.next_chunk
+        self._note_prompt_change(state, index)  # before a recontext gives the window's records the new prompt
         if c.recontext_on_prompt_change and self._prompt_changed(state):
             self.runner.rewrite_window(state, self._context(state))
-        index = state.next_chunk
         shape = (c.in_dim, c.latent_frames_per_chunk, c.latent_height, c.latent_width)
         state.work = ChunkWork(
             index=index,
@@ -164,7 +165,7 @@ class Engine:
             steps=self.parts.schedule.steps,
             cross=state.cross,
         )
-        old = self._changed_from(state, index)
+        old = self._guided_from(state, index)
         if old is not None:
             state.work.old_context = self.embed_prompt(old)
             with torch.no_grad():
@@ -172,16 +173,19 @@ class Engine:
         state.next_chunk = index + 1
         return index
 
-    def _changed_from(self, state: EngineSession, index: int) -> str | None:
-        """With prompt_change_guidance: the prompt the session changed from, if chunk `index` is among
-        the first `prompt_change_guidance_chunks` begun under its prompt; else None. The change is
-        noted when its first chunk begins (the chunk before it, finished, was made under another
-        prompt) and forgotten when a rollback returns to before it."""
+    @staticmethod
+    def _note_prompt_change(state: EngineSession, index: int) -> None:
+        """Note a prompt change when its first chunk begins (the chunk before it, finished, was made
+        under another prompt); forget it when a rollback returns to it with the old prompt set back."""
         last = state.records.get(index - 1)
         if last is not None and last.prompt != state.prompt:
             state.prompt_changed = (index, last.prompt)
         elif state.prompt_changed is not None and state.prompt_changed[0] >= index:
             state.prompt_changed = None
+
+    def _guided_from(self, state: EngineSession, index: int) -> str | None:
+        """With prompt_change_guidance: the prompt the session changed from, if chunk `index` is among
+        the first `prompt_change_guidance_chunks` begun under its prompt; else None."""
         c = self.config
         if c.prompt_change_guidance == 1.0 or c.prompt_change_guidance_steps == 0 or state.prompt_changed is None:
             return None

@@ -221,3 +221,16 @@ def test_a_bad_setting_is_refused_with_what_to_change(field: str, value: object,
         _guided(f"tiny+bad-{field}", **{field: value})
     assert err.value.code == "bad_config"
     assert says in str(err.value)
+
+
+def test_with_the_recontext_on_too_the_first_chunks_are_still_guided_from_the_old_prompt() -> None:
+    both = _guided("tiny+pg-recontext", recontext_on_prompt_change=True)
+    _open(both)
+    run_chunks(both, "s", 3, W)
+    both.set_prompt("s", SNOW)
+    both.begin_chunk("s", W)  # the recontext gives the window's records the new prompt first
+    state = both.session("s")
+    assert state.records[2].prompt == SNOW
+    assert state.prompt_changed == (3, VALLEY)
+    assert state.work is not None and state.work.old_context is not None
+    assert torch.equal(state.work.old_context, both.embed_prompt(VALLEY))
